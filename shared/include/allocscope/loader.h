@@ -1,0 +1,41 @@
+// Loading a snapshot: bytes (raw pickle or gzip, detected by magic) -> Snapshot, or an Error naming the byte offset.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "allocscope/pickle.h"
+#include "allocscope/result.h"
+#include "allocscope/snapshot.h"
+
+namespace allocscope {
+
+struct LoadOptions {
+  // phase is "inflate" or "parse"; done/total in bytes of that phase's input.
+  std::function<void(std::string_view phase, uint64_t done, uint64_t total)> progress;
+  uint64_t max_inflated_bytes = 16ull << 30;  // refuse gzip bombs beyond this
+  pickle::Limits limits;
+};
+
+// True when `bytes` starts with the gzip magic (1f 8b).
+bool is_gzip(std::span<const uint8_t> bytes);
+
+// Inflates gzip (concatenated members allowed). Natively built with zlib; in wasm returns an error that says to
+// decompress first (the viewer uses the browser's DecompressionStream).
+Result<std::vector<uint8_t>> gunzip(std::span<const uint8_t> bytes, uint64_t max_out = 16ull << 30,
+                                    const std::function<void(uint64_t, uint64_t)>& progress = {});
+// Deflates to gzip (natively; error in wasm).
+Result<std::vector<uint8_t>> gzip(std::span<const uint8_t> bytes, int level = 6);
+
+// Parses a snapshot pickle. gzip input is inflated first (natively).
+Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions& options = {});
+
+// Reads a whole file (errors name the path).
+Result<std::vector<uint8_t>> read_file(const std::string& path);
+Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& options = {});
+
+}  // namespace allocscope

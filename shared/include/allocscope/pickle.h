@@ -1,0 +1,130 @@
+// Pickle reader and writer for the data types snapshots use (dict, list, tuple, str, bytes, int, float, bool, None).
+//
+// The reader is a bounded stack machine over a byte span. It never executes anything: opcodes that name classes or
+// call functions (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, PERSID, EXT*) are rejected. Every length is
+// checked against the remaining input before use, and memo, stack, nesting and container sizes are bounded.
+//
+// Large files stream through a Consumer: when a finished container is inserted into its parent, the consumer may
+// turn it into a compact Handle (a trace row, an interned frame, a stack) and the reader recycles the container.
+// That is how a 1M-event snapshot loads without building a million dicts.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "allocscope/result.h"
+#include "allocscope/snapshot.h"
+
+namespace allocscope::pickle {
+
+enum class Tag : uint8_t { kNone, kBool, kInt, kUInt, kFloat, kStr, kBytes, kList, kDict, kTuple, kSet, kHandle };
+
+// A value on the machine's stack or inside a container. 16 bytes; containers are referenced by node index + generation
+// (a recycled node gets a new generation, so a stale reference is detected, never followed).
+struct Value {
+  Tag tag = Tag::kNone;
+  uint32_t aux = 0;      // node generation for containers; handle kind for kHandle
+  uint64_t payload = 0;  // int/uint bits, double bits, string id, node index, handle id
+
+  bool is_container() const { return tag == Tag::kList || tag == Tag::kDict || tag == Tag::kTuple || tag == Tag::kSet; }
+  int64_t as_int() const { return static_cast<int64_t>(payload); }
+  uint64_t as_uint() const { return payload; }
+  double as_double() const;
+  static Value none() { return {}; }
+  static Value boolean(bool b) { return {Tag::kBool, 0, b ? 1u : 0u}; }
+  static Value integer(int64_t v) { return {Tag::kInt, 0, static_cast<uint64_t>(v)}; }
+  static Value handle(uint32_t kind, uint64_t id) { return {Tag::kHandle, kind, id}; }
+};
+
+struct Limits {
+  uint64_t max_stack = 1u << 24;        // values on the machine's stack
+  uint32_t max_marks = 1u << 16;        // open MARKs
+  uint32_t max_depth = 512;             // container nesting
+  uint64_t max_memo = 1ull << 28;       // memo slots
+  uint64_t max_container_items = 1ull << 31;
+};
+
+class Reader;
+
+// Streaming hook: called for each finished container just before it is inserted into a parent container (list append,
+// dict setitem, tuple/list/dict built from MARK). `key` is the dict key when the parent is a dict, else nullptr.
+// Return true and set *out to replace the container (usually with a Value::handle); return an Error to abort.
+class Consumer {
+ public:
+  virtual ~Consumer() = default;
+  virtual Result<bool> consume(const Reader& reader, const Value& container, const Value* key, Value* out) = 0;
+};
+
+class Reader {
+ public:
+  explicit Reader(StringTable* strings, Limits limits = {});
+  ~Reader();
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  // Runs the machine to STOP. The returned root stays valid while this Reader lives.
+  // `progress(done_bytes, total_bytes)` is called about every 4 MiB.
+  Result<Value> run(std::span<const uint8_t> input, Consumer* consumer = nullptr,
+                    const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+  // Container access (valid for values reachable from the root or passed to a Consumer).
+  // Dict items are flat: key0, value0, key1, value1, ...
+  std::span<const Value> items(const Value& container) const;
+  // Dict lookup by interned key (last assignment wins, like Python); nullptr when absent or not a dict.
+  const Value* find(const Value& dict, StringId key) const;
+  std::string_view str(const Value& v) const { return strings_->get(static_cast<StringId>(v.payload)); }
+  StringTable& strings() const { return *strings_; }
+  uint64_t offset() const { return pos_; }  // current byte offset (for consumer error messages)
+
+ private:
+  struct Impl;
+  StringTable* strings_;
+  Limits limits_;
+  uint64_t pos_ = 0;
+  Impl* impl_;
+};
+
+// Python-repr-like text of a value (bounded depth/length), for settings and messages.
+std::string repr(const Reader& reader, const Value& v, size_t max_len = 200);
+
+// A pickle writer emitting protocol 2 the way PyTorch's C++ pickler does: PROTO 2, BINPUT/BINGET memo for repeated
+// objects, MARK/APPENDS/SETITEMS batches of at most 1000. The caller drives it like a stack machine.
+class Writer {
+ public:
+  Writer();
+  void begin_dict();                 // EMPTY_DICT + memo put; follow with items, then end_dict()
+  void end_dict();                   // emits pending SETITEMS
+  void begin_list();
+  void end_list();
+  void key(std::string_view k) { str(k); }
+  void str(std::string_view s);      // memoized: a repeated string is written once then referenced
+  void bytes(std::span<const uint8_t> b);
+  void integer(int64_t v);
+  void uinteger(uint64_t v);
+  void floating(double v);
+  void boolean(bool b);
+  void none();
+  void tuple2_int(int64_t a, int64_t b);
+  // Memoized sub-objects: `put_memo()` right after an object returns its slot; `get_memo(slot)` references it again.
+  uint32_t put_memo();
+  void get_memo(uint32_t slot);
+  std::vector<uint8_t> finish();     // STOP; the writer is reset
+
+ private:
+  void op(uint8_t code);
+  void raw(const void* p, size_t n);
+  void item_done();
+  struct Open { bool dict; uint32_t pending; };
+  std::vector<uint8_t> out_;
+  std::vector<Open> open_;
+  uint32_t next_memo_ = 0;
+  std::vector<uint32_t> str_memo_;   // by hash bucket: memo slot of a string, linear probe into str_keys_
+  std::vector<std::string> str_keys_;
+  std::vector<uint32_t> str_slots_;
+};
+
+}  // namespace allocscope::pickle

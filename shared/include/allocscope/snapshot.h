@@ -1,0 +1,170 @@
+// The snapshot model: a PyTorch CUDA memory snapshot as columnar tables with interned strings, frames and stacks.
+//
+// Everything a view or analysis needs is here, in struct-of-arrays form: a 1M-event trace costs ~45 bytes per event
+// (see tests/bench/RESULTS.md). Ids are 32-bit indices into the tables below; id 0 of strings is "" and stack 0 is
+// the empty stack, so "no frames" needs no special case.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace allocscope {
+
+using StringId = uint32_t;
+using FrameId = uint32_t;
+using StackId = uint32_t;
+
+// Trace actions as PyTorch names them (c10/cuda/CUDACachingAllocator.h TraceEntry::Action).
+enum class Action : uint8_t {
+  kAlloc,
+  kFreeRequested,
+  kFreeCompleted,
+  kSegmentAlloc,
+  kSegmentFree,
+  kSegmentMap,
+  kSegmentUnmap,
+  kOom,
+  kSnapshot,
+  kAnnotate,
+  kUnknown,  // an action string we do not know; the original string is kept in `unknown_action_names`
+};
+constexpr int kActionCount = static_cast<int>(Action::kUnknown) + 1;
+std::string_view action_name(Action a);            // "alloc", "free_requested", ...
+Action action_from_name(std::string_view name);    // kUnknown when not recognised
+
+enum class BlockState : uint8_t { kActiveAllocated, kActivePendingFree, kInactive, kUnknown };
+std::string_view block_state_name(BlockState s);
+
+// Interned strings: id -> bytes (valid UTF-8; invalid input bytes were replaced by U+FFFD when loading).
+class StringTable {
+ public:
+  StringTable();
+  StringId intern(std::string_view s);
+  std::string_view get(StringId id) const { return {data_.data() + offsets_[id], offsets_[id + 1] - offsets_[id]}; }
+  uint32_t size() const { return static_cast<uint32_t>(offsets_.size() - 1); }
+  // Finds without inserting; returns false when absent.
+  bool find(std::string_view s, StringId* id) const;
+  size_t memory_bytes() const;
+
+ private:
+  void rehash(size_t buckets);
+  std::string data_;               // all strings back to back
+  std::vector<uint32_t> offsets_;  // size()+1 entries
+  std::vector<uint32_t> buckets_;  // open addressing: id+1, 0 = empty
+};
+
+struct Frame {
+  StringId name = 0;
+  StringId filename = 0;
+  int64_t line = 0;
+  bool operator==(const Frame&) const = default;
+};
+
+// Stacks as flat frame lists, innermost frame first (the order PyTorch stores `frames`).
+class StackTable {
+ public:
+  StackTable();                                   // stack 0 = empty
+  StackId intern(std::span<const FrameId> frames);
+  std::span<const FrameId> get(StackId id) const {
+    return {frames_.data() + offsets_[id], offsets_[id + 1] - offsets_[id]};
+  }
+  uint32_t size() const { return static_cast<uint32_t>(offsets_.size() - 1); }
+  size_t memory_bytes() const;
+
+ private:
+  void rehash(size_t buckets);
+  std::vector<FrameId> frames_;
+  std::vector<uint32_t> offsets_;
+  std::vector<uint64_t> hashes_;
+  std::vector<uint32_t> buckets_;  // id+1, 0 = empty
+};
+
+// Trace events of all devices, one column per field; device d owns rows [devices[d].begin, devices[d].end).
+struct EventColumns {
+  std::vector<Action> action;
+  std::vector<uint64_t> addr;     // for `oom`: device_free (PyTorch stores it instead of addr)
+  std::vector<uint64_t> size;
+  std::vector<int64_t> stream;
+  std::vector<int64_t> time_us;
+  std::vector<StackId> stack;
+  std::vector<StringId> compile_context;  // 0 when absent
+  std::vector<StringId> user_metadata;    // 0 when absent
+  size_t size_rows() const { return action.size(); }
+  size_t memory_bytes() const;
+};
+
+struct DeviceTrace {
+  int64_t device = 0;  // the ordinal: index in `device_traces`
+  uint32_t begin = 0;  // first row in EventColumns
+  uint32_t end = 0;    // one past the last row
+  uint32_t count() const { return end - begin; }
+};
+
+struct Block {
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t requested_size = 0;
+  BlockState state = BlockState::kUnknown;
+  StackId stack = 0;
+};
+
+struct Segment {
+  int64_t device = 0;
+  uint64_t address = 0;
+  uint64_t total_size = 0;
+  uint64_t allocated_size = 0;
+  uint64_t active_size = 0;
+  uint64_t requested_size = 0;
+  int64_t stream = 0;
+  StringId segment_type = 0;  // "large" | "small"
+  int64_t pool_id[2] = {0, 0};
+  bool is_expandable = false;
+  StackId stack = 0;
+  uint32_t first_block = 0;  // rows in Snapshot::blocks, in file order
+  uint32_t num_blocks = 0;
+};
+
+struct Annotation {
+  bool start = true;  // stage 'START' (true) or 'END'
+  StringId name = 0;
+  int64_t device = 0;
+  int64_t time_us = 0;
+};
+
+// A flattened scalar from a generic part of the file we keep verbatim (allocator_settings): "key" -> printable value.
+struct Setting {
+  std::string key;
+  std::string value;  // Python repr-like text: 'x', 3, True, None, [..]
+};
+
+struct Snapshot {
+  StringTable strings;
+  std::vector<Frame> frames;
+  StackTable stacks;
+
+  std::vector<Segment> segments;  // in file order
+  std::vector<Block> blocks;
+  std::vector<DeviceTrace> devices;  // one per entry of `device_traces`
+  EventColumns events;
+  std::vector<Annotation> annotations;
+  std::vector<Setting> allocator_settings;
+  bool has_device_traces = false;  // false for a bare list of segments (oldest format)
+
+  // What we met but do not model, so nothing is silently dropped: key name -> how many times.
+  std::vector<std::pair<std::string, uint64_t>> unknown_keys;
+  std::vector<std::string> unknown_action_names;  // distinct unknown action strings
+  uint64_t source_bytes = 0;                      // size of the (inflated) pickle
+
+  // Convenience views.
+  std::string_view str(StringId id) const { return strings.get(id); }
+  std::span<const FrameId> stack(StackId id) const { return stacks.get(id); }
+  const DeviceTrace* device(int64_t ordinal) const;
+  std::span<const Block> blocks_of(const Segment& s) const { return {blocks.data() + s.first_block, s.num_blocks}; }
+  size_t memory_bytes() const;
+};
+
+}  // namespace allocscope
