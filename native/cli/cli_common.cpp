@@ -1,0 +1,81 @@
+// Shared CLI plumbing: snapshot loading with terminal progress, argument parsing, error reporting.
+#include "cli_common.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "allocscope/loader.h"
+
+namespace allocscope::cli {
+
+bool load_or_report(const std::string& path, Snapshot* out) {
+  LoadOptions opts;
+  const bool tty = isatty(STDERR_FILENO);
+  if (tty) {
+    opts.progress = [](std::string_view phase, uint64_t done, uint64_t total) {
+      std::fprintf(stderr, "\r%.*s %5.1f%%", static_cast<int>(phase.size()), phase.data(),
+                   total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0);
+      std::fflush(stderr);
+    };
+  }
+  auto r = load_snapshot_file(path, opts);
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (!r.ok()) {
+    std::fprintf(stderr, "allocscope: %s: %s\n", path.c_str(), r.error().describe().c_str());
+    return false;
+  }
+  *out = std::move(r).value();
+  return true;
+}
+
+bool Args::has(const std::string& name) const {
+  for (auto& [k, v] : options)
+    if (k == name) return true;
+  return false;
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+  for (auto it = options.rbegin(); it != options.rend(); ++it)
+    if (it->first == name) return it->second;
+  return fallback;
+}
+
+Args parse_args(const std::vector<std::string>& argv, const std::vector<std::string>& takes_value) {
+  Args a;
+  bool only_positional = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& s = argv[i];
+    if (only_positional || s.size() < 2 || s[0] != '-') {
+      a.positional.push_back(s);
+      continue;
+    }
+    if (s == "--") {
+      only_positional = true;
+      continue;
+    }
+    std::string name = s.substr(s[1] == '-' ? 2 : 1);
+    std::string value;
+    auto eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else {
+      for (const auto& t : takes_value) {
+        if (t == name && i + 1 < argv.size()) {
+          value = argv[++i];
+          break;
+        }
+      }
+    }
+    a.options.emplace_back(name, value);
+  }
+  return a;
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "allocscope: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace allocscope::cli

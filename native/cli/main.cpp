@@ -1,0 +1,55 @@
+// Entry point of the `allocscope` command-line tool: dispatches to the registered verbs.
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "verbs.h"
+
+namespace allocscope::cli {
+
+static std::vector<Verb>& registry() {
+  static std::vector<Verb> verbs;
+  return verbs;
+}
+RegisterVerb::RegisterVerb(const Verb& v) { registry().push_back(v); }
+const std::vector<Verb>& all_verbs() { return registry(); }
+
+static void print_help(FILE* out) {
+  std::fprintf(out,
+               "allocscope: answers from PyTorch CUDA memory snapshots (peak, leaks, OOM, diff), offline.\n\n"
+               "usage: allocscope VERB [options] FILE...\n"
+               "       allocscope VERB --help     details of one verb\n\n"
+               "FILE is a snapshot from torch.cuda.memory._dump_snapshot() (.pickle, or gzipped).\n\nverbs:\n");
+  std::vector<Verb> verbs = registry();
+  std::stable_sort(verbs.begin(), verbs.end(), [](const Verb& a, const Verb& b) { return a.order < b.order; });
+  for (const Verb& v : verbs) std::fprintf(out, "  %-11s %s\n", v.name, v.summary);
+}
+
+}  // namespace allocscope::cli
+
+int main(int argc, char** argv) {
+  using namespace allocscope::cli;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    print_help(stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("allocscope 0.1.0\n");
+    return 0;
+  }
+  for (const Verb& v : all_verbs()) {
+    if (std::strcmp(v.name, argv[1]) != 0) continue;
+    std::vector<std::string> args(argv + 2, argv + argc);
+    for (const std::string& a : args) {
+      if (a == "--help" || a == "-h") {
+        std::fputs(v.usage, stdout);
+        return 0;
+      }
+    }
+    return v.run(args);
+  }
+  std::fprintf(stderr, "allocscope: unknown verb '%s' (see allocscope --help)\n", argv[1]);
+  return 2;
+}
