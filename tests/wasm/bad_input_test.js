@@ -1,0 +1,46 @@
+// Node test: hostile or broken inputs give a human error that names a byte offset, never a crash or a hang.
+// usage: node bad_input_test.js GLUE_JS ENGINE_JS FIXTURE
+'use strict';
+const fs = require('fs');
+const path = require('path');
+
+async function main() {
+  const [glue, enginePath, fixture] = process.argv.slice(2);
+  const factory = require(path.resolve(glue));
+  const { openEngine, readChunks } = require(path.resolve(enginePath));
+  const wasmBinary = fs.readFileSync(path.join(path.dirname(path.resolve(glue)), 'allocscope.wasm'));
+  const engine = await openEngine(factory, { wasmBinary });
+  const good = new Uint8Array(fs.readFileSync(fixture));
+  const cases = [
+    ['empty file', new Uint8Array(0)],
+    ['text file', new TextEncoder().encode('hello, this is not a pickle\n')],
+    ['truncated pickle', good.slice(0, Math.floor(good.length / 2))],
+    ['pickle calling a global', new Uint8Array([0x80, 0x02, 0x63, ...new TextEncoder().encode('os\nsystem\n'), 0x2e])],
+    ['gzip header then garbage', new Uint8Array([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6, 7, 8])],
+  ];
+  let passed = 0, failed = 0;
+  for (const [name, bytes] of cases) {
+    let message = null;
+    try {
+      const { chunks, length } = await readChunks(bytes);
+      engine.load(chunks, length, name);
+    } catch (e) {
+      message = e.message;
+    }
+    if (message && message.length > 5) {
+      console.log(`  ok   ${name}: ${message}`);
+      ++passed;
+    } else {
+      console.log(`  FAIL ${name}: loaded without an error`);
+      ++failed;
+    }
+  }
+  // The engine still works after all those errors.
+  const { chunks, length } = await readChunks(good);
+  const id = engine.load(chunks, length, 'good');
+  if (engine.call({ method: 'facts', id }).body.segments > 0) ++passed; else ++failed;
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+}
+
+main().catch((e) => { console.error(e && e.stack ? e.stack : e); process.exit(1); });

@@ -1,0 +1,145 @@
+// The only Emscripten-aware code: C exports the worker calls to hand over file bytes, run a method and read its
+// answer (JSON text + typed-array blobs in the wasm heap). Everything else is plain C++ in methods_*.cpp.
+#include <emscripten/emscripten.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "allocscope/loader.h"
+#include "methods.h"
+
+namespace allocscope::wasm {
+
+static std::vector<Method>& registry() {
+  static std::vector<Method> methods;
+  return methods;
+}
+RegisterMethod::RegisterMethod(const Method& m) { registry().push_back(m); }
+const std::vector<Method>& all_methods() { return registry(); }
+size_t new_cache_slot() {
+  static size_t next = 0;
+  return next++;
+}
+
+int64_t Request::i64(const char* key, int64_t fallback) const {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<int64_t>() : fallback;
+}
+double Request::f64(const char* key, double fallback) const {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+bool Request::flag(const char* key, bool fallback) const {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+std::string Request::str(const char* key, const std::string& fallback) const {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+namespace {
+std::vector<std::unique_ptr<Loaded>> g_files;  // id = index + 1; a slot is nulled on unload
+std::string g_error;
+std::string g_answer_text;
+Answer g_answer;
+
+Loaded* file_by_id(int64_t id) {
+  if (id < 1 || id > static_cast<int64_t>(g_files.size())) return nullptr;
+  return g_files[static_cast<size_t>(id - 1)].get();
+}
+}  // namespace
+
+}  // namespace allocscope::wasm
+
+// Reports loader progress to JS (the worker forwards it to the page's progress bar).
+EM_JS(void, as_js_progress, (const char* phase, double done, double total), {
+  if (Module["onProgress"]) Module["onProgress"](UTF8ToString(phase), done, total);
+});
+
+using namespace allocscope;
+using namespace allocscope::wasm;
+
+extern "C" {
+
+EMSCRIPTEN_KEEPALIVE uint8_t* as_malloc(size_t n) { return static_cast<uint8_t*>(std::malloc(n ? n : 1)); }
+EMSCRIPTEN_KEEPALIVE void as_free(void* p) { std::free(p); }
+
+// Parses `n` bytes at `data` (raw pickle; the worker inflates gzip first) and frees them. Returns the file id, or 0
+// with the reason in as_error(). `name` is the file name, kept for messages.
+EMSCRIPTEN_KEEPALIVE int32_t as_load(uint8_t* data, size_t n, const char* name) {
+  LoadOptions options;
+  options.progress = [](std::string_view phase, uint64_t done, uint64_t total) {
+    std::string p(phase);
+    as_js_progress(p.c_str(), static_cast<double>(done), static_cast<double>(total));
+  };
+  auto result = load_snapshot({data, n}, options);
+  std::free(data);
+  if (!result.ok()) {
+    g_error = result.error().describe();
+    return 0;
+  }
+  auto f = std::make_unique<Loaded>();
+  f->snapshot = std::move(result).value();
+  f->name = name ? name : "";
+  g_files.push_back(std::move(f));
+  return static_cast<int32_t>(g_files.size());
+}
+
+EMSCRIPTEN_KEEPALIVE void as_unload(int32_t id) {
+  if (file_by_id(id)) g_files[static_cast<size_t>(id - 1)].reset();
+}
+
+EMSCRIPTEN_KEEPALIVE const char* as_error() { return g_error.c_str(); }
+
+// Runs {"method": NAME, "id": N | "ids": [N...], ...}; returns the answer's JSON text ({"error": ...} on failure).
+// Blobs stay readable through as_blob_* until the next call.
+EMSCRIPTEN_KEEPALIVE const char* as_call(const char* request_text) {
+  g_answer = Answer{};
+  json req = json::parse(request_text ? request_text : "", nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded() || !req.is_object()) {
+    g_answer = Answer::error("bridge: request is not a JSON object");
+  } else {
+    Request r{req};
+    std::string name = r.str("method");
+    std::vector<Loaded*> files;
+    bool missing = false;
+    if (auto it = req.find("ids"); it != req.end() && it->is_array()) {
+      for (const auto& v : *it) {
+        Loaded* f = v.is_number_integer() ? file_by_id(v.get<int64_t>()) : nullptr;
+        if (!f) missing = true;
+        files.push_back(f);
+      }
+    } else {
+      Loaded* f = file_by_id(r.i64("id"));
+      if (!f) missing = true;
+      files.push_back(f);
+    }
+    const Method* m = nullptr;
+    for (const Method& candidate : all_methods())
+      if (name == candidate.name) m = &candidate;
+    if (!m)
+      g_answer = Answer::error("bridge: unknown method '" + name + "'");
+    else if (missing || files.empty())
+      g_answer = Answer::error("bridge: no loaded file with that id");
+    else
+      g_answer = m->run(r, files);
+  }
+  json blobs = json::array();
+  for (const auto& b : g_answer.blobs) blobs.push_back({{"name", b.name}, {"type", b.type}});
+  if (!g_answer.blobs.empty()) g_answer.body["_blobs"] = blobs;
+  g_answer_text = g_answer.body.dump(-1, ' ', false, json::error_handler_t::replace);
+  return g_answer_text.c_str();
+}
+
+EMSCRIPTEN_KEEPALIVE uint32_t as_blob_count() { return static_cast<uint32_t>(g_answer.blobs.size()); }
+EMSCRIPTEN_KEEPALIVE const uint8_t* as_blob_ptr(uint32_t i) {
+  return i < g_answer.blobs.size() ? g_answer.blobs[i].bytes.data() : nullptr;
+}
+EMSCRIPTEN_KEEPALIVE uint32_t as_blob_size(uint32_t i) {
+  return i < g_answer.blobs.size() ? static_cast<uint32_t>(g_answer.blobs[i].bytes.size()) : 0;
+}
+
+}  // extern "C"

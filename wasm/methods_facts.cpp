@@ -1,0 +1,91 @@
+// "facts" and "info": what a file holds, in the shape of PyTorch's own counts (tests/fixtures/expected/*.facts.json)
+// plus what the page needs to set itself up (devices with events, time range, annotations, settings).
+#include <algorithm>
+#include <map>
+
+#include "methods.h"
+
+namespace allocscope::wasm {
+namespace {
+
+json facts_of(const Snapshot& s) {
+  std::map<std::string, uint64_t> actions;  // sorted like Python's json.dumps(sort_keys=True)
+  for (Action a : s.events.action) ++actions[std::string(action_name(a))];
+  uint64_t reserved = 0, allocated = 0, active_blocks = 0;
+  for (const Segment& seg : s.segments) {
+    reserved += seg.total_size;
+    allocated += seg.allocated_size;
+  }
+  for (const Block& b : s.blocks)
+    if (b.state == BlockState::kActiveAllocated) ++active_blocks;
+  json per_device = json::array();
+  for (const DeviceTrace& d : s.devices) per_device.push_back(d.count());
+  json j;
+  j["actions"] = actions;
+  j["active_blocks"] = active_blocks;
+  j["segments"] = s.segments.size();
+  j["total_allocated"] = allocated;
+  j["total_reserved"] = reserved;
+  j["trace_events_per_device"] = per_device;
+  return j;
+}
+
+Answer facts(const Request&, std::span<Loaded* const> files) {
+  Answer a;
+  a.body = facts_of(files[0]->snapshot);
+  return a;
+}
+
+Answer info(const Request&, std::span<Loaded* const> files) {
+  const Loaded& f = *files[0];
+  const Snapshot& s = f.snapshot;
+  json devices = json::array();
+  for (size_t d = 0; d < s.devices.size(); ++d) {
+    const DeviceTrace& t = s.devices[d];
+    json dj{{"device", t.device}, {"events", t.count()}};
+    if (t.count()) {
+      auto first = s.events.time_us.begin() + t.begin, last = s.events.time_us.begin() + t.end;
+      dj["time_min_us"] = *std::min_element(first, last);
+      dj["time_max_us"] = *std::max_element(first, last);
+    }
+    uint64_t reserved = 0, segs = 0;
+    for (const Segment& seg : s.segments)
+      if (seg.device == t.device) reserved += seg.total_size, ++segs;
+    dj["segments"] = segs;
+    dj["reserved_bytes"] = reserved;
+    devices.push_back(dj);
+  }
+  // Devices that only appear in segments (no trace recorded) still get a selector entry.
+  for (const Segment& seg : s.segments) {
+    bool known = std::any_of(devices.begin(), devices.end(), [&](const json& d) { return d["device"] == seg.device; });
+    if (!known) devices.push_back({{"device", seg.device}, {"events", 0}, {"segments", 0}, {"reserved_bytes", 0}});
+  }
+  json settings = json::array();
+  for (const Setting& st : s.allocator_settings) settings.push_back({st.key, st.value});
+  json unknown = json::array();
+  for (const auto& [k, n] : s.unknown_keys) unknown.push_back({k, n});
+  json annotations = json::array();
+  for (const Annotation& an : s.annotations)
+    annotations.push_back({{"start", an.start}, {"name", s.str(an.name)}, {"device", an.device},
+                           {"time_us", an.time_us}});
+  Answer a;
+  a.body = {{"name", f.name},
+            {"facts", facts_of(s)},
+            {"devices", devices},
+            {"has_device_traces", s.has_device_traces},
+            {"allocator_settings", settings},
+            {"unknown_keys", unknown},
+            {"unknown_actions", s.unknown_action_names},
+            {"annotations", annotations},
+            {"source_bytes", s.source_bytes},
+            {"model_bytes", s.memory_bytes()},
+            {"frames", s.frames.size()},
+            {"stacks", s.stacks.size()}};
+  return a;
+}
+
+const RegisterMethod r1({"facts", facts});
+const RegisterMethod r2({"info", info});
+
+}  // namespace
+}  // namespace allocscope::wasm

@@ -1,0 +1,108 @@
+// The JS half of the bridge, shared by the Web Worker (importScripts) and the node tests (require): reads a file
+// (inflating gzip by its magic bytes with DecompressionStream), hands the bytes to the wasm core, runs methods and
+// turns answer blobs into typed arrays. Nothing here touches the DOM.
+(function (root) {
+  'use strict';
+
+  const TYPES = { u8: Uint8Array, u32: Uint32Array, i32: Int32Array, f32: Float32Array, f64: Float64Array };
+
+  function isGzip(head) { return head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b; }
+
+  // Reads a Blob/File (or bytes) fully; gzip is inflated while streaming. progress(phase, done, total) in bytes of
+  // the phase's input. Returns an array of Uint8Array chunks and their total length, so the caller copies once.
+  async function readChunks(source, progress) {
+    const blob = source instanceof Uint8Array ? new Blob([source]) : source;
+    const total = blob.size;
+    const head = new Uint8Array(await blob.slice(0, 2).arrayBuffer());
+    const gz = isGzip(head);
+    const phase = gz ? 'inflate' : 'read';
+    let read = 0;
+    let lastReport = 0;
+    const counter = new TransformStream({
+      transform(chunk, controller) {
+        read += chunk.byteLength;
+        if (progress && (read - lastReport > (1 << 22) || read === total)) {
+          lastReport = read;
+          progress(phase, read, total);
+        }
+        controller.enqueue(chunk);
+      },
+    });
+    let stream = blob.stream().pipeThrough(counter);
+    if (gz) {
+      if (typeof DecompressionStream === 'undefined')
+        throw new Error('this browser cannot decompress gzip (no DecompressionStream); gunzip the file first');
+      stream = stream.pipeThrough(new DecompressionStream('gzip'));
+    }
+    const chunks = [];
+    let length = 0;
+    const reader = stream.getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        chunks.push(value);
+        length += value.byteLength;
+      }
+    } catch (e) {
+      if (gz) throw new Error(`the file starts like gzip but does not inflate (${e && e.message ? e.message : e}); ` +
+                              `after ${read} of ${total} compressed bytes`);
+      throw e;
+    }
+    return { chunks, length, gzip: gz, fileBytes: total };
+  }
+
+  class Engine {
+    constructor(module) { this.m = module; }
+
+    // Copies the chunks into the wasm heap and parses them; returns the file id or throws Error(message).
+    load(chunks, length, name) {
+      const m = this.m;
+      const ptr = m._as_malloc(length);
+      if (!ptr) throw new Error(`not enough memory for ${length} bytes`);
+      let at = ptr;
+      for (const c of chunks) { m.HEAPU8.set(c, at); at += c.byteLength; }
+      const nameBytes = m.lengthBytesUTF8(name) + 1;
+      const namePtr = m._as_malloc(nameBytes);
+      m.stringToUTF8(name, namePtr, nameBytes);
+      const id = m._as_load(ptr, length, namePtr);  // frees ptr
+      m._as_free(namePtr);
+      if (!id) throw new Error(m.UTF8ToString(m._as_error()));
+      return id;
+    }
+
+    unload(id) { this.m._as_unload(id); }
+
+    // Runs a method; returns {body, blobs: {name: TypedArray}} (typed arrays are copies, safe to transfer).
+    call(request) {
+      const m = this.m;
+      const text = JSON.stringify(request);
+      const n = m.lengthBytesUTF8(text) + 1;
+      const p = m._as_malloc(n);
+      m.stringToUTF8(text, p, n);
+      const out = m._as_call(p);
+      m._as_free(p);
+      const body = JSON.parse(m.UTF8ToString(out));
+      const blobs = {};
+      (body._blobs || []).forEach((b, i) => {
+        const ptr = m._as_blob_ptr(i);
+        const size = m._as_blob_size(i);
+        const T = TYPES[b.type] || Uint8Array;
+        blobs[b.name] = new T(m.HEAPU8.slice(ptr, ptr + size).buffer);
+      });
+      delete body._blobs;
+      if (body.error) throw new Error(body.error);
+      return { body, blobs };
+    }
+  }
+
+  // Instantiates the wasm module. `wasmBinary` (bytes) is required under node (TOOLCHAIN.md: fetch on paths fails).
+  async function openEngine(factory, options) {
+    const m = await factory(options || {});
+    return new Engine(m);
+  }
+
+  const api = { isGzip, readChunks, openEngine, Engine };
+  if (typeof module === 'object' && module.exports) module.exports = api;
+  else root.AllocscopeEngine = api;
+})(typeof self !== 'undefined' ? self : this);
