@@ -14,6 +14,24 @@ const all = [
       assert.deepStrictEqual(engine.call({ method: 'facts', id }).body, expected);
     },
   },
+  {
+    // PyTorch's viewer only offers devices with events; each must agree on allocations, peak, final and every
+    // distinct total (for the 1M-event file only their count was recorded).
+    name: 'Active Memory Timeline numbers equal PyTorch memoryviz.json',
+    golden: 'memoryviz.json',
+    available: (engine) => hasMethod(engine, 'memoryviz'),
+    run(engine, id, expected, assert) {
+      for (const [device, want] of Object.entries(expected.devices)) {
+        const withTotals = Array.isArray(want.distinct_totals);
+        const { body, blobs } = engine.call({ method: 'memoryviz', id, device: Number(device), with_totals: withTotals });
+        assert.strictEqual(body.allocations, want.allocations, `device ${device} allocations`);
+        assert.strictEqual(body.peak_active_bytes, want.peak_active_bytes, `device ${device} peak`);
+        assert.strictEqual(body.final_active_bytes, want.final_active_bytes, `device ${device} final`);
+        if (withTotals) assert.deepStrictEqual(Array.from(blobs.distinct_totals), want.distinct_totals, `device ${device} totals`);
+        else assert.strictEqual(body.distinct_totals_count, want.distinct_totals_count, `device ${device} totals count`);
+      }
+    },
+  },
 ];
 
 module.exports = { all, hasMethod };
