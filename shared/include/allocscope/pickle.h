@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "allocscope/result.h"
@@ -79,9 +80,11 @@ class Reader {
   std::string_view str(const Value& v) const { return strings_->get(static_cast<StringId>(v.payload)); }
   StringTable& strings() const { return *strings_; }
   uint64_t offset() const { return pos_; }  // current byte offset (for consumer error messages)
+  uint64_t offset_of(const Value& container) const;  // byte offset of the opcode that created a container
+
+  struct Impl;  // the machine's storage (private to reader.cpp)
 
  private:
-  struct Impl;
   StringTable* strings_;
   Limits limits_;
   uint64_t pos_ = 0;
@@ -96,9 +99,9 @@ std::string repr(const Reader& reader, const Value& v, size_t max_len = 200);
 class Writer {
  public:
   Writer();
-  void begin_dict();                 // EMPTY_DICT + memo put; follow with items, then end_dict()
+  uint32_t begin_dict();             // EMPTY_DICT + memo put (returns the slot); then items, then end_dict()
   void end_dict();                   // emits pending SETITEMS
-  void begin_list();
+  uint32_t begin_list();
   void end_list();
   void key(std::string_view k) { str(k); }
   void str(std::string_view s);      // memoized: a repeated string is written once then referenced
@@ -109,22 +112,21 @@ class Writer {
   void boolean(bool b);
   void none();
   void tuple2_int(int64_t a, int64_t b);
-  // Memoized sub-objects: `put_memo()` right after an object returns its slot; `get_memo(slot)` references it again.
-  uint32_t put_memo();
+  // References an object memoized earlier (a finished dict or list, by the slot its begin_* returned).
   void get_memo(uint32_t slot);
   std::vector<uint8_t> finish();     // STOP; the writer is reset
 
  private:
   void op(uint8_t code);
   void raw(const void* p, size_t n);
+  void before_item();
   void item_done();
+  uint32_t put_memo();
   struct Open { bool dict; uint32_t pending; };
   std::vector<uint8_t> out_;
   std::vector<Open> open_;
   uint32_t next_memo_ = 0;
-  std::vector<uint32_t> str_memo_;   // by hash bucket: memo slot of a string, linear probe into str_keys_
-  std::vector<std::string> str_keys_;
-  std::vector<uint32_t> str_slots_;
+  std::unordered_map<std::string, uint32_t> str_memo_;  // string -> memo slot
 };
 
 }  // namespace allocscope::pickle

@@ -135,10 +135,17 @@ struct Annotation {
   int64_t time_us = 0;
 };
 
-// A flattened scalar from a generic part of the file we keep verbatim (allocator_settings): "key" -> printable value.
+// A value from a generic part of the file kept verbatim (allocator_settings): scalars, or nested dicts/lists.
 struct Setting {
-  std::string key;
-  std::string value;  // Python repr-like text: 'x', 3, True, None, [..]
+  enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kStr, kDict, kList, kOther };
+  std::string key;           // "" for list items
+  Kind kind = Kind::kNone;
+  int64_t i = 0;             // kBool (0/1), kInt
+  double f = 0;              // kFloat
+  std::string s;             // kStr; kOther: Python-like text of what we could not model
+  std::vector<Setting> children;  // kDict, kList
+  std::string repr() const;  // Python-like text: 'x', 3, True, {'a': 1}
+  bool operator==(const Setting&) const = default;
 };
 
 struct Snapshot {
@@ -157,6 +164,8 @@ struct Snapshot {
   // What we met but do not model, so nothing is silently dropped: key name -> how many times.
   std::vector<std::pair<std::string, uint64_t>> unknown_keys;
   std::vector<std::string> unknown_action_names;  // distinct unknown action strings
+  // Load-time findings that do not stop loading (e.g. a negative size); analyses add their own.
+  std::vector<std::string> warnings;
   uint64_t source_bytes = 0;                      // size of the (inflated) pickle
 
   // Convenience views.

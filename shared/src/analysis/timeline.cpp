@@ -1,0 +1,203 @@
+// StackedTimeline construction (totals, checkpoints of alive rows), state reconstruction and hit testing.
+#include "allocscope/timeline.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace allocscope {
+
+namespace {
+constexpr uint32_t kBlock = 256;  // steps per entry of block_max_
+}  // namespace
+
+TimeAxis::TimeAxis(std::span<const int64_t> t) : time_(t.begin(), t.end()) {
+  for (size_t i = 1; i < time_.size(); ++i) time_[i] = std::max(time_[i], time_[i - 1]);
+}
+
+TimeAxis TimeAxis::for_device(const Snapshot& s, const DeviceLifetimes& lt) {
+  return TimeAxis(std::span<const int64_t>(s.events.time_us).subspan(lt.event_begin, lt.event_count));
+}
+
+uint32_t TimeAxis::events_before(double t_us) const {
+  auto it = std::lower_bound(time_.begin(), time_.end(), t_us,
+                             [](int64_t a, double t) { return static_cast<double>(a) < t; });
+  return static_cast<uint32_t>(it - time_.begin());
+}
+
+void DrawResult::clear() {
+  column_first_step.clear();
+  column_last_step.clear();
+  column_step.clear();
+  column_total.clear();
+  rect_x0.clear();
+  rect_x1.clear();
+  rect_y0.clear();
+  rect_y1.clear();
+  rect_row.clear();
+  rect_count.clear();
+}
+
+StackedTimeline::StackedTimeline(std::vector<uint32_t> birth, std::vector<uint32_t> death, std::vector<uint64_t> size,
+                                 uint32_t steps, uint32_t checkpoint_interval)
+    : steps_(steps), interval_(std::max<uint32_t>(1, checkpoint_interval)), birth_(std::move(birth)),
+      death_(std::move(death)), size_(std::move(size)) {
+  // Totals: difference array over steps (unsigned wrap-around cancels exactly).
+  std::vector<uint64_t> delta(static_cast<size_t>(steps_) + 1, 0);
+  for (size_t r = 0; r < size_.size(); ++r) {
+    const uint32_t b = std::min(birth_[r], steps_), d = std::min(death_[r], steps_);
+    if (b >= d) continue;
+    delta[b] += size_[r];
+    delta[d] -= size_[r];
+  }
+  total_.resize(steps_);
+  uint64_t acc = 0;
+  for (uint32_t s = 0; s < steps_; ++s) total_[s] = acc += delta[s];
+
+  // Checkpoints: each rebuilt from the previous one, so construction is one pass over births and alive lists.
+  std::vector<uint32_t> cur, next;
+  uint32_t cur_step = 0;
+  const uint32_t nckpt = steps_ == 0 ? 0 : (steps_ - 1) / interval_ + 1;
+  ckpt_offset_.reserve(nckpt + 1);
+  for (uint32_t k = 0; k < nckpt; ++k) {
+    const uint32_t s = k * interval_;
+    if (k == 0) {
+      // advance() adds rows born after its base step, so the rows born at step 0 seed the first checkpoint.
+      for (uint32_t r = 0; r < first_born_after(0); ++r)
+        if (death_[r] > 0) cur.push_back(r);
+    } else {
+      advance(cur, cur_step, s, &next);
+      cur.swap(next);
+    }
+    cur_step = s;
+    ckpt_offset_.push_back(static_cast<uint32_t>(ckpt_rows_.size()));
+    ckpt_rows_.insert(ckpt_rows_.end(), cur.begin(), cur.end());
+  }
+  ckpt_offset_.push_back(static_cast<uint32_t>(ckpt_rows_.size()));
+
+  block_max_.resize((steps_ + kBlock - 1) / kBlock);
+  for (uint32_t b = 0; b < block_max_.size(); ++b) {
+    const uint32_t lo = b * kBlock, hi = std::min(steps_, lo + kBlock);
+    uint32_t best = lo;
+    for (uint32_t s = lo + 1; s < hi; ++s)
+      if (total_[s] > total_[best]) best = s;
+    block_max_[b] = best;
+  }
+}
+
+StackedTimeline StackedTimeline::from_lifetimes(const DeviceLifetimes& lt, uint32_t checkpoint_interval) {
+  const uint32_t n = lt.count();
+  std::vector<uint32_t> birth(n), death(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    birth[i] = lt.birth_step(i);
+    death[i] = lt.death_step(i);
+  }
+  return StackedTimeline(std::move(birth), std::move(death), lt.size, lt.steps(), checkpoint_interval);
+}
+
+uint32_t StackedTimeline::first_born_after(uint32_t step) const {
+  return static_cast<uint32_t>(std::upper_bound(birth_.begin(), birth_.end(), step) - birth_.begin());
+}
+
+void StackedTimeline::advance(std::span<const uint32_t> base, uint32_t base_step, uint32_t step,
+                              std::vector<uint32_t>* out) const {
+  out->clear();
+  out->reserve(base.size() + 64);
+  for (uint32_t r : base)
+    if (death_[r] > step) out->push_back(r);
+  const uint32_t end = first_born_after(step);
+  for (uint32_t r = first_born_after(base_step); r < end; ++r)
+    if (death_[r] > step) out->push_back(r);
+}
+
+void StackedTimeline::alive_at(uint32_t step, std::vector<uint32_t>* rows, std::vector<uint64_t>* offsets) const {
+  rows->clear();
+  if (offsets) offsets->clear();
+  if (steps_ == 0) return;
+  step = std::min(step, steps_ - 1);
+  const uint32_t k = step / interval_;
+  advance(std::span<const uint32_t>(ckpt_rows_).subspan(ckpt_offset_[k], ckpt_offset_[k + 1] - ckpt_offset_[k]),
+          k * interval_, step, rows);
+  if (offsets) {
+    offsets->resize(rows->size());
+    uint64_t acc = 0;
+    for (size_t i = 0; i < rows->size(); ++i) {
+      (*offsets)[i] = acc;
+      acc += size_[(*rows)[i]];
+    }
+  }
+}
+
+uint32_t StackedTimeline::hit_test(uint32_t step, uint64_t y_bytes, uint64_t* offset) const {
+  thread_local std::vector<uint32_t> rows;
+  alive_at(step, &rows);
+  uint64_t acc = 0;
+  for (uint32_t r : rows) {
+    if (y_bytes < acc + size_[r]) {
+      if (size_[r] == 0) continue;  // zero-byte bands have no height to hit
+      if (offset) *offset = acc;
+      return r;
+    }
+    acc += size_[r];
+  }
+  return kNoRow;
+}
+
+uint32_t StackedTimeline::argmax_total(uint32_t first, uint32_t last) const {
+  if (steps_ == 0) return 0;
+  last = std::min(last, steps_ - 1);
+  first = std::min(first, last);
+  uint32_t best = first;
+  uint32_t s = first;
+  // Head and tail by scanning, whole blocks through block_max_.
+  while (s <= last && s % kBlock != 0) {
+    if (total_[s] > total_[best]) best = s;
+    ++s;
+  }
+  while (s + kBlock - 1 <= last) {
+    const uint32_t m = block_max_[s / kBlock];
+    if (total_[m] > total_[best]) best = m;
+    s += kBlock;
+  }
+  for (; s <= last; ++s)
+    if (total_[s] > total_[best]) best = s;
+  return best;
+}
+
+void StackedTimeline::column_range(const DrawRequest& req, uint32_t c, uint32_t* first, uint32_t* last,
+                                   uint32_t* shown) const {
+  const double w = (req.x_end - req.x_begin) / std::max<uint32_t>(1, req.width_px);
+  const double x0 = req.x_begin + w * c, x1 = x0 + w;
+  const double max_step = steps_ == 0 ? 0 : steps_ - 1;
+  uint32_t a = 0, b = 0;
+  if (req.axis == DrawRequest::Axis::kTime && req.time) {
+    // State after k events is visible from the k-th event's time; the column sees the state before it starts
+    // and every state produced by an event inside it.
+    a = req.time->events_before(x0);
+    b = req.time->events_before(x1);
+  } else {
+    const double fa = std::floor(x0), fb = std::ceil(x1) - 1;
+    a = static_cast<uint32_t>(std::clamp(fa, 0.0, max_step));
+    b = static_cast<uint32_t>(std::clamp(std::max(fa, fb), 0.0, max_step));
+  }
+  a = std::min<uint32_t>(a, static_cast<uint32_t>(max_step));
+  b = std::clamp<uint32_t>(b, a, static_cast<uint32_t>(max_step));
+  *first = a;
+  *last = b;
+  *shown = argmax_total(a, b);
+}
+
+uint32_t StackedTimeline::hit_test_px(const DrawRequest& req, uint32_t column, double y_px) const {
+  if (steps_ == 0 || y_px < 0) return kNoRow;
+  uint32_t a, b, s;
+  column_range(req, column, &a, &b, &s);
+  const double y = req.y_min_bytes + y_px * req.bytes_per_px;
+  if (y < 0) return kNoRow;
+  return hit_test(s, static_cast<uint64_t>(y));
+}
+
+size_t StackedTimeline::memory_bytes() const {
+  return birth_.capacity() * 4 + death_.capacity() * 4 + size_.capacity() * 8 + total_.capacity() * 8 +
+         ckpt_offset_.capacity() * 4 + ckpt_rows_.capacity() * 4 + block_max_.capacity() * 4;
+}
+
+}  // namespace allocscope

@@ -1,0 +1,159 @@
+// `trace` from `_memory_viz.py`: each device's events as pseudo-Python, with PyTorch's naming and segment lookup.
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "allocscope/memviz.h"
+#include "memviz/frames.h"
+
+namespace allocscope::memviz {
+namespace {
+
+// `_name()`: a, b, ..., z, a1, ..., z1, a2, ... PyTorch's free-name recycling never triggers (it looks names up
+// in dicts keyed by address), so names are simply sequential.
+std::string seq_name(uint64_t k) {
+  std::string n(1, static_cast<char>('a' + k % 26));
+  if (k / 26) n += std::to_string(k / 26);
+  return n;
+}
+
+bool contains(uint64_t addr, uint64_t start, uint64_t size) { return addr >= start && addr - start < size; }
+
+// Python's repr() of a trace entry dict, keys in the order PyTorch 2.x writes them.
+void append_entry_repr(const Snapshot& s, size_t row, std::string* out) {
+  const EventColumns& ev = s.events;
+  const Action a = ev.action[row];
+  std::string_view name = action_name(a);
+  if (a == Action::kUnknown && s.unknown_action_names.size() == 1) name = s.unknown_action_names[0];
+  *out += "{'action': " + py_repr(name);
+  *out += a == Action::kOom ? ", 'device_free': " : ", 'addr': ";
+  *out += py_int(ev.addr[row]);
+  *out += ", 'size': " + py_int(ev.size[row]);
+  *out += ", 'stream': " + py_int(ev.stream[row]);
+  *out += ", 'time_us': " + py_int(ev.time_us[row]);
+  *out += ", 'compile_context': " + py_repr(s.str(ev.compile_context[row]));
+  *out += ", 'user_metadata': " + py_repr(s.str(ev.user_metadata[row]));
+  *out += ", 'frames': [";
+  bool first = true;
+  for (FrameId fid : s.stack(ev.stack[row])) {
+    if (!first) *out += ", ";
+    first = false;
+    const Frame& f = s.frames[fid];
+    *out += "{'name': " + py_repr(s.str(f.name)) + ", 'filename': " + py_repr(s.str(f.filename)) +
+            ", 'line': " + py_int(f.line) + "}";
+  }
+  *out += "]}";
+}
+
+void format_device(const Snapshot& s, const DeviceTrace& d, const TraceOptions& options, std::string* out) {
+  const EventColumns& ev = s.events;
+  struct Interval {
+    uint64_t name, addr, size;
+  };
+  std::vector<Interval> segment_intervals;            // append-only, first match wins (as in PyTorch)
+  std::unordered_map<uint64_t, uint64_t> seg_names;    // segment address -> name number
+  std::unordered_map<uint64_t, uint64_t> alloc_names;  // allocation address -> name number (never removed)
+  uint64_t next_name = 0;
+  int64_t pytorch_count = 0;
+
+  *out += std::to_string(d.count()) + " entries\n";
+  for (uint32_t row = d.begin; row < d.end; ++row) {
+    pytorch_count = row - d.begin;  // `for count, e in enumerate(entries)` resets the "byte counter" each event
+    const uint64_t addr = ev.addr[row];
+    const uint64_t size = ev.size[row];
+    switch (ev.action[row]) {
+      case Action::kAlloc: {
+        const uint64_t n = next_name++;
+        std::string seg_name;
+        uint64_t offset = addr;
+        for (const Interval& iv : segment_intervals) {
+          if (contains(addr, iv.addr, iv.size)) {
+            seg_name = seq_name(iv.name);
+            offset = addr - iv.addr;
+            break;
+          }
+        }
+        if (seg_name.empty()) {
+          // Then the final segments, by index, using allocated_size (not total_size) as PyTorch does.
+          for (size_t i = 0; i < s.segments.size(); ++i) {
+            const Segment& seg = s.segments[i];
+            if (contains(addr, seg.address, seg.allocated_size)) {
+              seg_name = "seg_" + std::to_string(i);
+              offset = addr - seg.address;
+              break;
+            }
+          }
+        }
+        if (seg_name.empty()) seg_name = "MEM";
+        *out += seq_name(n) + " = " + seg_name + "[" + py_int(offset) + ":" + format_size(size) + "]\n";
+        alloc_names[addr] = n;
+        pytorch_count += static_cast<int64_t>(size);
+        break;
+      }
+      case Action::kFreeRequested:
+      case Action::kFreeCompleted: {
+        auto it = alloc_names.find(addr);
+        const std::string name = it == alloc_names.end() ? py_int(addr) : seq_name(it->second);
+        if (ev.action[row] == Action::kFreeRequested) {
+          *out += "del " + name + " # " + format_size(size) + "\n";
+        } else {
+          pytorch_count -= static_cast<int64_t>(size);
+          *out += "# free completed for " + name + " " + format_size(size) + "\n";
+        }
+        break;
+      }
+      case Action::kSegmentAlloc: {
+        const uint64_t n = next_name++;
+        *out += seq_name(n) + " = cudaMalloc(" + py_int(addr) + ", " + format_size(size) + ")\n";
+        segment_intervals.push_back({n, addr, size});
+        seg_names[addr] = n;
+        break;
+      }
+      case Action::kSegmentFree: {
+        auto it = seg_names.find(addr);
+        const std::string name = it == seg_names.end() ? py_int(addr) : seq_name(it->second);
+        *out += "cudaFree(" + name + ") # " + format_size(size) + "\n";
+        break;
+      }
+      case Action::kOom:
+        // The loader keeps `device_free` in the addr column for oom entries.
+        *out += "raise OutOfMemoryError # " + format_size(size) + " requested, " + format_size(addr) +
+                " free in CUDA\n";
+        break;
+      default:
+        append_entry_repr(s, row, out);
+        *out += '\n';
+        break;
+    }
+  }
+  if (options.pytorch_total) {
+    *out += "TOTAL MEM: " + format_size(pytorch_count);  // sic: no newline, as in PyTorch
+  } else {
+    *out += "TOTAL MEM: " + format_size(trace_net_bytes(s, d)) + "\n";
+  }
+}
+
+}  // namespace
+
+int64_t trace_net_bytes(const Snapshot& s, const DeviceTrace& d) {
+  int64_t net = 0;
+  for (uint32_t row = d.begin; row < d.end; ++row) {
+    if (s.events.action[row] == Action::kAlloc) net += static_cast<int64_t>(s.events.size[row]);
+    if (s.events.action[row] == Action::kFreeCompleted) net -= static_cast<int64_t>(s.events.size[row]);
+  }
+  return net;
+}
+
+std::string trace(const Snapshot& s, const TraceOptions& options) {
+  std::string out;
+  for (size_t i = 0; i < s.devices.size(); ++i) {
+    const DeviceTrace& d = s.devices[i];
+    if (d.count() == 0) continue;
+    out += "Device " + std::to_string(i) + " ----------------\n";
+    format_device(s, d, options, &out);
+  }
+  return out;
+}
+
+}  // namespace allocscope::memviz

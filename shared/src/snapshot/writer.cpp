@@ -1,0 +1,174 @@
+// Snapshot -> PyTorch-compatible pickle. Frames are memoized once and referenced by BINGET afterwards, so a stack
+// costs a few bytes per frame however many events share it.
+#include "allocscope/writer.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "allocscope/loader.h"
+#include "allocscope/pickle.h"
+
+namespace allocscope {
+
+namespace {
+
+class SnapshotWriter {
+ public:
+  explicit SnapshotWriter(const Snapshot& s) : s_(s), frame_slot_(s.frames.size(), UINT32_MAX) {}
+
+  std::vector<uint8_t> run() {
+    w_.begin_dict();
+    w_.key("segments");
+    w_.begin_list();
+    for (const Segment& seg : s_.segments) segment(seg);
+    w_.end_list();
+    if (s_.has_device_traces || !s_.devices.empty()) {
+      w_.key("device_traces");
+      w_.begin_list();
+      for (const DeviceTrace& d : s_.devices) trace(d);
+      w_.end_list();
+    }
+    w_.key("allocator_settings");
+    w_.begin_dict();
+    for (const Setting& st : s_.allocator_settings) {
+      w_.key(st.key);
+      setting(st);
+    }
+    w_.end_dict();
+    w_.key("external_annotations");
+    w_.begin_list();
+    for (const Annotation& a : s_.annotations) {
+      w_.begin_dict();
+      w_.key("stage"), w_.str(a.start ? "START" : "END");
+      w_.key("name"), w_.str(s_.str(a.name));
+      w_.key("device"), w_.integer(a.device);
+      w_.key("time_us"), w_.integer(a.time_us);
+      w_.end_dict();
+    }
+    w_.end_list();
+    w_.end_dict();
+    return w_.finish();
+  }
+
+ private:
+  void frames(StackId id) {
+    w_.begin_list();
+    for (FrameId f : s_.stack(id)) {
+      if (frame_slot_[f] != UINT32_MAX) {
+        w_.get_memo(frame_slot_[f]);
+        continue;
+      }
+      const Frame& fr = s_.frames[f];
+      frame_slot_[f] = w_.begin_dict();
+      w_.key("name"), w_.str(s_.str(fr.name));
+      w_.key("filename"), w_.str(s_.str(fr.filename));
+      w_.key("line"), w_.integer(fr.line);
+      w_.end_dict();
+    }
+    w_.end_list();
+  }
+
+  void segment(const Segment& seg) {
+    w_.begin_dict();
+    w_.key("device"), w_.integer(seg.device);
+    w_.key("address"), w_.uinteger(seg.address);
+    w_.key("total_size"), w_.uinteger(seg.total_size);
+    w_.key("allocated_size"), w_.uinteger(seg.allocated_size);
+    w_.key("active_size"), w_.uinteger(seg.active_size);
+    w_.key("requested_size"), w_.uinteger(seg.requested_size);
+    w_.key("stream"), w_.integer(seg.stream);
+    w_.key("segment_type"), w_.str(s_.str(seg.segment_type));
+    w_.key("segment_pool_id"), w_.tuple2_int(seg.pool_id[0], seg.pool_id[1]);
+    w_.key("is_expandable"), w_.boolean(seg.is_expandable);
+    w_.key("frames"), frames(seg.stack);
+    w_.key("blocks");
+    w_.begin_list();
+    for (const Block& b : s_.blocks_of(seg)) {
+      w_.begin_dict();
+      w_.key("address"), w_.uinteger(b.address);
+      w_.key("size"), w_.uinteger(b.size);
+      w_.key("requested_size"), w_.uinteger(b.requested_size);
+      w_.key("state"), w_.str(block_state_name(b.state));
+      w_.key("frames"), frames(b.stack);
+      w_.end_dict();
+    }
+    w_.end_list();
+    w_.end_dict();
+  }
+
+  void trace(const DeviceTrace& d) {
+    const EventColumns& e = s_.events;
+    w_.begin_list();
+    for (uint32_t i = d.begin; i < d.end; ++i) {
+      w_.begin_dict();
+      w_.key("action"), w_.str(action_name(e.action[i]));
+      if (e.action[i] == Action::kOom) w_.key("device_free"), w_.uinteger(e.addr[i]);
+      else w_.key("addr"), w_.uinteger(e.addr[i]);
+      w_.key("size"), w_.uinteger(e.size[i]);
+      w_.key("stream"), w_.integer(e.stream[i]);
+      w_.key("time_us"), w_.integer(e.time_us[i]);
+      if (e.compile_context[i]) w_.key("compile_context"), w_.str(s_.str(e.compile_context[i]));
+      if (e.user_metadata[i]) w_.key("user_metadata"), w_.str(s_.str(e.user_metadata[i]));
+      if (e.action[i] != Action::kSnapshot || e.stack[i]) w_.key("frames"), frames(e.stack[i]);
+      w_.end_dict();
+    }
+    w_.end_list();
+  }
+
+  void setting(const Setting& st) {
+    switch (st.kind) {
+      case Setting::Kind::kNone: w_.none(); break;
+      case Setting::Kind::kBool: w_.boolean(st.i != 0); break;
+      case Setting::Kind::kInt: w_.integer(st.i); break;
+      case Setting::Kind::kFloat: w_.floating(st.f); break;
+      case Setting::Kind::kStr:
+      case Setting::Kind::kOther: w_.str(st.s); break;
+      case Setting::Kind::kDict:
+        w_.begin_dict();
+        for (const Setting& c : st.children) w_.key(c.key), setting(c);
+        w_.end_dict();
+        break;
+      case Setting::Kind::kList:
+        w_.begin_list();
+        for (const Setting& c : st.children) setting(c);
+        w_.end_list();
+        break;
+    }
+  }
+
+  const Snapshot& s_;
+  pickle::Writer w_;
+  std::vector<uint32_t> frame_slot_;
+};
+
+}  // namespace
+
+std::vector<uint8_t> write_snapshot(const Snapshot& snapshot) { return SnapshotWriter(snapshot).run(); }
+
+Status write_snapshot_file(const Snapshot& snapshot, const std::string& path) {
+  std::vector<uint8_t> bytes = write_snapshot(snapshot);
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
+    auto z = gzip(bytes);
+    if (!z.ok()) return z.error();
+    bytes = std::move(z).value();
+  }
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return Error{"cannot write '" + tmp + "'"};
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      return Error{"writing '" + tmp + "' failed (disk full?)"};
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Error{"cannot rename '" + tmp + "' to '" + path + "'"};
+  }
+  return {};
+}
+
+}  // namespace allocscope
