@@ -14,6 +14,19 @@ struct Run {
   bool same(const Run& o) const { return y0 == o.y0 && y1 == o.y1 && row == o.row && count == o.count; }
 };
 
+// Appends a run; one whose height vanishes in float (a sliver near the top of a tall column) joins the run below,
+// so rectangles never have zero height and still account for every row.
+void push_run(std::vector<Run>* runs, const Run& r, std::span<const uint64_t> size) {
+  if (r.y1 > r.y0 || runs->empty()) {
+    runs->push_back(r);
+    return;
+  }
+  Run& below = runs->back();
+  below.y1 = std::max(below.y1, r.y1);
+  below.count += r.count;
+  if (size[r.row] > size[below.row]) below.row = r.row;
+}
+
 // Turns one column's alive rows into runs: bands >= 1 px alone, thinner neighbours merged until >= 1 px.
 void column_runs(std::span<const uint32_t> alive, std::span<const uint64_t> size, double ymin, double bpp,
                  double height, std::vector<Run>* runs) {
@@ -33,10 +46,10 @@ void column_runs(std::span<const uint32_t> alive, std::span<const uint64_t> size
     if (y1 - y0 >= 1.0) {
       if (open) {
         cur.y1 = static_cast<float>(y0);
-        runs->push_back(cur);
+        push_run(runs, cur, size);
         open = false;
       }
-      runs->push_back({static_cast<float>(y0), static_cast<float>(y1), r, 1, 0});
+      push_run(runs, {static_cast<float>(y0), static_cast<float>(y1), r, 1, 0}, size);
       continue;
     }
     if (!open) {
@@ -48,13 +61,13 @@ void column_runs(std::span<const uint32_t> alive, std::span<const uint64_t> size
     if (size[r] > cur_big) cur_big = size[r], cur.row = r;
     if (y1 - cur.y0 >= 1.0) {
       cur.y1 = static_cast<float>(y1);
-      runs->push_back(cur);
+      push_run(runs, cur, size);
       open = false;
     } else {
       cur.y1 = static_cast<float>(y1);
     }
   }
-  if (open) runs->push_back(cur);
+  if (open) push_run(runs, cur, size);
 }
 
 }  // namespace

@@ -1,0 +1,185 @@
+// Stacked layout invariants on every small fixture: states equal a brute-force replay, bands tile without overlap,
+// the draw query tiles each column and shows every allocation alive at the state it draws, hover finds allocations.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "allocscope/lifetimes.h"
+#include "allocscope/timeline.h"
+#include "fixtures.h"
+
+namespace allocscope {
+namespace {
+
+// Rows alive at `step` by definition, in stacking order.
+std::vector<uint32_t> brute_alive(const DeviceLifetimes& d, uint32_t step) {
+  std::vector<uint32_t> out;
+  for (uint32_t i = 0; i < d.count(); ++i)
+    if (d.alive_at(i, step)) out.push_back(i);
+  return out;
+}
+
+TEST(Timeline, StatesMatchBruteForceAndTile) {
+  for (const std::string& name : test::small_fixtures()) {
+    const Snapshot* s = test::fixture(name);
+    ASSERT_NE(s, nullptr) << name;
+    for (const DeviceLifetimes& d : build_lifetimes(*s).devices) {
+      // A small checkpoint interval exercises both checkpoints and the births between them.
+      StackedTimeline tl = StackedTimeline::from_lifetimes(d, 64);
+      ASSERT_EQ(tl.steps(), d.steps());
+      std::vector<uint32_t> rows;
+      std::vector<uint64_t> offsets;
+      const uint32_t stride = std::max<uint32_t>(1, d.steps() / 400);
+      for (uint32_t st = 0; st < d.steps(); st += stride) {
+        ASSERT_EQ(tl.total(st), d.total[st]) << name << " step " << st;
+        tl.alive_at(st, &rows, &offsets);
+        ASSERT_EQ(rows, brute_alive(d, st)) << name << " step " << st;
+        uint64_t acc = 0;
+        for (size_t i = 0; i < rows.size(); ++i) {
+          ASSERT_EQ(offsets[i], acc) << name;  // each band starts where the one below ends: no overlap, no gap
+          acc += d.size[rows[i]];
+        }
+        ASSERT_EQ(acc, d.total[st]) << name << " step " << st;  // heights sum to the total
+      }
+    }
+  }
+}
+
+// Checks one draw result: columns tile [0, min(total, top)) with rectangles that do not overlap, and every band
+// alive at the column's state lies inside the rectangles; hover at its middle returns it.
+void check_draw(const std::string& name, const DeviceLifetimes& d, const StackedTimeline& tl, const DrawRequest& req,
+                const DrawResult& r) {
+  ASSERT_EQ(r.column_step.size(), req.width_px);
+  std::vector<std::vector<std::pair<float, float>>> spans(req.width_px);
+  for (size_t k = 0; k < r.rects(); ++k) {
+    ASSERT_LT(r.rect_x0[k], r.rect_x1[k]);
+    ASSERT_LE(r.rect_x1[k], req.width_px);
+    ASSERT_LT(r.rect_y0[k], r.rect_y1[k]);
+    ASSERT_GE(r.rect_count[k], 1u);
+    for (uint32_t c = r.rect_x0[k]; c < r.rect_x1[k]; ++c) spans[c].push_back({r.rect_y0[k], r.rect_y1[k]});
+  }
+  std::vector<uint32_t> rows;
+  std::vector<uint64_t> offsets;
+  for (uint32_t c = 0; c < req.width_px; ++c) {
+    const uint32_t st = r.column_step[c];
+    ASSERT_LE(r.column_first_step[c], st);
+    ASSERT_LE(st, r.column_last_step[c]);
+    for (uint32_t x = r.column_first_step[c]; x <= r.column_last_step[c]; ++x)
+      ASSERT_LE(d.total[x], d.total[st]) << "column shows the highest state";
+    auto& sp = spans[c];
+    std::sort(sp.begin(), sp.end());
+    const double top = std::min<double>(req.height_px, static_cast<double>(d.total[st]) / req.bytes_per_px);
+    float at = 0;
+    for (auto [y0, y1] : sp) {
+      ASSERT_FLOAT_EQ(y0, at) << name << " column " << c << ": rectangles tile without gap or overlap";
+      at = y1;
+    }
+    ASSERT_NEAR(at, top, 1e-3 * std::max(1.0, top)) << name << " column " << c;
+    tl.alive_at(st, &rows, &offsets);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const uint64_t sz = d.size[rows[i]];
+      if (sz == 0) continue;
+      const double mid = (offsets[i] + sz / 2.0) / req.bytes_per_px;
+      if (mid >= req.height_px) break;
+      bool inside = std::any_of(sp.begin(), sp.end(), [&](auto p) { return p.first - 1e-3 <= mid && mid <= p.second + 1e-3; });
+      ASSERT_TRUE(inside) << name << " column " << c << " row " << rows[i];
+      ASSERT_EQ(tl.hit_test(st, offsets[i] + sz / 2), rows[i]);
+    }
+  }
+}
+
+TEST(Timeline, DrawTilesAndCoversAtSeveralZooms) {
+  for (const std::string& name : test::small_fixtures()) {
+    const Snapshot* s = test::fixture(name);
+    ASSERT_NE(s, nullptr) << name;
+    for (const DeviceLifetimes& d : build_lifetimes(*s).devices) {
+      StackedTimeline tl = StackedTimeline::from_lifetimes(d, 128);
+      const uint64_t peak = d.total[d.peak_step()];
+      DrawResult r;
+      for (double zoom : {1.0, 0.1, 0.01}) {
+        DrawRequest req;
+        req.width_px = 300;
+        req.height_px = 200;
+        req.bytes_per_px = std::max<double>(1, peak / 200.0);
+        const double span = std::max(1.0, d.steps() * zoom);
+        req.x_begin = std::max(0.0, d.peak_step() - span / 2);
+        req.x_end = req.x_begin + span;
+        tl.draw(req, &r);
+        check_draw(name, d, tl, req, r);
+      }
+      // Time axis over the whole trace.
+      if (d.event_count > 1) {
+        TimeAxis axis = TimeAxis::for_device(*s, d);
+        DrawRequest req;
+        req.axis = DrawRequest::Axis::kTime;
+        req.time = &axis;
+        req.x_begin = static_cast<double>(axis.first_us());
+        req.x_end = static_cast<double>(axis.last_us()) + 1;
+        req.width_px = 250;
+        req.height_px = 100;
+        req.bytes_per_px = std::max<double>(1, peak / 100.0);
+        tl.draw(req, &r);
+        check_draw(name, d, tl, req, r);
+        EXPECT_EQ(r.column_first_step.front(), 0u);
+        EXPECT_EQ(r.column_last_step.back(), d.event_count);
+        EXPECT_EQ(*std::max_element(r.column_total.begin(), r.column_total.end()),
+                  static_cast<double>(peak));  // the envelope keeps the peak at any zoom
+      }
+    }
+  }
+}
+
+// At one step per column, every allocation of the window appears in some column.
+TEST(Timeline, EveryAllocationDrawnAtOneStepPerColumn) {
+  const Snapshot* s = test::fixture("resnet18_grad_bug");
+  ASSERT_NE(s, nullptr);
+  const DeviceLifetimes d = build_device_lifetimes(*s, 0);
+  StackedTimeline tl = StackedTimeline::from_lifetimes(d);
+  DrawRequest req;
+  req.x_begin = 0;
+  req.x_end = d.steps();
+  req.width_px = d.steps();
+  req.height_px = 1000;
+  req.bytes_per_px = d.total[d.peak_step()] / 1000.0 + 1;
+  DrawResult r;
+  tl.draw(req, &r);
+  std::vector<uint32_t> rows;
+  std::vector<bool> seen(d.count(), false);
+  for (uint32_t c = 0; c < req.width_px; ++c) {
+    tl.alive_at(r.column_step[c], &rows);
+    for (uint32_t row : rows) seen[row] = true;
+  }
+  for (uint32_t i = 0; i < d.count(); ++i) EXPECT_TRUE(seen[i] || d.size[i] == 0) << "row " << i;
+}
+
+TEST(Timeline, HoverFindsTheWeightAndItsStack) {
+  const Snapshot* s = test::fixture("linear_seed");
+  ASSERT_NE(s, nullptr);
+  const DeviceLifetimes d = build_device_lifetimes(*s, 0);
+  StackedTimeline tl = StackedTimeline::from_lifetimes(d);
+  // The first alloc is nn.Linear's 2 GB weight: the bottom band from then until it is freed.
+  ASSERT_EQ(d.alloc_event[0], 1u);
+  const uint32_t step = d.peak_step();
+  uint64_t off = 1;
+  const uint32_t row = tl.hit_test(step, 1000, &off);
+  ASSERT_EQ(row, 0u);
+  EXPECT_EQ(off, 0u);
+  EXPECT_EQ(d.size[row], 2000000000u);
+  bool in_linear_init = false;
+  for (FrameId f : s->stack(d.stack[row]))
+    if (s->str(s->frames[f].name) == "__init__" && s->str(s->frames[f].filename).ends_with("linear.py"))
+      in_linear_init = true;
+  EXPECT_TRUE(in_linear_init);
+  EXPECT_EQ(tl.hit_test(step, d.total[step]), kNoRow);  // just above the top
+  // Pixel hover at the bottom-left of a full view hits the same band once it exists.
+  DrawRequest req;
+  req.x_begin = 0;
+  req.x_end = d.steps();
+  req.width_px = d.steps();
+  req.height_px = 100;
+  req.bytes_per_px = d.total[step] / 100.0;
+  EXPECT_EQ(tl.hit_test_px(req, step, 0.5), 0u);
+}
+
+}  // namespace
+}  // namespace allocscope
