@@ -1,0 +1,17 @@
+// Output of the flame-graph verbs: folded lines to stdout, or an SVG flame graph written to the -o file.
+#pragma once
+
+#include <string>
+
+#include "cli_common.h"
+
+namespace allocscope::cli {
+
+// Writes `folded` to stdout, or renders it as an SVG titled `title` into `args`' -o/--output file.
+// Returns the exit code (errors are reported on stderr).
+int emit_folded(const Args& args, const std::string& folded, const std::string& title);
+
+// Writes `text` to `path` whole; false (with errno set) when it could not.
+bool write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace allocscope::cli
