@@ -1,0 +1,52 @@
+/* The capture library's C ABI: start, dump and stop recording CUDA memory events; name ranges of a job's work. */
+#ifndef ALLOCSCOPE_CAPTURE_H_
+#define ALLOCSCOPE_CAPTURE_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum allocscope_capture_stacks { ALLOCSCOPE_STACKS_NONE = 0, ALLOCSCOPE_STACKS_NATIVE = 1 };
+
+/* Zero or negative fields mean "take the environment's value, else the default" (see docs/capture.md). */
+typedef struct allocscope_capture_options {
+  uint32_t struct_size;    /* sizeof(allocscope_capture_options): lets the struct grow */
+  const char* output_path; /* ".pickle" or ".pickle.gz"; "%p" becomes the process id; NULL: ALLOCSCOPE_OUTPUT */
+  uint64_t max_entries;    /* ring buffer of trace entries; 0: ALLOCSCOPE_MAX_ENTRIES or 100000 */
+  int32_t stacks;          /* allocscope_capture_stacks; -1: ALLOCSCOPE_STACKS or native */
+  int32_t max_frames;      /* native frames kept per event; 0: ALLOCSCOPE_MAX_FRAMES or 32 */
+  int32_t dump_on_oom;     /* 1 yes, 0 no, -1: ALLOCSCOPE_DUMP_ON_OOM or yes */
+  int32_t dump_signal;     /* signal number that dumps (e.g. SIGUSR1), 0 none, -1: ALLOCSCOPE_DUMP_SIGNAL or none */
+  int32_t dump_at_exit;    /* 1 yes, 0 no, -1: ALLOCSCOPE_DUMP_AT_EXIT or yes */
+} allocscope_capture_options;
+
+/* Fills `options` with "use the environment" values. */
+void allocscope_capture_default_options(allocscope_capture_options* options);
+
+/* Starts recording (subscribes to CUPTI when the library was built with CUDA). 0 on success, -1 on error
+   (see allocscope_capture_last_error). Starting again while recording changes nothing and returns 0. */
+int allocscope_capture_start(const allocscope_capture_options* options);
+
+/* Writes a PyTorch-compatible snapshot to `path` (NULL: the configured output path). 0 on success, -1 on error. */
+int allocscope_capture_dump(const char* path);
+
+/* Stops recording (unsubscribes); keeps what was recorded until the next start. 0 on success. */
+int allocscope_capture_stop(void);
+
+/* 1 while recording. */
+int allocscope_capture_active(void);
+
+/* Named ranges, recorded like PyTorch's external_annotations; nested ranges form a path in events' metadata. */
+void allocscope_capture_push(const char* name);
+void allocscope_capture_pop(void);
+
+/* The last error of this thread, in words ("" when none). Valid until the next call on this thread. */
+const char* allocscope_capture_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ALLOCSCOPE_CAPTURE_H_ */

@@ -1,0 +1,82 @@
+// The C ABI of allocscope_capture.h over the Session; errors become -1 plus a per-thread message.
+#include "allocscope_capture.h"
+
+#include <cstring>
+#include <string>
+
+#include "session.h"
+
+using allocscope::Status;
+using namespace allocscope::capture;
+
+namespace {
+
+thread_local std::string t_error;
+
+int report(const Status& st) {
+  if (st.ok()) {
+    t_error.clear();
+    return 0;
+  }
+  t_error = st.error().describe();
+  return -1;
+}
+
+int16_t device_now() {
+  const Backend* b = backend();
+  return b && b->current_device ? b->current_device() : 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+void allocscope_capture_default_options(allocscope_capture_options* o) {
+  if (!o) return;
+  *o = allocscope_capture_options{};
+  o->struct_size = sizeof(allocscope_capture_options);
+  o->stacks = -1;
+  o->dump_on_oom = -1;
+  o->dump_signal = -1;
+  o->dump_at_exit = -1;
+}
+
+int allocscope_capture_start(const allocscope_capture_options* in) {
+  allocscope_capture_options o;
+  allocscope_capture_default_options(&o);
+  if (in) {
+    if (in->struct_size < sizeof(uint32_t) || in->struct_size > sizeof(o))
+      return report(allocscope::Error{"allocscope_capture_start: unexpected options.struct_size"});
+    std::memcpy(&o, in, in->struct_size);
+  }
+  auto env = options_from_env();
+  if (!env.ok()) return report(env.error());
+  Options opt = *env;
+  if (o.output_path && *o.output_path) opt.output_path = o.output_path;
+  if (o.max_entries) opt.max_entries = o.max_entries;
+  if (o.stacks == ALLOCSCOPE_STACKS_NONE) opt.stacks = StackMode::kNone;
+  if (o.stacks == ALLOCSCOPE_STACKS_NATIVE) opt.stacks = StackMode::kNative;
+  if (o.max_frames > 0) opt.max_frames = o.max_frames > kMaxFramesLimit ? kMaxFramesLimit : o.max_frames;
+  if (o.dump_on_oom >= 0) opt.dump_on_oom = o.dump_on_oom != 0;
+  if (o.dump_signal >= 0) opt.dump_signal = o.dump_signal;
+  if (o.dump_at_exit >= 0) opt.dump_at_exit = o.dump_at_exit != 0;
+  return report(Session::get().start(opt));
+}
+
+int allocscope_capture_dump(const char* path) { return report(Session::get().dump(path ? path : "")); }
+
+int allocscope_capture_stop(void) { return report(Session::get().stop()); }
+
+int allocscope_capture_active(void) { return Session::get().recorder() != nullptr; }
+
+void allocscope_capture_push(const char* name) {
+  if (Recorder* r = Session::get().recorder()) r->push_range(name, device_now());
+}
+
+void allocscope_capture_pop(void) {
+  if (Recorder* r = Session::get().recorder()) r->pop_range(device_now());
+}
+
+const char* allocscope_capture_last_error(void) { return t_error.c_str(); }
+
+}  // extern "C"

@@ -1,0 +1,95 @@
+// Parses the ALLOCSCOPE_* environment into Options; errors name the variable and the value found.
+#include "options.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
+namespace allocscope::capture {
+namespace {
+
+bool parse_u64(const char* s, uint64_t* out) {
+  if (!s || !*s) return false;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (*end != '\0' || s[0] == '-') return false;
+  *out = v;
+  return true;
+}
+
+Result<bool> parse_bool(const char* name, const char* s) {
+  std::string v = s;
+  if (v == "1" || v == "yes" || v == "true" || v == "on") return true;
+  if (v == "0" || v == "no" || v == "false" || v == "off") return false;
+  return Error{std::string(name) + ": expected 0 or 1, found '" + v + "'"};
+}
+
+}  // namespace
+
+int parse_signal(const std::string& text) {
+  if (text.empty() || text == "none" || text == "0") return 0;
+  std::string t = text;
+  if (t.rfind("SIG", 0) == 0) t = t.substr(3);
+  struct Named { const char* name; int sig; };
+  static const Named kNames[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"PROF", SIGPROF},
+                                 {"WINCH", SIGWINCH}, {"URG", SIGURG}};
+  for (const Named& n : kNames)
+    if (t == n.name) return n.sig;
+  uint64_t v = 0;
+  if (parse_u64(t.c_str(), &v) && v > 0 && v < 65) return static_cast<int>(v);
+  return -1;
+}
+
+Result<Options> options_from_env(Options base) {
+  Options o = std::move(base);
+  if (const char* s = std::getenv("ALLOCSCOPE_OUTPUT"); s && *s) o.output_path = s;
+  if (const char* s = std::getenv("ALLOCSCOPE_MAX_ENTRIES"); s && *s) {
+    if (!parse_u64(s, &o.max_entries) || o.max_entries == 0)
+      return Error{std::string("ALLOCSCOPE_MAX_ENTRIES: expected a positive integer, found '") + s + "'"};
+  }
+  if (const char* s = std::getenv("ALLOCSCOPE_STACKS"); s && *s) {
+    if (!std::strcmp(s, "none")) o.stacks = StackMode::kNone;
+    else if (!std::strcmp(s, "native")) o.stacks = StackMode::kNative;
+    else return Error{std::string("ALLOCSCOPE_STACKS: expected none or native, found '") + s + "'"};
+  }
+  if (const char* s = std::getenv("ALLOCSCOPE_MAX_FRAMES"); s && *s) {
+    uint64_t v = 0;
+    if (!parse_u64(s, &v) || v == 0 || v > kMaxFramesLimit)
+      return Error{std::string("ALLOCSCOPE_MAX_FRAMES: expected 1..128, found '") + s + "'"};
+    o.max_frames = static_cast<int>(v);
+  }
+  if (const char* s = std::getenv("ALLOCSCOPE_DUMP_ON_OOM"); s && *s) {
+    auto b = parse_bool("ALLOCSCOPE_DUMP_ON_OOM", s);
+    if (!b.ok()) return b.error();
+    o.dump_on_oom = *b;
+  }
+  if (const char* s = std::getenv("ALLOCSCOPE_DUMP_AT_EXIT"); s && *s) {
+    auto b = parse_bool("ALLOCSCOPE_DUMP_AT_EXIT", s);
+    if (!b.ok()) return b.error();
+    o.dump_at_exit = *b;
+  }
+  if (const char* s = std::getenv("ALLOCSCOPE_DUMP_SIGNAL"); s && *s) {
+    int sig = parse_signal(s);
+    if (sig < 0) return Error{std::string("ALLOCSCOPE_DUMP_SIGNAL: expected a signal such as USR1, found '") + s + "'"};
+    o.dump_signal = sig;
+  }
+  if (o.output_path.empty()) o.output_path = "allocscope-%p.pickle";
+  return o;
+}
+
+std::string expand_output_path(const std::string& path) {
+  std::string out;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 1 < path.size() && path[i + 1] == 'p') {
+      out += std::to_string(getpid());
+      ++i;
+    } else {
+      out += path[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace allocscope::capture

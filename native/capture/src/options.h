@@ -1,0 +1,36 @@
+// Recorder options and how they are read from the environment (ALLOCSCOPE_*), so injection needs no code change.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "allocscope/result.h"
+
+namespace allocscope::capture {
+
+enum class StackMode : uint8_t { kNone, kNative };
+
+struct Options {
+  std::string output_path;         // "%p" is replaced by the process id when dumping
+  uint64_t max_entries = 100000;   // trace ring buffer
+  StackMode stacks = StackMode::kNative;
+  int max_frames = 32;             // kept per event, after dropping our own and the driver's frames
+  bool dump_on_oom = true;
+  int dump_signal = 0;             // 0: none
+  bool dump_at_exit = true;
+};
+
+constexpr int kMaxFramesLimit = 128;
+
+// Reads ALLOCSCOPE_OUTPUT, ALLOCSCOPE_MAX_ENTRIES, ALLOCSCOPE_STACKS (none|native), ALLOCSCOPE_MAX_FRAMES,
+// ALLOCSCOPE_DUMP_ON_OOM (0|1), ALLOCSCOPE_DUMP_SIGNAL (USR1, SIGUSR2, 12, none), ALLOCSCOPE_DUMP_AT_EXIT (0|1) over
+// `base`. An unparsable value is an error that names the variable.
+Result<Options> options_from_env(Options base = {});
+
+// "USR1", "SIGUSR1", "10" -> signal number; "", "none", "0" -> 0; -1 when unknown.
+int parse_signal(const std::string& text);
+
+// Replaces "%p" with the process id.
+std::string expand_output_path(const std::string& path);
+
+}  // namespace allocscope::capture

@@ -1,0 +1,291 @@
+// Recorder hooks: unwind and read the clock outside the lock, then intern the stack, append to the ring buffer and
+// update the live table under one short lock, so the trace and the final `segments` always agree.
+#include "recorder.h"
+
+#include <time.h>
+
+#include <atomic>
+
+#include "unwind.h"
+
+namespace allocscope::capture {
+namespace {
+
+std::atomic<uint64_t> g_generation{1};
+
+// The calling thread's open ranges, tied to one recorder generation (a new start() forgets old ranges).
+struct ThreadRanges {
+  uint64_t generation = 0;
+  std::vector<uint32_t> paths;  // innermost last
+};
+thread_local ThreadRanges t_ranges;
+
+struct Captured {
+  uintptr_t ips[kMaxFramesLimit];
+  int n = 0;
+  uint64_t hash = 0;
+};
+
+}  // namespace
+
+const char* api_name(Api api) {
+  switch (api) {
+    case Api::kUser: return "user";
+    case Api::kMemAlloc: return "cuMemAlloc";
+    case Api::kMemAllocPitch: return "cuMemAllocPitch";
+    case Api::kMemAllocManaged: return "cuMemAllocManaged";
+    case Api::kMemAllocAsync: return "cuMemAllocAsync";
+    case Api::kMemAllocFromPoolAsync: return "cuMemAllocFromPoolAsync";
+    case Api::kMemFree: return "cuMemFree";
+    case Api::kMemFreeAsync: return "cuMemFreeAsync";
+    case Api::kMemCreate: return "cuMemCreate";
+    case Api::kMemRelease: return "cuMemRelease";
+    case Api::kMemMap: return "cuMemMap";
+    case Api::kMemUnmap: return "cuMemUnmap";
+    case Api::kMemAddressReserve: return "cuMemAddressReserve";
+    case Api::kMemAddressFree: return "cuMemAddressFree";
+    case Api::kMemPoolCreate: return "cuMemPoolCreate";
+    case Api::kMemPoolDestroy: return "cuMemPoolDestroy";
+    case Api::kMemPoolTrimTo: return "cuMemPoolTrimTo";
+    case Api::kContextDestroy: return "context_destroy";
+  }
+  return "?";
+}
+
+int64_t now_us() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+Recorder::Recorder(Options options)
+    : options_(std::move(options)), generation_(g_generation.fetch_add(1)), ring_(options_.max_entries) {
+  if (options_.max_frames > kMaxFramesLimit) options_.max_frames = kMaxFramesLimit;
+  strings_.emplace_back();
+  string_ids_.emplace("", 0);
+  annotations_.reserve(1024);
+  if (options_.stacks == StackMode::kNative) unwind_init();
+}
+
+#define ALLOCSCOPE_CAPTURE_STACK(cap, skip)                                                   \
+  Captured cap;                                                                               \
+  if (options_.stacks == StackMode::kNative) {                                                \
+    cap.n = capture_stack(cap.ips, options_.max_frames, (skip) + 1);                          \
+    cap.hash = StackInterner::hash(cap.ips, cap.n);                                           \
+  }
+
+void Recorder::push(Action a, const Site& s, uint64_t addr, uint64_t size, uint32_t stack, int64_t t,
+                    uint32_t path) {
+  RawEvent& e = ring_[next_slot_];
+  e.addr = addr;
+  e.size = size;
+  e.stream = s.stream;
+  e.time_us = t;
+  e.pool = s.pool;
+  e.stack = stack;
+  e.path = path;
+  e.context = s.context;
+  e.device = s.device;
+  e.action = a;
+  e.api = s.api;
+  if (++next_slot_ == ring_.size()) next_slot_ = 0;
+  ++pushed_;
+}
+
+uint32_t Recorder::current_path() {
+  if (t_ranges.generation != generation_ || t_ranges.paths.empty()) return 0;
+  return t_ranges.paths.back();
+}
+
+__attribute__((noinline)) void Recorder::on_alloc(const Site& site, uint64_t addr, uint64_t size, SegmentKind kind,
+                                                  int skip) {
+  ALLOCSCOPE_CAPTURE_STACK(cap, skip);
+  const int64_t t = now_us();
+  const uint32_t path = current_path();
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
+  push(Action::kSegmentAlloc, site, addr, size, stack, t, path);
+  push(Action::kAlloc, site, addr, size, stack, t, path);
+  LiveEntry e;
+  e.addr = addr;
+  e.size = size;
+  e.stream = site.stream;
+  e.time_us = t;
+  e.pool = site.pool;
+  e.stack = stack;
+  e.context = site.context;
+  e.meta = path;
+  e.device = site.device;
+  e.kind = kind;
+  live_.put(e);
+}
+
+__attribute__((noinline)) void Recorder::on_free(const Site& site, uint64_t addr, uint64_t size_hint, bool async,
+                                                 int skip) {
+  ALLOCSCOPE_CAPTURE_STACK(cap, skip);
+  const int64_t t = now_us();
+  const uint32_t path = current_path();
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
+  LiveEntry e;
+  const bool known = live_.take(addr, &e);
+  Site s = site;
+  const uint64_t size = known ? e.size : size_hint;
+  if (async) push(Action::kFreeRequested, s, addr, size, stack, t, path);
+  if (known) {
+    // The block completes on the stream it was allocated on, as PyTorch records it.
+    s.stream = e.stream;
+    s.pool = e.pool;
+  }
+  push(Action::kFreeCompleted, s, addr, size, stack, t, path);
+  push(Action::kSegmentFree, s, addr, size, stack, t, path);
+}
+
+__attribute__((noinline)) void Recorder::on_map(const Site& site, uint64_t addr, uint64_t size, int skip) {
+  ALLOCSCOPE_CAPTURE_STACK(cap, skip);
+  const int64_t t = now_us();
+  const uint32_t path = current_path();
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
+  push(Action::kSegmentMap, site, addr, size, stack, t, path);
+  push(Action::kAlloc, site, addr, size, stack, t, path);
+  LiveEntry e;
+  e.addr = addr;
+  e.size = size;
+  e.stream = site.stream;
+  e.time_us = t;
+  e.stack = stack;
+  e.context = site.context;
+  e.meta = path;
+  e.device = site.device;
+  e.kind = SegmentKind::kMapped;
+  live_.put(e);
+}
+
+__attribute__((noinline)) void Recorder::on_unmap(const Site& site, uint64_t addr, uint64_t size, int skip) {
+  ALLOCSCOPE_CAPTURE_STACK(cap, skip);
+  const int64_t t = now_us();
+  const uint32_t path = current_path();
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
+  // One unmap may cover several mapped pieces laid end to end.
+  uint64_t off = 0;
+  bool any = false;
+  while (off < size || !any) {
+    LiveEntry e;
+    if (!live_.take(addr + off, &e)) break;
+    any = true;
+    push(Action::kFreeCompleted, site, e.addr, e.size, stack, t, path);
+    push(Action::kSegmentUnmap, site, e.addr, e.size, stack, t, path);
+    if (e.size == 0) break;
+    off += e.size;
+  }
+  if (!any) {
+    push(Action::kFreeCompleted, site, addr, size, stack, t, path);
+    push(Action::kSegmentUnmap, site, addr, size, stack, t, path);
+  }
+}
+
+__attribute__((noinline)) void Recorder::on_oom(const Site& site, uint64_t size, uint64_t device_free, int skip) {
+  ALLOCSCOPE_CAPTURE_STACK(cap, skip);
+  const int64_t t = now_us();
+  const uint32_t path = current_path();
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
+  push(Action::kOom, site, device_free, size, stack, t, path);
+}
+
+void Recorder::on_context_destroy(uint32_t context, int16_t device) {
+  const int64_t t = now_us();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<LiveEntry> gone;
+  live_.for_each([&](const LiveEntry& e) {
+    if (e.context == context) gone.push_back(e);
+  });
+  for (const LiveEntry& e : gone) {
+    live_.take(e.addr, nullptr);
+    Site s;
+    s.api = Api::kContextDestroy;
+    s.device = device;
+    s.stream = e.stream;
+    s.context = context;
+    push(Action::kFreeCompleted, s, e.addr, e.size, 0, t, 0);
+    push(e.kind == SegmentKind::kMapped ? Action::kSegmentUnmap : Action::kSegmentFree, s, e.addr, e.size, 0, t, 0);
+  }
+}
+
+bool Recorder::is_live(uint64_t addr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_.find(addr) != nullptr;
+}
+
+uint32_t Recorder::intern_string_locked(const std::string& s) {
+  auto [it, inserted] = string_ids_.emplace(s, static_cast<uint32_t>(strings_.size()));
+  if (inserted) strings_.push_back(s);
+  return it->second;
+}
+
+void Recorder::push_range(const char* name, int16_t device) {
+  const std::string n = name ? name : "";
+  const int64_t t = now_us();
+  if (t_ranges.generation != generation_) t_ranges = ThreadRanges{generation_, {}};
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t parent = t_ranges.paths.empty() ? 0 : t_ranges.paths.back();
+  const uint32_t name_id = intern_string_locked(n);
+  const uint32_t path_id = parent ? intern_string_locked(strings_[parent] + "/" + n) : name_id;
+  t_ranges.paths.push_back(path_id);
+  RawAnnotation a{true, name_id, device, t};
+  if (annotations_.size() < options_.max_entries) annotations_.push_back(a);
+  else annotations_[annotations_pushed_ % options_.max_entries] = a;
+  ++annotations_pushed_;
+}
+
+void Recorder::pop_range(int16_t device) {
+  if (t_ranges.generation != generation_ || t_ranges.paths.empty()) return;
+  const int64_t t = now_us();
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string path = strings_[t_ranges.paths.back()];
+  t_ranges.paths.pop_back();
+  const size_t slash = path.rfind('/');
+  const uint32_t name_id = intern_string_locked(slash == std::string::npos ? path : path.substr(slash + 1));
+  RawAnnotation a{false, name_id, device, t};
+  if (annotations_.size() < options_.max_entries) annotations_.push_back(a);
+  else annotations_[annotations_pushed_ % options_.max_entries] = a;
+  ++annotations_pushed_;
+}
+
+uint64_t Recorder::recorded() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pushed_;
+}
+
+Frozen Recorder::freeze() {
+  Frozen f;
+  f.options = options_;
+  std::lock_guard<std::mutex> lock(mu_);
+  f.recorded = pushed_;
+  const size_t cap = ring_.size();
+  if (pushed_ <= cap) {
+    f.events.assign(ring_.begin(), ring_.begin() + static_cast<ptrdiff_t>(pushed_));
+  } else {
+    f.dropped = pushed_ - cap;
+    f.events.reserve(cap);
+    f.events.insert(f.events.end(), ring_.begin() + static_cast<ptrdiff_t>(next_slot_), ring_.end());
+    f.events.insert(f.events.end(), ring_.begin(), ring_.begin() + static_cast<ptrdiff_t>(next_slot_));
+  }
+  f.live.reserve(live_.size());
+  live_.for_each([&](const LiveEntry& e) { f.live.push_back(e); });
+  f.stacks = stacks_;
+  f.strings = strings_;
+  const size_t acap = options_.max_entries;
+  if (annotations_pushed_ <= acap) {
+    f.annotations = annotations_;
+  } else {
+    const size_t head = annotations_pushed_ % acap;
+    f.annotations.assign(annotations_.begin() + static_cast<ptrdiff_t>(head), annotations_.end());
+    f.annotations.insert(f.annotations.end(), annotations_.begin(), annotations_.begin() + static_cast<ptrdiff_t>(head));
+  }
+  return f;
+}
+
+}  // namespace allocscope::capture

@@ -1,0 +1,115 @@
+// The recorder core: hooks turn CUDA memory calls into PyTorch trace actions in a preallocated ring buffer, keep the
+// live allocations for the final `segments`, and freeze both into a Snapshot at dump time.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "allocscope/result.h"
+#include "allocscope/snapshot.h"
+#include "live_table.h"
+#include "options.h"
+#include "stack_interner.h"
+
+namespace allocscope::capture {
+
+// The driver call behind an event (kept in user_metadata, which PyTorch's tools ignore).
+enum class Api : uint8_t {
+  kUser, kMemAlloc, kMemAllocPitch, kMemAllocManaged, kMemAllocAsync, kMemAllocFromPoolAsync, kMemFree,
+  kMemFreeAsync, kMemCreate, kMemRelease, kMemMap, kMemUnmap, kMemAddressReserve, kMemAddressFree, kMemPoolCreate,
+  kMemPoolDestroy, kMemPoolTrimTo, kContextDestroy,
+};
+const char* api_name(Api api);
+
+// Where an event happened.
+struct Site {
+  Api api = Api::kUser;
+  int16_t device = 0;
+  int64_t stream = 0;
+  uint32_t context = 0;  // CUPTI's context uid (0 unknown)
+  uint64_t pool = 0;     // CUmemoryPool handle for pool allocations
+};
+
+struct RawEvent {
+  uint64_t addr = 0;  // oom: device_free
+  uint64_t size = 0;
+  int64_t stream = 0;
+  int64_t time_us = 0;
+  uint64_t pool = 0;
+  uint32_t stack = 0;
+  uint32_t path = 0;  // range path (index into Frozen::strings), 0 none
+  uint32_t context = 0;
+  int16_t device = 0;
+  Action action = Action::kAlloc;
+  Api api = Api::kUser;
+};
+
+struct RawAnnotation {
+  bool start = true;
+  uint32_t name = 0;  // index into Frozen::strings
+  int16_t device = 0;
+  int64_t time_us = 0;
+};
+
+// A consistent copy of the recorder's state, taken under its lock in O(size) memcpy-like work.
+struct Frozen {
+  std::vector<RawEvent> events;  // oldest first
+  std::vector<LiveEntry> live;
+  StackInterner stacks;
+  std::vector<std::string> strings;  // range names and paths; [0] = ""
+  std::vector<RawAnnotation> annotations;
+  uint64_t recorded = 0;  // events ever pushed
+  uint64_t dropped = 0;   // pushed out of the ring
+  Options options;
+};
+
+class Recorder {
+ public:
+  explicit Recorder(Options options);
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+  const Options& options() const { return options_; }
+
+  // Hooks, called at API exit. `skip` = frames of the caller's own to leave out of the stack. All noinline so that
+  // skip counts stay exact.
+  void on_alloc(const Site& site, uint64_t addr, uint64_t size, SegmentKind kind, int skip);  // segment_alloc+alloc
+  // [free_requested] + free_completed + segment_free; `size_hint` when the allocation predates recording.
+  void on_free(const Site& site, uint64_t addr, uint64_t size_hint, bool async, int skip);
+  void on_map(const Site& site, uint64_t addr, uint64_t size, int skip);    // segment_map + alloc
+  void on_unmap(const Site& site, uint64_t addr, uint64_t size, int skip);  // free_completed + segment_unmap
+  void on_oom(const Site& site, uint64_t size, uint64_t device_free, int skip);
+  void on_context_destroy(uint32_t context, int16_t device);  // frees what the context still held
+  bool is_live(uint64_t addr);
+
+  // Named ranges of the calling thread (user scopes and NVTX): external_annotations + the path in metadata.
+  void push_range(const char* name, int16_t device);
+  void pop_range(int16_t device);
+
+  Frozen freeze();
+  uint64_t recorded();
+
+ private:
+  void push(Action a, const Site& s, uint64_t addr, uint64_t size, uint32_t stack, int64_t t, uint32_t path);
+  uint32_t intern_string_locked(const std::string& s);
+  uint32_t current_path();
+
+  Options options_;
+  uint64_t generation_;
+  std::mutex mu_;
+  std::vector<RawEvent> ring_;
+  uint64_t pushed_ = 0;
+  size_t next_slot_ = 0;
+  StackInterner stacks_;
+  LiveTable live_;
+  std::vector<std::string> strings_;
+  std::unordered_map<std::string, uint32_t> string_ids_;
+  std::vector<RawAnnotation> annotations_;
+  uint64_t annotations_pushed_ = 0;
+};
+
+int64_t now_us();
+
+}  // namespace allocscope::capture

@@ -1,0 +1,56 @@
+// The process-wide capture session shared by the C ABI and the CUPTI front-end: owns the recorder, dumps (on request,
+// at exit, on OOM, from a signal through a helper thread) and talks to the event source through a small Backend.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "allocscope/result.h"
+#include "options.h"
+#include "recorder.h"
+
+namespace allocscope::capture {
+
+// The event source (CUPTI in liballocscope_capture.so; none in CPU-only builds and tests).
+struct Backend {
+  Status (*subscribe)();     // error when it cannot (e.g. another CUPTI subscriber exists)
+  void (*unsubscribe)();
+  int16_t (*current_device)();  // for annotations of user ranges
+};
+void set_backend(const Backend* backend);
+const Backend* backend();
+
+class Session {
+ public:
+  static Session& get();  // never destroyed: hooks and atexit may run late in process teardown
+
+  Status start(const Options& options);
+  Status stop();
+  // Writes a snapshot to `path` ("" = the configured output path, "%p" expanded). Never call from a signal handler.
+  Status dump(const std::string& path = "");
+  // Called by hooks after an OOM event: dumps now when configured (we are on an ordinary thread, not in a handler).
+  void after_oom();
+
+  // The recorder hooks write to, or nullptr when not recording. Old recorders are kept alive after stop so a hook
+  // that raced with stop() never touches freed memory.
+  Recorder* recorder() const { return active_.load(std::memory_order_acquire); }
+  // The last recorder (active or stopped): what dump() writes.
+  Recorder* last_recorder() const { return last_.load(std::memory_order_acquire); }
+
+ private:
+  Session() = default;
+  void install_signal(int sig);
+  static void on_signal(int);
+  static void helper_loop(int fd);
+
+  std::mutex mu_;        // start/stop
+  std::mutex dump_mu_;   // one dump at a time
+  std::atomic<Recorder*> active_{nullptr};
+  std::atomic<Recorder*> last_{nullptr};
+  bool atexit_registered_ = false;
+  bool warned_subscriber_ = false;
+  int installed_signal_ = 0;
+};
+
+}  // namespace allocscope::capture

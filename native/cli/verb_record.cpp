@@ -1,0 +1,134 @@
+// `allocscope record [options] -- ./job args`: runs a job with the capture library injected through the CUDA driver
+// (CUDA_INJECTION64_PATH), configured by ALLOCSCOPE_* variables, so the job needs no code change.
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli_common.h"
+#include "verbs.h"
+
+namespace allocscope::cli {
+namespace {
+
+const char kUsage[] =
+    "usage: allocscope record [options] -- PROGRAM [ARGS...]\n\n"
+    "Runs PROGRAM with CUDA memory capture injected (no code change) and writes a PyTorch-compatible snapshot.\n\n"
+    "options:\n"
+    "  -o, --output PATH     snapshot path, .pickle or .pickle.gz; %p becomes the pid (default allocscope-%p.pickle)\n"
+    "  --max-entries N       trace ring buffer size (default 100000)\n"
+    "  --stacks none|native  native stacks per event (default native)\n"
+    "  --max-frames N        frames kept per stack (default 32)\n"
+    "  --no-dump-on-oom      do not dump when a CUDA allocation fails with out-of-memory\n"
+    "  --dump-signal SIG     dump whenever the job receives SIG (e.g. USR1)\n"
+    "  --no-dump-at-exit     do not dump when the job exits\n"
+    "  --library PATH        liballocscope_capture.so to inject (default: next to this binary)\n";
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return !p.empty() && stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string self_dir() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+std::string find_library(const std::string& explicit_path) {
+  if (!explicit_path.empty()) return explicit_path;
+  if (const char* e = std::getenv("ALLOCSCOPE_CAPTURE_LIBRARY"); e && exists(e)) return e;
+  const std::string dir = self_dir();
+  for (const std::string& c : {dir + "/liballocscope_capture.so", dir + "/../lib/liballocscope_capture.so",
+                               dir + "/capture/liballocscope_capture.so"})
+    if (exists(c)) return c;
+#ifdef ALLOCSCOPE_CAPTURE_LIBRARY
+  if (exists(ALLOCSCOPE_CAPTURE_LIBRARY)) return ALLOCSCOPE_CAPTURE_LIBRARY;
+#endif
+  return "";
+}
+
+std::string absolute(const std::string& p) {
+  char buf[PATH_MAX];
+  return realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
+
+int run_record(const std::vector<std::string>& args) {
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string library;
+  size_t i = 0;
+  auto value = [&](const std::string& name, std::string* out) {
+    const std::string& a = args[i];
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      *out = a.substr(eq + 1);
+      return true;
+    }
+    if (i + 1 >= args.size()) return false;
+    *out = args[++i];
+    (void)name;
+    return true;
+  };
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-') break;  // the job starts here
+    const std::string name = a.substr(0, a.find('='));
+    std::string v;
+    if (name == "-o" || name == "--output") {
+      if (!value(name, &v)) return fail("record: " + name + " needs a path");
+      env.emplace_back("ALLOCSCOPE_OUTPUT", v);
+    } else if (name == "--max-entries") {
+      if (!value(name, &v)) return fail("record: --max-entries needs a number");
+      env.emplace_back("ALLOCSCOPE_MAX_ENTRIES", v);
+    } else if (name == "--stacks") {
+      if (!value(name, &v) || (v != "none" && v != "native")) return fail("record: --stacks takes none or native");
+      env.emplace_back("ALLOCSCOPE_STACKS", v);
+    } else if (name == "--max-frames") {
+      if (!value(name, &v)) return fail("record: --max-frames needs a number");
+      env.emplace_back("ALLOCSCOPE_MAX_FRAMES", v);
+    } else if (name == "--no-dump-on-oom") {
+      env.emplace_back("ALLOCSCOPE_DUMP_ON_OOM", "0");
+    } else if (name == "--dump-on-oom") {
+      env.emplace_back("ALLOCSCOPE_DUMP_ON_OOM", "1");
+    } else if (name == "--dump-signal") {
+      if (!value(name, &v)) return fail("record: --dump-signal needs a signal name");
+      env.emplace_back("ALLOCSCOPE_DUMP_SIGNAL", v);
+    } else if (name == "--no-dump-at-exit") {
+      env.emplace_back("ALLOCSCOPE_DUMP_AT_EXIT", "0");
+    } else if (name == "--library") {
+      if (!value(name, &library)) return fail("record: --library needs a path");
+    } else {
+      return fail("record: unknown option '" + a + "' (see allocscope record --help)");
+    }
+  }
+  if (i >= args.size()) return fail("record: no program to run (allocscope record [options] -- PROGRAM ARGS)");
+  const std::string lib = find_library(library);
+  if (lib.empty())
+    return fail("record: the capture library (liballocscope_capture.so) was not built: it needs the CUDA toolkit with "
+                "CUPTI at build time (configure with --preset cuda)");
+  if (!exists(lib)) return fail("record: " + lib + ": no such file");
+  setenv("CUDA_INJECTION64_PATH", absolute(lib).c_str(), 1);
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  std::vector<char*> argv;
+  for (size_t k = i; k < args.size(); ++k) argv.push_back(const_cast<char*>(args[k].c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  return fail("record: cannot run '" + args[i] + "': " + std::strerror(errno));
+}
+
+const RegisterVerb kRegister({"record", "run a CUDA job with memory capture injected; writes a snapshot", kUsage,
+                              run_record, 90});
+
+}  // namespace
+}  // namespace allocscope::cli
