@@ -1,0 +1,79 @@
+// The built `allocscope` binary: help for every verb, one-line errors with non-zero exits on bad input.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "test_util.h"
+
+namespace {
+
+const char* const kVerbs[] = {"stats", "trace", "segments", "memory", "compare"};
+
+TEST(Binary, TopLevelHelpListsEveryVerb) {
+  const auto r = clitest::run_cli({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* verb : kVerbs) EXPECT_NE(r.out.find(std::string("\n  ") + verb + " "), std::string::npos) << verb;
+}
+
+TEST(Binary, EachVerbHasUsage) {
+  for (const char* verb : kVerbs) {
+    const auto r = clitest::run_cli({verb, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << verb;
+    EXPECT_EQ(r.out.rfind(std::string("usage: allocscope ") + verb, 0), 0u) << r.out;
+    EXPECT_NE(r.out.find("_memory_viz"), std::string::npos) << verb;
+  }
+}
+
+// One line on stderr, nothing on stdout, a non-zero exit.
+void expect_one_line_error(const clitest::RunResult& r, const std::string& what) {
+  EXPECT_NE(r.exit_code, 0) << what;
+  EXPECT_EQ(r.out, "") << what;
+  ASSERT_FALSE(r.err.empty()) << what;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << what << ": " << r.err;
+  EXPECT_EQ(r.err.rfind("allocscope: ", 0), 0u) << r.err;
+}
+
+TEST(Binary, TruncatedPickleNamesTheByteOffset) {
+  const std::string whole = clitest::read_text(clitest::snapshot_path("linear_seed"));
+  ASSERT_GT(whole.size(), 1000u);
+  const std::string cut = clitest::temp_path("truncated.pickle");
+  clitest::write_bytes(cut, whole.substr(0, whole.size() / 2));
+  for (const char* verb : {"stats", "trace", "segments", "memory"}) {
+    const auto r = clitest::run_cli({verb, cut});
+    expect_one_line_error(r, verb);
+    EXPECT_NE(r.err.find(cut), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("at byte "), std::string::npos) << r.err;
+  }
+  const auto r = clitest::run_cli({"compare", clitest::snapshot_path("linear_seed"), cut});
+  expect_one_line_error(r, "compare");
+  EXPECT_NE(r.err.find("at byte "), std::string::npos) << r.err;
+}
+
+TEST(Binary, TruncatedGzipFails) {
+  const std::string whole = clitest::read_text(clitest::snapshot_path("gpt2_cpp"));
+  const std::string cut = clitest::temp_path("truncated.pickle.gz");
+  clitest::write_bytes(cut, whole.substr(0, whole.size() / 2));
+  expect_one_line_error(clitest::run_cli({"stats", cut}), "truncated gzip");
+}
+
+TEST(Binary, NotASnapshot) {
+  const std::string path = clitest::temp_path("notes.txt");
+  clitest::write_bytes(path, "hello, this is not a pickle\n");
+  expect_one_line_error(clitest::run_cli({"memory", path}), "text file");
+  expect_one_line_error(clitest::run_cli({"stats", clitest::temp_path("missing.pickle")}), "missing file");
+}
+
+TEST(Binary, BadArguments) {
+  expect_one_line_error(clitest::run_cli({"stats"}), "no file");
+  expect_one_line_error(clitest::run_cli({"trace", "a", "b"}), "two files");
+  expect_one_line_error(clitest::run_cli({"compare", clitest::snapshot_path("oom")}), "one file");
+  expect_one_line_error(clitest::run_cli({"segments", "--bogus", clitest::snapshot_path("oom")}), "unknown option");
+  expect_one_line_error(clitest::run_cli({"memory", clitest::snapshot_path("oom"), "-o"}), "-o without a file");
+}
+
+TEST(Binary, UnwritableOutput) {
+  const auto r = clitest::run_cli({"segments", clitest::snapshot_path("oom"), "-o", "/nonexistent-dir/x.svg"});
+  expect_one_line_error(r, "unwritable -o");
+}
+
+}  // namespace
