@@ -1,4 +1,4 @@
-// C++ wrapper over allocscope_capture.h: a session object that starts and stops recording, and RAII named ranges.
+// C++ wrapper over allocscope_capture.h: a recording object that starts and stops recording, and RAII named ranges.
 #pragma once
 
 #include <string>
@@ -8,19 +8,19 @@
 namespace allocscope::capture {
 
 // Starts recording on construction (check ok()), stops on destruction unless released.
-class Session {
+class Recording {
  public:
-  explicit Session(const allocscope_capture_options* options = nullptr) {
+  explicit Recording(const allocscope_capture_options* options = nullptr) {
     allocscope_capture_options o;
     allocscope_capture_default_options(&o);
     ok_ = allocscope_capture_start(options ? options : &o) == 0;
     if (!ok_) error_ = allocscope_capture_last_error();
   }
-  ~Session() {
+  ~Recording() {
     if (ok_) allocscope_capture_stop();
   }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  Recording(const Recording&) = delete;
+  Recording& operator=(const Recording&) = delete;
 
   bool ok() const { return ok_; }
   const std::string& error() const { return error_; }
