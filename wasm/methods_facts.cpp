@@ -14,7 +14,7 @@ json facts_of(const Snapshot& s) {
   uint64_t reserved = 0, allocated = 0, active_blocks = 0;
   for (const Segment& seg : s.segments) {
     reserved += seg.total_size;
-    allocated += seg.allocated_size;
+    allocated += seg.requested_size;
   }
   for (const Block& b : s.blocks)
     if (b.state == BlockState::kActiveAllocated) ++active_blocks;
@@ -61,7 +61,7 @@ Answer info(const Request&, std::span<Loaded* const> files) {
     if (!known) devices.push_back({{"device", seg.device}, {"events", 0}, {"segments", 0}, {"reserved_bytes", 0}});
   }
   json settings = json::array();
-  for (const Setting& st : s.allocator_settings) settings.push_back({st.key, st.value});
+  for (const Setting& st : s.allocator_settings) settings.push_back({st.key, st.repr()});
   json unknown = json::array();
   for (const auto& [k, n] : s.unknown_keys) unknown.push_back({k, n});
   json annotations = json::array();
