@@ -1,0 +1,147 @@
+// Browser tests of the viewer in real Chromium: each fixture dropped through the file input must reach
+// data-state=ready with PyTorch's golden numbers on screen; a corrupt file must show a human error; the example,
+// ?url= and dark mode work; no request ever leaves the page's origin.
+// usage: node viewer_test.js SITE_DIR FIXTURES_DIR [group]   (group: shell | fixtures | views; default all)
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const { serve } = require('./serve.js');
+const { launch, watchedPage, waitState } = require('./browser.js');
+
+const [siteDir, fixturesDir, group] = process.argv.slice(2);
+const artifacts = path.join(__dirname, 'artifacts');
+fs.mkdirSync(artifacts, { recursive: true });
+
+let passed = 0, failed = 0;
+function ok(cond, what) {
+  if (cond) { ++passed; console.log(`  ok   ${what}`); } else { ++failed; console.log(`  FAIL ${what}`); }
+}
+function eq(got, want, what) { ok(JSON.stringify(got) === JSON.stringify(want), `${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`); }
+
+const SMALL = fs.readdirSync(fixturesDir).filter((f) => /\.pickle(\.gz)?$/.test(f) && !/1M/.test(f)).sort();
+const golden = (base, kind) => {
+  const p = path.join(fixturesDir, 'expected', `${base}.${kind}`);
+  return fs.existsSync(p) ? JSON.parse(fs.readFileSync(p, 'utf8')) : null;
+};
+const baseOf = (f) => f.replace(/\.pickle(\.gz)?$/, '');
+
+async function readFacts(page) {
+  return page.evaluate(() => {
+    const out = {};
+    for (const e of document.querySelectorAll('[data-fact]')) out[e.dataset.fact] = Number(e.dataset.value);
+    const actions = {};
+    for (const e of document.querySelectorAll('[data-action]')) actions[e.dataset.action] = Number(e.dataset.value);
+    const perDevice = [];
+    for (const e of document.querySelectorAll('[data-device-events]')) perDevice[Number(e.dataset.deviceEvents)] = Number(e.dataset.value);
+    out.actions = actions;
+    out.perDevice = perDevice;
+    return out;
+  });
+}
+
+async function openViaInput(page, files) {
+  await page.setInputFiles('#file-input', files);
+  return waitState(page, ['ready', 'error'], 120000);
+}
+
+async function shellTests(browser, origin) {
+  console.log('shell');
+  const { context, page, watch } = await watchedPage(browser, origin);
+  await page.goto(origin + '/app/');
+  eq(await waitState(page, ['empty']), 'empty', 'fresh page is data-state=empty');
+  await page.screenshot({ path: path.join(artifacts, 'welcome.png') });
+
+  // A corrupt file: the first half of a real pickle.
+  const corrupt = path.join(artifacts, 'corrupt.pickle');
+  const good = fs.readFileSync(path.join(fixturesDir, 'linear_seed.pickle'));
+  fs.writeFileSync(corrupt, good.subarray(0, good.length >> 1));
+  eq(await openViaInput(page, corrupt), 'error', 'truncated pickle ends in data-state=error');
+  const msg = await page.textContent('#error-message');
+  ok(/corrupt\.pickle/.test(msg) && /byte \d+/.test(msg), `error names the file and a byte offset: "${msg}"`);
+  ok(await page.isVisible('#error-message'), 'error message is visible');
+  await page.screenshot({ path: path.join(artifacts, 'error.png') });
+
+  // Not a pickle at all; then a gzip that does not inflate.
+  const text = path.join(artifacts, 'notes.txt');
+  fs.writeFileSync(text, 'just some text, not a snapshot\n');
+  eq(await openViaInput(page, text), 'error', 'a text file ends in data-state=error');
+  const badgz = path.join(artifacts, 'broken.pickle.gz');
+  fs.writeFileSync(badgz, Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9]));
+  eq(await openViaInput(page, badgz), 'error', 'a broken gzip ends in data-state=error');
+  ok(/gzip|inflate/i.test(await page.textContent('#error-message')), 'broken gzip error says gzip');
+
+  // The built-in example.
+  await page.goto(origin + '/app/');
+  await waitState(page, ['empty']);
+  await page.click('#example-button');
+  eq(await waitState(page, ['ready', 'error'], 60000), 'ready', '"Try an example" reaches ready');
+
+  // ?url= opens hosted files (same origin), and refuses others.
+  await page.goto(origin + '/app/?url=' + encodeURIComponent('/fixtures/oom.pickle'));
+  eq(await waitState(page, ['ready', 'error'], 60000), 'ready', '?url= opens a same-origin file');
+  await page.goto(origin + '/app/?url=' + encodeURIComponent('http://example.invalid/x.pickle'));
+  eq(await waitState(page, ['ready', 'error'], 60000), 'error', '?url= refuses another origin');
+
+  // Dark mode follows prefers-color-scheme.
+  const dark = await watchedPage(browser, origin, null, 'dark');
+  await dark.page.goto(origin + '/app/?url=' + encodeURIComponent('/fixtures/resnet50_train.pickle'));
+  await waitState(dark.page, ['ready', 'error'], 60000);
+  const bg = await dark.page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  ok(bg === 'rgb(20, 22, 27)', `dark mode background (${bg})`);
+  await dark.page.screenshot({ path: path.join(artifacts, 'dark.png') });
+  eq(dark.watch.foreign, [], 'dark page: no foreign requests');
+  await dark.context.close();
+
+  eq(watch.foreign, [], 'no request left the origin');
+  ok(watch.requests > 3, `requests were observed (${watch.requests})`);
+  await context.close();
+}
+
+async function fixtureTests(browser, origin) {
+  console.log('fixtures');
+  const { context, page, watch } = await watchedPage(browser, origin);
+  for (const f of SMALL) {
+    const base = baseOf(f);
+    await page.goto(origin + '/app/#view=overview');
+    await waitState(page, ['empty']);
+    const st = await openViaInput(page, path.join(fixturesDir, f));
+    eq(st, 'ready', `${f} reaches ready`);
+    if (st !== 'ready') { console.log('    ' + (await page.textContent('#error-message'))); continue; }
+    const facts = golden(base, 'facts.json');
+    const shown = await readFacts(page);
+    eq([shown.total_reserved, shown.total_allocated, shown.segments, shown.active_blocks],
+       [facts.total_reserved, facts.total_allocated, facts.segments, facts.active_blocks], `${base} totals`);
+    eq(shown.actions, facts.actions, `${base} action counts`);
+    eq(shown.perDevice, facts.trace_events_per_device, `${base} events per device`);
+    await page.screenshot({ path: path.join(artifacts, `overview-${base}.png`) });
+  }
+  // Several files at once.
+  const two = ['ddp_rank0.pickle', 'ddp_rank1.pickle'].map((f) => path.join(fixturesDir, f));
+  await page.goto(origin + '/app/');
+  await waitState(page, ['empty']);
+  eq(await openViaInput(page, two), 'ready', 'two files at once reach ready');
+  eq(await page.$$eval('#file-select option', (o) => o.map((x) => x.textContent)), ['ddp_rank0.pickle', 'ddp_rank1.pickle'], 'both files are offered');
+  eq(watch.foreign, [], 'no request left the origin');
+  eq(watch.errors, [], 'no console errors');
+  await context.close();
+}
+
+async function main() {
+  const { server, origin } = await serve({ '/app/': siteDir, '/fixtures/': fixturesDir, '/': siteDir });
+  const browser = await launch();
+  try {
+    if (!group || group === 'shell') await shellTests(browser, origin);
+    if (!group || group === 'fixtures') await fixtureTests(browser, origin);
+    if (!group || group === 'views') await require('./views_test.js').run(browser, origin, { fixturesDir, artifacts, ok, eq, golden });
+  } catch (e) {
+    ++failed;
+    console.log(`  FAIL ${e && e.stack ? e.stack : e}`);
+  } finally {
+    await browser.close();
+    server.close();
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+}
+
+main();

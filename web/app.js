@@ -1,0 +1,248 @@
+// The viewer's shell: opening files (drop anywhere, picker, example, ?url=), progress and errors, the view tabs,
+// file/device selectors, keyboard help and the <html data-state> automation hook. Views draw themselves.
+import { openFiles, call, unload } from './worker_client.js';
+import { state, set, subscribe, readHash, writeHash } from './store.js';
+import { views } from './views/index.js';
+import { el } from './format.js';
+
+const $ = (id) => document.getElementById(id);
+const html = document.documentElement;
+
+function setPageState(s) { html.dataset.state = s; }
+
+function show(section) {
+  for (const id of ['welcome', 'loading', 'error', 'view']) $(id).classList.toggle('hidden', id !== section);
+  if (section !== 'view') $('detail').classList.add('hidden');
+}
+
+function showError(message) {
+  $('error-message').textContent = message;  // never innerHTML: the message can quote the file
+  show('error');
+  setPageState('error');
+}
+
+// ---- opening files ----
+
+const PHASE_WEIGHT = { read: [0, 0.3], inflate: [0, 0.4], parse: [0.4, 1] };
+
+async function open(list) {
+  if (!list.length) return;
+  show('loading');
+  setPageState('loading');
+  const names = list.map((f) => f.name).join(', ');
+  $('loading-label').textContent = `Opening ${names}…`;
+  $('progress').value = 0;
+  try {
+    const { ids, infos } = await openFiles(list, (p) => {
+      const [a, b] = PHASE_WEIGHT[p.phase] || [0, 1];
+      const frac = p.total ? p.done / p.total : 0;
+      $('progress').value = (p.file + a + (b - a) * frac) / p.files;
+      $('loading-label').textContent =
+        `${p.phase === 'parse' ? 'Parsing' : p.phase === 'inflate' ? 'Inflating' : 'Reading'} ${p.name}` +
+        (p.files > 1 ? ` (${p.file + 1} of ${p.files})` : '') + '…';
+    });
+    if (state.files.length) unload(state.files.map((f) => f.id));
+    const files = ids.map((id, i) => ({ id, name: list[i].name, info: infos[i] }));
+    const restored = readHash();
+    const patch = { files, file: 0, device: null, window: null, pinned: null, view: 'overview' };
+    Object.assign(patch, restored);
+    if (!(patch.file >= 0 && patch.file < files.length)) patch.file = 0;
+    state.files = files;
+    Object.assign(state, patch);
+    if (!views.some((v) => v.id === state.view && v.available(state))) state.view = defaultView();
+    if (!validDevice(state.device)) state.device = defaultDevice();
+    writeHash();
+    setupChrome();
+    show('view');
+    mountView();
+  } catch (e) {
+    showError(e.message || String(e));
+  }
+}
+
+function defaultView() {
+  if (state.files.length > 2 && views.some((v) => v.id === 'ranks')) return 'ranks';
+  if (state.files.length === 2 && views.some((v) => v.id === 'diff')) return 'diff';
+  const t = views.find((v) => v.id === 'timeline');
+  return t && t.available(state) ? 'timeline' : 'overview';
+}
+
+function currentFile() { return state.files[state.file] || state.files[0]; }
+
+function devicesOf(f) { return f.info.devices; }
+function validDevice(d) { return d !== null && devicesOf(currentFile()).some((x) => x.device === d); }
+function defaultDevice() {
+  const ds = devicesOf(currentFile());
+  const withEvents = ds.find((d) => d.events > 0);
+  return (withEvents || ds[0] || { device: 0 }).device;
+}
+
+function filesFromList(fileList) { return Array.from(fileList).map((f) => ({ name: f.name, blob: f })); }
+
+async function fetchFiles(urls) {
+  const out = [];
+  for (const u of urls) {
+    const url = new URL(u, location.href);
+    // Same origin only: the page never talks to another host (the CSP's connect-src enforces it too).
+    if (url.origin !== location.origin) throw new Error(`refusing to open ${u}: only files from this site can be opened by URL`);
+    const r = await fetch(url);
+    if (!r.ok) throw new Error(`could not fetch ${url.pathname}: HTTP ${r.status}`);
+    out.push({ name: decodeURIComponent(url.pathname.split('/').pop() || 'snapshot'), blob: await r.blob() });
+  }
+  return out;
+}
+
+// ---- chrome: tabs, selectors ----
+
+function setupChrome() {
+  const tabs = $('tabs');
+  tabs.replaceChildren();
+  for (const v of views) {
+    if (!v.available(state)) continue;
+    tabs.append(el('button', {
+      type: 'button', class: v.id === state.view ? 'tab active' : 'tab', 'data-view': v.id,
+      title: `${v.title} (${v.key})`, onclick: () => selectView(v.id),
+    }, v.title));
+  }
+  const fs = $('file-select');
+  fs.replaceChildren(...state.files.map((f, i) => el('option', { value: i, text: f.name })));
+  fs.value = String(state.file);
+  $('file-pick').classList.toggle('hidden', state.files.length < 2);
+  fillDevices();
+  $('search').classList.remove('hidden');
+  $('search').value = state.search;
+}
+
+function fillDevices() {
+  const ds = devicesOf(currentFile());
+  const sel = $('device-select');
+  sel.replaceChildren(...ds.map((d) => el('option', { value: d.device, text: `cuda:${d.device}${d.events ? '' : ' (no trace)'}` })));
+  sel.value = String(state.device);
+  $('device-pick').classList.toggle('hidden', ds.length < 2);
+}
+
+function selectView(id) {
+  if (id === state.view) return;
+  set({ view: id, pinned: null }, { quiet: true });
+  for (const b of $('tabs').children) b.classList.toggle('active', b.dataset.view === id);
+  mountView();
+}
+
+// ---- views ----
+
+let mounted = null;
+let mountSeq = 0;
+
+function mountView() {
+  if (mounted) { try { mounted.destroy(); } catch (e) { console.error(e); } }
+  mounted = null;
+  const root = $('view');
+  root.replaceChildren();
+  root.className = `view-${state.view}`;
+  $('detail').classList.add('hidden');
+  const v = views.find((x) => x.id === state.view) || views[0];
+  const my = ++mountSeq;
+  const ctx = {
+    state,
+    set,
+    call,
+    file: currentFile,
+    files: () => state.files,
+    device: () => state.device,
+    painted() { if (my === mountSeq && html.dataset.state !== 'ready') setPageState('ready'); },
+    fail(e) { if (my === mountSeq) showError(`${v.title}: ${e.message || e}`); },
+    detail(node) {
+      const d = $('detail');
+      if (!node) { d.classList.add('hidden'); d.replaceChildren(); return; }
+      d.replaceChildren(node);
+      d.classList.remove('hidden');
+    },
+  };
+  try {
+    mounted = v.mount(root, ctx);
+  } catch (e) {
+    console.error(e);
+    showError(`${v.title}: ${e.message || e}`);
+  }
+}
+
+subscribe((st, patch) => {
+  if (!mounted) return;
+  if ('file' in patch) { if (!validDevice(st.device)) set({ device: defaultDevice() }, { quiet: true }); fillDevices(); }
+  try { mounted.update(patch); } catch (e) { console.error(e); }
+});
+
+// ---- help ----
+
+const KEYS = [
+  ['?', 'this help'], ['o', 'open files'], ['0–9', 'switch view (see tab tooltips)'],
+  ['← →', 'pan the timeline; step the allocator state history'], ['+ − / wheel', 'zoom the timeline'],
+  ['Home', 'zoom out to everything'], ['t', 'event axis ↔ time axis'], ['/', 'search frames (regex) or an address (0x…)'],
+  ['f', 'toggle the frame filter (hide Python/C++ internals in stacks)'], ['Esc', 'unpin / close'],
+  ['click', 'pin the hovered allocation'],
+];
+
+function openHelp() {
+  const t = $('help-keys');
+  t.replaceChildren(...KEYS.map(([k, d]) => el('tr', null, el('td', null, el('kbd', { text: k })), el('td', { text: d }))));
+  if (!$('help').open) $('help').showModal();
+}
+
+// ---- wiring ----
+
+function wire() {
+  $('file-input').addEventListener('change', (e) => { open(filesFromList(e.target.files)); e.target.value = ''; });
+  $('open-button').addEventListener('click', () => $('file-input').click());
+  $('example-button').addEventListener('click', async () => {
+    try { await open(await fetchFiles(['examples/resnet50_train.pickle'])); } catch (e) { showError(e.message); }
+  });
+  $('error-back').addEventListener('click', () => {
+    if (state.files.length) { show('view'); setPageState('ready'); mountView(); } else { show('welcome'); setPageState('empty'); }
+  });
+  $('help-button').addEventListener('click', openHelp);
+  $('help-close').addEventListener('click', () => $('help').close());
+  $('file-select').addEventListener('change', (e) => set({ file: Number(e.target.value), pinned: null }));
+  $('device-select').addEventListener('change', (e) => set({ device: Number(e.target.value), window: null, pinned: null }));
+  $('search').addEventListener('input', (e) => set({ search: e.target.value }));
+
+  let depth = 0;
+  const overlay = $('drop-overlay');
+  document.addEventListener('dragenter', (e) => { e.preventDefault(); ++depth; overlay.classList.remove('hidden'); });
+  document.addEventListener('dragleave', () => { if (--depth <= 0) { depth = 0; overlay.classList.add('hidden'); } });
+  document.addEventListener('dragover', (e) => e.preventDefault());
+  document.addEventListener('drop', (e) => {
+    e.preventDefault();
+    depth = 0;
+    overlay.classList.add('hidden');
+    if (e.dataTransfer && e.dataTransfer.files.length) open(filesFromList(e.dataTransfer.files));
+  });
+
+  document.addEventListener('keydown', (e) => {
+    if (e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement || e.ctrlKey || e.metaKey || e.altKey) {
+      if (e.key === 'Escape' && e.target === $('search')) e.target.blur();
+      return;
+    }
+    if (e.key === '?') { openHelp(); e.preventDefault(); return; }
+    if (e.key === 'o') { $('file-input').click(); return; }
+    if (e.key === '/') { $('search').focus(); e.preventDefault(); return; }
+    if (e.key === 'f') { set({ filterFrames: !state.filterFrames }); return; }
+    const v = views.find((x) => x.key === e.key && x.available(state));
+    if (v && state.files.length) { selectView(v.id); e.preventDefault(); }
+  });
+}
+
+async function start() {
+  wire();
+  const urls = new URLSearchParams(location.search).getAll('url');
+  if (urls.length) {
+    try { await open(await fetchFiles(urls)); } catch (e) { showError(e.message); }
+  } else {
+    show('welcome');
+    setPageState('empty');
+  }
+}
+
+window.addEventListener('error', (e) => { if (html.dataset.state === 'loading') showError(e.message); });
+window.addEventListener('unhandledrejection', (e) => { if (html.dataset.state === 'loading') showError(String(e.reason && e.reason.message || e.reason)); });
+
+start();

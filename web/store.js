@@ -1,0 +1,52 @@
+// The page's one state atom: what is loaded and what the user looks at. The URL hash mirrors the view state so a
+// reload or a shared link comes back to the same place.
+const listeners = new Set();
+
+export const state = {
+  files: [],        // {id, name, info} in drop order
+  view: 'overview', // a view id (views/index.js)
+  file: 0,          // index into files for single-file views
+  device: null,     // device ordinal, null = first with events
+  window: null,     // [t0, t1] on the current axis, null = everything
+  axis: 'event',    // 'event' | 'time'
+  pinned: null,     // pinned element description (view-specific)
+  search: '',
+  filterFrames: true,
+};
+
+const HASH_KEYS = { view: 's', file: 'n', device: 'n', axis: 's', search: 's', window: 'w', filterFrames: 'b' };
+
+export function set(patch, { quiet = false } = {}) {
+  Object.assign(state, patch);
+  writeHash();
+  if (!quiet) for (const f of listeners) f(state, patch);
+}
+
+export function subscribe(f) { listeners.add(f); return () => listeners.delete(f); }
+
+export function writeHash() {
+  const p = new URLSearchParams();
+  for (const [k, kind] of Object.entries(HASH_KEYS)) {
+    const v = state[k];
+    if (v === null || v === undefined || v === '') continue;
+    if (kind === 'w') p.set(k, v.map((x) => +x.toPrecision(12)).join(','));
+    else if (kind === 'b') p.set(k, v ? '1' : '0');
+    else p.set(k, String(v));
+  }
+  const h = '#' + p.toString();
+  if (location.hash !== h) history.replaceState(null, '', location.pathname + location.search + h);
+}
+
+export function readHash() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  const patch = {};
+  for (const [k, kind] of Object.entries(HASH_KEYS)) {
+    if (!p.has(k)) continue;
+    const v = p.get(k);
+    if (kind === 'n') { const n = Number(v); if (Number.isFinite(n)) patch[k] = n; }
+    else if (kind === 'w') { const w = v.split(',').map(Number); if (w.length === 2 && w.every(Number.isFinite) && w[1] > w[0]) patch[k] = w; }
+    else if (kind === 'b') patch[k] = v === '1';
+    else patch[k] = v;
+  }
+  return patch;
+}

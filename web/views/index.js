@@ -1,0 +1,5 @@
+// The list of views: each is one module exporting {id, title, key, available(state), mount(root, ctx)}; mount returns
+// {update(patch), destroy()}. The app shows those whose `available` says yes, in this order.
+import overview from './overview.js';
+
+export const views = [overview];

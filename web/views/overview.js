@@ -1,0 +1,74 @@
+// Overview: what the file holds (PyTorch's own counts: segments, reserved, allocated, active blocks, events) and
+// where to look next. Its numbers carry data-value attributes with exact integers for the browser tests.
+import { bytes, count, el } from '../format.js';
+
+const FACTS = [
+  ['total_reserved', 'Reserved by the allocator', bytes],
+  ['total_allocated', 'Allocated (live tensors) at snapshot', bytes],
+  ['segments', 'Segments', count],
+  ['active_blocks', 'Active blocks', count],
+];
+
+export default {
+  id: 'overview',
+  title: 'Overview',
+  key: '0',
+  available: (st) => st.files.length > 0,
+  mount(root, ctx) {
+    function render() {
+      root.replaceChildren();
+      const f = ctx.file();
+      const facts = f.info.facts;
+      root.append(el('h2', { text: f.name }));
+      const grid = el('div', { class: 'cards' });
+      for (const [key, label, fmt] of FACTS) {
+        grid.append(el('div', { class: 'card' },
+          el('div', { class: 'card-value', 'data-fact': key, 'data-value': facts[key], title: `${count(facts[key])}` },
+             fmt(facts[key])),
+          el('div', { class: 'card-label', text: label })));
+      }
+      const events = facts.trace_events_per_device.reduce((a, b) => a + b, 0);
+      grid.append(el('div', { class: 'card' },
+        el('div', { class: 'card-value', 'data-fact': 'events', 'data-value': events }, count(events)),
+        el('div', { class: 'card-label', text: 'Trace events' })));
+      root.append(grid);
+
+      const devs = el('table', { class: 'table' },
+        el('thead', null, el('tr', null, el('th', { text: 'device' }), el('th', { text: 'events' }),
+                             el('th', { text: 'segments' }), el('th', { text: 'reserved' }))));
+      const tb = el('tbody');
+      for (const d of f.info.devices)
+        tb.append(el('tr', null, el('td', { text: d.device }),
+          el('td', { 'data-device-events': d.device, 'data-value': d.events, text: count(d.events) }),
+          el('td', { text: count(d.segments) }), el('td', { text: bytes(d.reserved_bytes) })));
+      devs.append(tb);
+      root.append(el('h3', { text: 'Devices' }), devs);
+
+      const acts = el('table', { class: 'table' });
+      for (const [name, n] of Object.entries(facts.actions))
+        acts.append(el('tr', null, el('td', { text: name }),
+          el('td', { 'data-action': name, 'data-value': n, text: count(n) })));
+      root.append(el('h3', { text: 'Trace actions' }), acts);
+
+      if (f.info.annotations.length)
+        root.append(el('p', { text: `${count(f.info.annotations.length)} external annotations (drawn as ranges on the timelines).` }));
+      if (f.info.allocator_settings.length) {
+        const st = el('table', { class: 'table' });
+        for (const [k, v] of f.info.allocator_settings) st.append(el('tr', null, el('td', { text: k }), el('td', { text: v })));
+        root.append(el('h3', { text: 'Allocator settings' }), st);
+      }
+      if (f.info.unknown_keys.length || f.info.unknown_actions.length) {
+        const u = el('ul');
+        for (const [k, n] of f.info.unknown_keys) u.append(el('li', { text: `key '${k}' × ${count(n)} (kept, not modelled)` }));
+        for (const a of f.info.unknown_actions) u.append(el('li', { text: `action '${a}' (counted as unknown)` }));
+        root.append(el('h3', { text: 'Not modelled' }), u);
+      }
+      root.append(el('p', { class: 'fine', text:
+        `Pickle ${bytes(f.info.source_bytes)} → model ${bytes(f.info.model_bytes)} in memory; ` +
+        `${count(f.info.frames)} distinct frames, ${count(f.info.stacks)} distinct stacks.` }));
+      ctx.painted();
+    }
+    render();
+    return { update(patch) { if ('file' in patch) render(); }, destroy() {} };
+  },
+};

@@ -1,0 +1,61 @@
+// The Web Worker that owns the wasm core: reads and inflates dropped files, parses them, and answers the views'
+// queries with small JSON bodies and transferable typed arrays, so the page's thread only draws.
+'use strict';
+importScripts('engine.js', 'allocscope.js');
+
+let enginePromise = null;
+function engine() {
+  if (!enginePromise) enginePromise = self.AllocscopeEngine.openEngine(self.createAllocscope, {});
+  return enginePromise;
+}
+
+function reply(msg, transfer) { self.postMessage(msg, transfer || []); }
+
+function describe(e) { return e && e.message ? e.message : String(e); }
+
+async function open(seq, files) {
+  const eng = await engine();
+  const ids = [];
+  const infos = [];
+  for (let i = 0; i < files.length; ++i) {
+    const { name, blob } = files[i];
+    const progress = (phase, done, total) => reply({ op: 'progress', seq, file: i, files: files.length, name, phase, done, total });
+    let chunks, length;
+    try {
+      ({ chunks, length } = await self.AllocscopeEngine.readChunks(blob, progress));
+    } catch (e) {
+      throw new Error(`${name}: ${describe(e)}`);
+    }
+    if (length === 0) throw new Error(`${name}: the file is empty`);
+    eng.m.onProgress = (phase, done, total) => progress(phase, done, total);
+    let id;
+    try {
+      id = eng.load(chunks, length, name);
+    } catch (e) {
+      throw new Error(`${name}: ${describe(e)}`);
+    }
+    chunks = null;
+    ids.push(id);
+    infos.push(eng.call({ method: 'info', id }).body);
+  }
+  return { ids, infos };
+}
+
+self.onmessage = async (event) => {
+  const msg = event.data;
+  try {
+    if (msg.op === 'open') {
+      const { ids, infos } = await open(msg.seq, msg.files);
+      reply({ op: 'opened', seq: msg.seq, ids, infos });
+    } else if (msg.op === 'unload') {
+      const eng = await engine();
+      for (const id of msg.ids) eng.unload(id);
+    } else if (msg.op === 'call') {
+      const eng = await engine();
+      const { body, blobs } = eng.call(msg.request);
+      reply({ op: 'answer', seq: msg.seq, body, blobs }, Object.values(blobs).map((b) => b.buffer));
+    }
+  } catch (e) {
+    reply({ op: 'error', seq: msg.seq, message: describe(e) });
+  }
+};
