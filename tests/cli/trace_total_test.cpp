@@ -97,12 +97,15 @@ TEST(TraceTotal, OtherEventsPrintAsPythonDicts) {
   b.device();
   b.event(Action::kSegmentMap, 4096, 2097152, st, "N/A");
   b.event(Action::kOom, 12345, 1 << 30);
+  b.event(Action::kSnapshot, 0, 2069229056);  // PyTorch writes no `frames` key for snapshot markers
   EXPECT_EQ(mv::trace(b.s),
-            "Device 0 ----------------\n2 entries\n"
+            "Device 0 ----------------\n3 entries\n"
             "{'action': 'segment_map', 'addr': 4096, 'size': 2097152, 'stream': 0, 'time_us': 1001, "
             "'compile_context': 'N/A', 'user_metadata': '', 'frames': [{'name': 'inner', 'filename': "
             "\"/x/it's.py\", 'line': 3}, {'name': 'outer', 'filename': 'main.py', 'line': 1}]}\n"
             "raise OutOfMemoryError # 1.0GiB requested, 12.1KiB free in CUDA\n"
+            "{'action': 'snapshot', 'addr': 0, 'size': 2069229056, 'stream': 0, 'time_us': 1003, "
+            "'compile_context': 'N/A', 'user_metadata': ''}\n"
             "TOTAL MEM: 0.0B\n");
 }
 

@@ -34,6 +34,11 @@ void append_entry_repr(const Snapshot& s, size_t row, std::string* out) {
   *out += ", 'time_us': " + py_int(ev.time_us[row]);
   *out += ", 'compile_context': " + py_repr(s.str(ev.compile_context[row]));
   *out += ", 'user_metadata': " + py_repr(s.str(ev.user_metadata[row]));
+  // PyTorch writes `frames` only for entries with a captured context; `snapshot` markers never have one.
+  if (a == Action::kSnapshot) {
+    *out += "}";
+    return;
+  }
   *out += ", 'frames': [";
   bool first = true;
   for (FrameId fid : s.stack(ev.stack[row])) {
