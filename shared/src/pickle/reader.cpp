@@ -89,10 +89,16 @@ class Machine {
 
  private:
   uint64_t off() const { return static_cast<uint64_t>(op_start_ - begin_); }
-  Error err(std::string msg) const {
-    return Error{"opcode " + opcode_label(op_) + ": " + std::move(msg), off()};
+  // Internals return bool (true = fine) and park the error here: no error object is built on the hot path.
+  [[gnu::noinline, gnu::cold]] bool err(std::string msg) {
+    error_ = Error{"opcode " + opcode_label(op_) + ": " + std::move(msg), off()};
+    return false;
   }
-  Error truncated(size_t need) const {
+  bool fail(Error e) {
+    error_ = std::move(e);
+    return false;
+  }
+  [[gnu::noinline, gnu::cold]] bool truncated(size_t need) {
     return err("expected " + std::to_string(need) + " more byte(s) of argument, but the input ends " +
                std::to_string(end_ - p_) + " byte(s) later (truncated file?)");
   }
@@ -106,37 +112,38 @@ class Machine {
     return v;
   }
 
-  Status push(const Value& v) {
-    if (im_.stack.size() >= lim_.max_stack)
+  [[gnu::always_inline]] bool push(const Value& v) {
+    if (__builtin_expect(im_.stack.size() >= lim_.max_stack, 0))
       return err("stack holds more than " + std::to_string(lim_.max_stack) + " values (limit)");
     im_.stack.push_back(v);
-    return {};
+    return true;
   }
-  Result<Value> pop() {
+  bool pop(Value* out) {
     if (im_.stack.empty() || (!im_.marks.empty() && im_.marks.back() == im_.stack.size()))
       return err("expected a value on the stack, found " +
                  std::string(im_.stack.empty() ? "an empty stack" : "a MARK"));
-    Value v = im_.stack.back();
+    *out = im_.stack.back();
     im_.stack.pop_back();
-    return v;
+    return true;
   }
-  Result<size_t> pop_mark() {
+  bool pop_mark(size_t* out) {
     if (im_.marks.empty()) return err("expected a MARK on the stack, found none");
-    size_t m = im_.marks.back();
+    *out = im_.marks.back();
     im_.marks.pop_back();
-    return m;
+    return true;
   }
 
-  Result<Node*> node_of(const Value& v) {
+  bool node_of(const Value& v, Node** out) {
     if (!v.is_container() || v.payload >= im_.nodes.size()) return err("expected a container");
     Node& n = im_.nodes[v.payload];
     if (n.free || n.gen != v.aux)
       return err("refers to an object the loader already consumed (a container shared between trace entries "
                  "is not supported)");
-    return &n;
+    *out = &n;
+    return true;
   }
 
-  Result<Value> new_node(Tag kind) {
+  bool new_node(Tag kind, Value* out) {
     uint32_t idx;
     if (!im_.free_nodes.empty()) {
       idx = im_.free_nodes.back();
@@ -155,17 +162,22 @@ class Machine {
     n.memo_slot = UINT32_MAX;
     n.offset = off();
     n.items.clear();
-    return Value{kind, n.gen, idx};
+    *out = Value{kind, n.gen, idx};
+    return true;
   }
 
   // Prepares `v` for insertion into `parent`: resolves consumed nodes, offers finished containers to the consumer,
   // and enforces the nesting limit.
-  Result<Value> prepare(Node& parent, Value v, const Value* key) {
-    if (!v.is_container()) return v;
-    auto nr = node_of(v);
-    if (!nr.ok()) return nr.error();
-    Node& n = *nr.value();
-    if (n.consumed) return n.replacement;
+  [[gnu::always_inline]] bool prepare(uint32_t parent_idx, Value v, const Value* key, Value* result) {
+    *result = v;
+    if (!v.is_container()) return true;
+    Node* np = nullptr;
+    if (!node_of(v, &np)) return false;
+    Node& n = *np;
+    if (n.consumed) {
+      *result = n.replacement;
+      return true;
+    }
     if (consumer_) {
       *pos_out_ = off();
       Value out;
@@ -173,7 +185,7 @@ class Machine {
       if (!c.ok()) {
         Error e = c.error();
         if (e.offset == Error::kNoOffset) e.offset = off();
-        return e;
+        return fail(std::move(e));
       }
       if (c.value()) {
         Node& n2 = im_.nodes[v.payload];  // the consumer may not add nodes, but stay safe
@@ -184,15 +196,18 @@ class Machine {
           if (m.is_container() && m.payload == v.payload && m.aux == v.aux) m = out;
         }
         im_.to_recycle.push_back(static_cast<uint32_t>(v.payload));
-        return out;
+        *result = out;
+        return true;
       }
     }
-    if (n.depth + 1 > parent.depth) {
-      parent.depth = n.depth + 1;
+    Node& parent = im_.nodes[parent_idx];
+    const uint32_t child_depth = im_.nodes[v.payload].depth;
+    if (child_depth + 1 > parent.depth) {
+      parent.depth = child_depth + 1;
       if (parent.depth > lim_.max_depth)
         return err("containers nested deeper than " + std::to_string(lim_.max_depth) + " levels (limit)");
     }
-    return v;
+    return true;
   }
 
   // Frees consumed nodes (and the containers inside them) once the opcode that consumed them is done.
@@ -224,110 +239,120 @@ class Machine {
     }
   }
 
-  Status check_items(const Node& n, size_t adding) {
+  bool check_items(const Node& n, size_t adding) {
     if (n.items.size() + adding > lim_.max_container_items)
       return err("container holds more than " + std::to_string(lim_.max_container_items) + " items (limit)");
-    return {};
+    return true;
   }
 
-  Status append_range(size_t first) {  // APPENDS/ADDITEMS: stack[first..] into stack[first-1]
+  bool append_range(size_t first) {  // APPENDS/ADDITEMS: stack[first..] into stack[first-1]
     if (first == 0) return err("expected a list below the MARK, found the bottom of the stack");
     Value target = im_.stack[first - 1];
     const bool set_op = op_ == kADDITEMS;
     if (target.tag != (set_op ? Tag::kSet : Tag::kList))
       return err(std::string("expected a ") + (set_op ? "set" : "list") + " to append to, found " + tag_name(target.tag));
-    auto nr = node_of(target);
-    if (!nr.ok()) return nr.error();
-    if (nr.value()->consumed) return err("modifies a container after it was placed in its parent (not supported)");
-    ALLOCSCOPE_RETURN_IF_ERROR(check_items(*nr.value(), im_.stack.size() - first));
+    Node* tn = nullptr;
+    if (!node_of(target, &tn)) return false;
+    if (tn->consumed) return err("modifies a container after it was placed in its parent (not supported)");
+    if (!check_items(*tn, im_.stack.size() - first)) return false;
+    bool any_container = false;
+    for (size_t i = first; i < im_.stack.size(); ++i) any_container |= im_.stack[i].is_container();
+    if (!any_container) {  // scalars and handles (e.g. a frame list): no consumer, no nesting to track
+      tn->items.insert(tn->items.end(), im_.stack.begin() + static_cast<std::ptrdiff_t>(first), im_.stack.end());
+      im_.stack.resize(first);
+      return true;
+    }
+    const uint32_t ti = static_cast<uint32_t>(target.payload);
     for (size_t i = first; i < im_.stack.size(); ++i) {
-      auto v = prepare(*nr.value(), im_.stack[i], nullptr);
-      if (!v.ok()) return v.error();
-      Node& n = im_.nodes[target.payload];
-      n.items.push_back(v.value());
+      Value v;
+      if (!prepare(ti, im_.stack[i], nullptr, &v)) return false;
+      im_.nodes[ti].items.push_back(v);
     }
     im_.stack.resize(first);
     recycle();
-    return {};
+    return true;
   }
 
-  Status setitems_range(size_t first) {  // SETITEMS: pairs stack[first..] into dict stack[first-1]
+  bool setitems_range(size_t first) {  // SETITEMS: pairs stack[first..] into dict stack[first-1]
     if (first == 0) return err("expected a dict below the MARK, found the bottom of the stack");
     if ((im_.stack.size() - first) % 2) return err("expected key/value pairs, found an odd number of items");
     Value target = im_.stack[first - 1];
     if (target.tag != Tag::kDict) return err(std::string("expected a dict to set items on, found ") + tag_name(target.tag));
-    auto nr = node_of(target);
-    if (!nr.ok()) return nr.error();
-    if (nr.value()->consumed) return err("modifies a container after it was placed in its parent (not supported)");
-    ALLOCSCOPE_RETURN_IF_ERROR(check_items(*nr.value(), im_.stack.size() - first));
+    Node* tn = nullptr;
+    if (!node_of(target, &tn)) return false;
+    if (tn->consumed) return err("modifies a container after it was placed in its parent (not supported)");
+    if (!check_items(*tn, im_.stack.size() - first)) return false;
+    const uint32_t ti = static_cast<uint32_t>(target.payload);
     for (size_t i = first; i < im_.stack.size(); i += 2) {
-      auto k = prepare(*nr.value(), im_.stack[i], nullptr);
-      if (!k.ok()) return k.error();
-      auto v = prepare(im_.nodes[target.payload], im_.stack[i + 1], &k.value());
-      if (!v.ok()) return v.error();
-      Node& n = im_.nodes[target.payload];
-      n.items.push_back(k.value());
-      n.items.push_back(v.value());
+      Value k, v;
+      if (!prepare(ti, im_.stack[i], nullptr, &k)) return false;
+      if (!prepare(ti, im_.stack[i + 1], &k, &v)) return false;
+      Node& n = im_.nodes[ti];
+      n.items.push_back(k);
+      n.items.push_back(v);
     }
     im_.stack.resize(first);
     recycle();
-    return {};
+    return true;
   }
 
   // LIST / DICT / TUPLE / FROZENSET: a new container from the items above the last MARK.
-  Status build_from_mark(Tag kind) {
-    auto m = pop_mark();
-    if (!m.ok()) return m.error();
-    const size_t first = m.value();
+  bool build_from_mark(Tag kind) {
+    size_t first = 0;
+    if (!pop_mark(&first)) return false;
     if (kind == Tag::kDict && (im_.stack.size() - first) % 2)
       return err("expected key/value pairs, found an odd number of items");
     return build_from(kind, first);
   }
-  Status build_from(Tag kind, size_t first) {
-    auto nv = new_node(kind);
-    if (!nv.ok()) return nv.error();
-    const Value target = nv.value();
-    ALLOCSCOPE_RETURN_IF_ERROR(check_items(im_.nodes[target.payload], im_.stack.size() - first));
+  bool build_from(Tag kind, size_t first) {
+    Value target;
+    if (!new_node(kind, &target)) return false;
+    const uint32_t ti = static_cast<uint32_t>(target.payload);
+    if (!check_items(im_.nodes[ti], im_.stack.size() - first)) return false;
     for (size_t i = first; i < im_.stack.size(); ++i) {
       const bool is_value = kind == Tag::kDict && (i - first) % 2 == 1;
-      Value key = is_value ? im_.nodes[target.payload].items.back() : Value{};
-      auto v = prepare(im_.nodes[target.payload], im_.stack[i], is_value ? &key : nullptr);
-      if (!v.ok()) return v.error();
-      im_.nodes[target.payload].items.push_back(v.value());
+      Value key = is_value ? im_.nodes[ti].items.back() : Value{};
+      Value v;
+      if (!prepare(ti, im_.stack[i], is_value ? &key : nullptr, &v)) return false;
+      im_.nodes[ti].items.push_back(v);
     }
     im_.stack.resize(first);
     recycle();
     return push(target);
   }
 
-  Status memo_put(uint64_t idx) {
+  [[gnu::always_inline]] bool memo_put(uint64_t idx) {
     if (im_.stack.empty() || (!im_.marks.empty() && im_.marks.back() == im_.stack.size()))
       return err("expected a value to memoize, found " + std::string(im_.stack.empty() ? "an empty stack" : "a MARK"));
     if (idx >= lim_.max_memo) return err("memo index " + std::to_string(idx) + " exceeds the limit");
     if (idx > im_.memo.size() + (1u << 20))
       return err("memo index " + std::to_string(idx) + " is far beyond the " + std::to_string(im_.memo.size()) +
                  " slots in use");
-    if (idx >= im_.memo.size()) im_.memo.resize(idx + 1, unset_memo());
     const Value& v = im_.stack.back();
-    im_.memo[idx] = v;
+    if (idx == im_.memo.size()) {
+      im_.memo.push_back(v);  // the common case: MEMOIZE / sequential BINPUT
+    } else {
+      if (idx > im_.memo.size()) im_.memo.resize(idx + 1, unset_memo());
+      im_.memo[idx] = v;
+    }
     if (v.is_container()) im_.nodes[v.payload].memo_slot = static_cast<uint32_t>(idx);
-    return {};
+    return true;
   }
 
-  Status memo_get(uint64_t idx) {
+  [[gnu::always_inline]] bool memo_get(uint64_t idx) {
     if (idx >= im_.memo.size() || is_unset(im_.memo[idx]))
       return err("refers to memo slot " + std::to_string(idx) + ", which was never stored (" +
                  std::to_string(im_.memo.size()) + " slots in use)");
     const Value& v = im_.memo[idx];
     if (v.is_container()) {
-      auto nr = node_of(v);
-      if (!nr.ok()) return nr.error();
-      nr.value()->shared = true;
+      Node* np = nullptr;
+      if (!node_of(v, &np)) return false;
+      np->shared = true;
     }
     return push(v);
   }
 
-  Status push_string(const uint8_t* data, size_t n, Tag tag) {
+  bool push_string(const uint8_t* data, size_t n, Tag tag) {
     std::string_view s(reinterpret_cast<const char*>(data), n);
     if (tag == Tag::kStr && !utf8_valid(s)) {
       utf8_sanitize(s, &im_.scratch);
@@ -336,7 +361,7 @@ class Machine {
     return push(Value{tag, 0, strings_.intern(s)});
   }
 
-  Status push_long(const uint8_t* b, size_t n) {
+  bool push_long(const uint8_t* b, size_t n) {
     if (n == 0) return push(Value::integer(0));
     uint64_t low = 0;
     const size_t k = n < 8 ? n : 8;
@@ -355,16 +380,17 @@ class Machine {
     return push(Value::integer(static_cast<int64_t>(low)));
   }
 
-  Result<std::string_view> read_line() {
+  bool read_line(std::string_view* out) {
     const void* nl = std::memchr(p_, '\n', static_cast<size_t>(end_ - p_));
     if (!nl) return err("expected a newline-terminated argument, but the input ends first (truncated file?)");
     std::string_view s(reinterpret_cast<const char*>(p_), static_cast<const uint8_t*>(nl) - p_);
     p_ = static_cast<const uint8_t*>(nl) + 1;
     if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
-    return s;
+    *out = s;
+    return true;
   }
 
-  Status text_int(std::string_view s, bool is_long) {
+  bool text_int(std::string_view s, bool is_long) {
     if (is_long && !s.empty() && s.back() == 'L') s.remove_suffix(1);
     if (!is_long && s == "00") return push(Value::boolean(false));
     if (!is_long && s == "01") return push(Value::boolean(true));
@@ -382,13 +408,13 @@ class Machine {
     return push(v >> 63 ? Value{Tag::kUInt, 0, v} : Value::integer(static_cast<int64_t>(v)));
   }
 
-  Status push_double(double d) {
+  bool push_double(double d) {
     Value v{Tag::kFloat, 0, 0};
     std::memcpy(&v.payload, &d, 8);
     return push(v);
   }
 
-  Status step();
+  bool step();
 
   Reader& reader_;
   Reader::Impl& im_;
@@ -403,6 +429,8 @@ class Machine {
   uint64_t* pos_out_;
   bool stopped_ = false;
   int proto_ = 0;
+  Error error_;
+  const std::function<void(uint64_t, uint64_t)>* progress_ = nullptr;
 };
 
 Result<Value> Machine::run(const std::function<void(uint64_t, uint64_t)>& progress) {
@@ -410,22 +438,11 @@ Result<Value> Machine::run(const std::function<void(uint64_t, uint64_t)>& progre
   im_.marks.clear();
   im_.memo.clear();
   im_.stack.reserve(4096);
+  // Memo slots: about one per 60 bytes in real snapshots; reserving avoids regrowing a large array.
+  im_.memo.reserve(std::min<size_t>(static_cast<size_t>(end_ - begin_) / 48 + 64, lim_.max_memo));
   const uint64_t total = static_cast<uint64_t>(end_ - begin_);
-  const uint8_t* next_report = begin_ + (4u << 20);
-  while (!stopped_) {
-    if (p_ >= end_) {
-      op_start_ = p_;
-      op_ = 0;
-      return Error{"expected an opcode (the pickle has no STOP; truncated file?)", off()};
-    }
-    if (p_ >= next_report) {
-      *pos_out_ = static_cast<uint64_t>(p_ - begin_);
-      if (progress) progress(*pos_out_, total);
-      next_report = p_ + (4u << 20);
-    }
-    Status s = step();
-    if (!s.ok()) return s.error();
-  }
+  progress_ = &progress;
+  if (!step()) return error_;
   *pos_out_ = static_cast<uint64_t>(p_ - begin_);
   if (progress) progress(total, total);
   if (im_.stack.size() != 1 || !im_.marks.empty())
@@ -435,7 +452,21 @@ Result<Value> Machine::run(const std::function<void(uint64_t, uint64_t)>& progre
   return im_.stack.back();
 }
 
-Status Machine::step() {
+// The dispatch loop: one function for all opcodes so the hot ones (BINGET, MEMOIZE, ints) cost a few instructions.
+bool Machine::step() {
+  const uint64_t total = static_cast<uint64_t>(end_ - begin_);
+  const uint8_t* next_report = begin_ + (4u << 20);
+  for (;;) {
+  if (__builtin_expect(p_ >= end_, 0)) {
+    op_start_ = p_;
+    op_ = 0;
+    return fail(Error{"expected an opcode (the pickle has no STOP; truncated file?)", off()});
+  }
+  if (__builtin_expect(p_ >= next_report, 0)) {
+    *pos_out_ = static_cast<uint64_t>(p_ - begin_);
+    if (progress_ && *progress_) (*progress_)(*pos_out_, total);
+    next_report = p_ + (4u << 20);
+  }
   op_start_ = p_;
   op_ = *p_++;
   switch (op_) {
@@ -443,7 +474,7 @@ Status Machine::step() {
       if (!have(1)) return truncated(1);
       proto_ = *p_++;
       if (proto_ > 5) return err("protocol " + std::to_string(proto_) + " is newer than 5, the highest known");
-      return {};
+      continue;
     }
     case kFRAME: {
       if (!have(8)) return truncated(8);
@@ -451,52 +482,60 @@ Status Machine::step() {
       if (n > static_cast<uint64_t>(end_ - p_))
         return err("frame of " + std::to_string(n) + " bytes is longer than the " + std::to_string(end_ - p_) +
                    " bytes left (truncated file?)");
-      return {};
+      continue;
     }
-    case kSTOP: stopped_ = true; return {};
+    case kSTOP: stopped_ = true; return true;
     case kMARK:
       if (im_.marks.size() >= lim_.max_marks)
         return err("more than " + std::to_string(lim_.max_marks) + " open MARKs (limit)");
       im_.marks.push_back(im_.stack.size());
-      return {};
+      continue;
     case kPOP: {
       if (!im_.marks.empty() && im_.marks.back() == im_.stack.size()) {
         im_.marks.pop_back();  // POP of a MARK discards it, as Python does
-        return {};
+        continue;
       }
-      auto v = pop();
-      return v.ok() ? Status{} : Status{v.error()};
+      Value v;
+      if (!(pop(&v))) return false;
+      continue;
     }
     case kPOP_MARK: {
-      auto m = pop_mark();
-      if (!m.ok()) return m.error();
-      im_.stack.resize(m.value());
-      return {};
+      size_t m = 0;
+      if (!pop_mark(&m)) return false;
+      im_.stack.resize(m);
+      continue;
     }
     case kDUP: {
       if (im_.stack.empty()) return err("expected a value to duplicate, found an empty stack");
       const Value v = im_.stack.back();
       if (v.is_container()) {
-        auto nr = node_of(v);
-        if (!nr.ok()) return nr.error();
-        nr.value()->shared = true;
+        Node* np = nullptr;
+        if (!node_of(v, &np)) return false;
+        np->shared = true;
       }
-      return push(v);
+      if (!(push(v))) return false;
+      continue;
     }
-    case kNONE: return push(Value::none());
-    case kNEWTRUE: return push(Value::boolean(true));
-    case kNEWFALSE: return push(Value::boolean(false));
+    case kNONE: if (!(push(Value::none()))) return false;
+      continue;
+    case kNEWTRUE: if (!(push(Value::boolean(true)))) return false;
+      continue;
+    case kNEWFALSE: if (!(push(Value::boolean(false)))) return false;
+      continue;
     case kBININT: {
       if (!have(4)) return truncated(4);
-      return push(Value::integer(read_le<int32_t>()));
+      if (!(push(Value::integer(read_le<int32_t>())))) return false;
+      continue;
     }
     case kBININT1: {
       if (!have(1)) return truncated(1);
-      return push(Value::integer(*p_++));
+      if (!(push(Value::integer(*p_++)))) return false;
+      continue;
     }
     case kBININT2: {
       if (!have(2)) return truncated(2);
-      return push(Value::integer(read_le<uint16_t>()));
+      if (!(push(Value::integer(read_le<uint16_t>())))) return false;
+      continue;
     }
     case kLONG1: {
       if (!have(1)) return truncated(1);
@@ -504,7 +543,8 @@ Status Machine::step() {
       if (!have(n)) return truncated(n);
       const uint8_t* b = p_;
       p_ += n;
-      return push_long(b, n);
+      if (!(push_long(b, n))) return false;
+      continue;
     }
     case kLONG4: {
       if (!have(4)) return truncated(4);
@@ -513,13 +553,15 @@ Status Machine::step() {
       if (!have(static_cast<size_t>(n))) return truncated(static_cast<size_t>(n));
       const uint8_t* b = p_;
       p_ += n;
-      return push_long(b, static_cast<size_t>(n));
+      if (!(push_long(b, static_cast<size_t>(n)))) return false;
+      continue;
     }
     case kINT:
     case kLONG: {
-      auto l = read_line();
-      if (!l.ok()) return l.error();
-      return text_int(l.value(), op_ == kLONG);
+      std::string_view line;
+      if (!read_line(&line)) return false;
+      if (!(text_int(line, op_ == kLONG))) return false;
+      continue;
     }
     case kBINFLOAT: {
       if (!have(8)) return truncated(8);
@@ -529,16 +571,18 @@ Status Machine::step() {
       be = __builtin_bswap64(be);
       double d;
       std::memcpy(&d, &be, 8);
-      return push_double(d);
+      if (!(push_double(d))) return false;
+      continue;
     }
     case kFLOAT: {
-      auto l = read_line();
-      if (!l.ok()) return l.error();
-      std::string t(l.value());
+      std::string_view line;
+      if (!read_line(&line)) return false;
+      std::string t(line);
       char* e = nullptr;
       double d = std::strtod(t.c_str(), &e);
       if (t.empty() || *e) return err("expected a decimal float, found '" + t.substr(0, 40) + "'");
-      return push_double(d);
+      if (!(push_double(d))) return false;
+      continue;
     }
     case kSHORT_BINUNICODE:
     case kSHORT_BINSTRING:
@@ -548,7 +592,8 @@ Status Machine::step() {
       if (!have(n)) return truncated(n);
       const uint8_t* b = p_;
       p_ += n;
-      return push_string(b, n, op_ == kSHORT_BINBYTES ? Tag::kBytes : Tag::kStr);
+      if (!(push_string(b, n, op_ == kSHORT_BINBYTES ? Tag::kBytes : Tag::kStr))) return false;
+      continue;
     }
     case kBINUNICODE:
     case kBINSTRING:
@@ -559,7 +604,8 @@ Status Machine::step() {
       if (!have(n)) return truncated(n);
       const uint8_t* b = p_;
       p_ += n;
-      return push_string(b, n, op_ == kBINBYTES ? Tag::kBytes : Tag::kStr);
+      if (!(push_string(b, n, op_ == kBINBYTES ? Tag::kBytes : Tag::kStr))) return false;
+      continue;
     }
     case kBINUNICODE8:
     case kBINBYTES8:
@@ -570,31 +616,36 @@ Status Machine::step() {
       if (n > UINT32_MAX) return err("string of " + std::to_string(n) + " bytes is larger than 4 GiB (limit)");
       const uint8_t* b = p_;
       p_ += n;
-      return push_string(b, n, op_ == kBINUNICODE8 ? Tag::kStr : Tag::kBytes);
+      if (!(push_string(b, n, op_ == kBINUNICODE8 ? Tag::kStr : Tag::kBytes))) return false;
+      continue;
     }
     case kSTRING: {
-      auto l = read_line();
-      if (!l.ok()) return l.error();
+      std::string_view line;
+      if (!read_line(&line)) return false;
       std::string out;
-      if (!python_string_literal(l.value(), &out))
-        return err("expected a quoted string literal, found '" + std::string(l.value().substr(0, 40)) + "'");
-      return push_string(reinterpret_cast<const uint8_t*>(out.data()), out.size(), Tag::kStr);
+      if (!python_string_literal(line, &out))
+        return err("expected a quoted string literal, found '" + std::string(line.substr(0, 40)) + "'");
+      if (!(push_string(reinterpret_cast<const uint8_t*>(out.data()), out.size(), Tag::kStr))) return false;
+      continue;
     }
     case kUNICODE: {
-      auto l = read_line();
-      if (!l.ok()) return l.error();
+      std::string_view line;
+      if (!read_line(&line)) return false;
       std::string out;
-      raw_unicode_escape(l.value(), &out);
-      return push_string(reinterpret_cast<const uint8_t*>(out.data()), out.size(), Tag::kStr);
+      raw_unicode_escape(line, &out);
+      if (!(push_string(reinterpret_cast<const uint8_t*>(out.data()), out.size(), Tag::kStr))) return false;
+      continue;
     }
     case kEMPTY_DICT:
     case kEMPTY_LIST:
     case kEMPTY_SET: {
-      auto v = new_node(op_ == kEMPTY_DICT ? Tag::kDict : op_ == kEMPTY_LIST ? Tag::kList : Tag::kSet);
-      if (!v.ok()) return v.error();
-      return push(v.value());
+      Value v;
+      if (!new_node(op_ == kEMPTY_DICT ? Tag::kDict : op_ == kEMPTY_LIST ? Tag::kList : Tag::kSet, &v)) return false;
+      if (!(push(v))) return false;
+      continue;
     }
-    case kEMPTY_TUPLE: return build_from(Tag::kTuple, im_.stack.size());
+    case kEMPTY_TUPLE: if (!(build_from(Tag::kTuple, im_.stack.size()))) return false;
+      continue;
     case kTUPLE1:
     case kTUPLE2:
     case kTUPLE3: {
@@ -603,64 +654,79 @@ Status Machine::step() {
       if (im_.stack.size() < floor + n)
         return err("expected " + std::to_string(n) + " values for the tuple, found " +
                    std::to_string(im_.stack.size() - floor));
-      return build_from(Tag::kTuple, im_.stack.size() - n);
+      if (!(build_from(Tag::kTuple, im_.stack.size() - n))) return false;
+      continue;
     }
-    case kTUPLE: return build_from_mark(Tag::kTuple);
-    case kLIST: return build_from_mark(Tag::kList);
-    case kDICT: return build_from_mark(Tag::kDict);
-    case kFROZENSET: return build_from_mark(Tag::kSet);
+    case kTUPLE: if (!(build_from_mark(Tag::kTuple))) return false;
+      continue;
+    case kLIST: if (!(build_from_mark(Tag::kList))) return false;
+      continue;
+    case kDICT: if (!(build_from_mark(Tag::kDict))) return false;
+      continue;
+    case kFROZENSET: if (!(build_from_mark(Tag::kSet))) return false;
+      continue;
     case kAPPEND: {
       size_t floor = im_.marks.empty() ? 0 : im_.marks.back();
       if (im_.stack.size() < floor + 2) return err("expected a list and a value on the stack");
-      return append_range(im_.stack.size() - 1);
+      if (!(append_range(im_.stack.size() - 1))) return false;
+      continue;
     }
     case kAPPENDS:
     case kADDITEMS: {
-      auto m = pop_mark();
-      if (!m.ok()) return m.error();
-      return append_range(m.value());
+      size_t m = 0;
+      if (!pop_mark(&m)) return false;
+      if (!(append_range(m))) return false;
+      continue;
     }
     case kSETITEM: {
       size_t floor = im_.marks.empty() ? 0 : im_.marks.back();
       if (im_.stack.size() < floor + 3) return err("expected a dict, a key and a value on the stack");
-      return setitems_range(im_.stack.size() - 2);
+      if (!(setitems_range(im_.stack.size() - 2))) return false;
+      continue;
     }
     case kSETITEMS: {
-      auto m = pop_mark();
-      if (!m.ok()) return m.error();
-      return setitems_range(m.value());
+      size_t m = 0;
+      if (!pop_mark(&m)) return false;
+      if (!(setitems_range(m))) return false;
+      continue;
     }
-    case kMEMOIZE: return memo_put(im_.memo.size());
+    case kMEMOIZE: if (!(memo_put(im_.memo.size()))) return false;
+      continue;
     case kBINPUT: {
       if (!have(1)) return truncated(1);
-      return memo_put(*p_++);
+      if (!(memo_put(*p_++))) return false;
+      continue;
     }
     case kLONG_BINPUT: {
       if (!have(4)) return truncated(4);
-      return memo_put(read_le<uint32_t>());
+      if (!(memo_put(read_le<uint32_t>()))) return false;
+      continue;
     }
     case kPUT:
     case kGET: {
-      auto l = read_line();
-      if (!l.ok()) return l.error();
-      std::string t(l.value());
+      std::string_view line;
+      if (!read_line(&line)) return false;
+      std::string t(line);
       char* e = nullptr;
       errno = 0;
       unsigned long long idx = std::strtoull(t.c_str(), &e, 10);
       if (t.empty() || *e || errno) return err("expected a decimal memo index, found '" + t.substr(0, 40) + "'");
-      return op_ == kPUT ? memo_put(idx) : memo_get(idx);
+      if (!(op_ == kPUT ? memo_put(idx) : memo_get(idx))) return false;
+      continue;
     }
     case kBINGET: {
       if (!have(1)) return truncated(1);
-      return memo_get(*p_++);
+      if (!(memo_get(*p_++))) return false;
+      continue;
     }
     case kLONG_BINGET: {
       if (!have(4)) return truncated(4);
-      return memo_get(read_le<uint32_t>());
+      if (!(memo_get(read_le<uint32_t>()))) return false;
+      continue;
     }
     case kREADONLY_BUFFER:
       if (im_.stack.empty()) return err("expected a buffer on the stack");
-      return {};
+      continue;
     case kNEXT_BUFFER:
       return err("out-of-band buffers (protocol 5 NEXT_BUFFER) are not part of a snapshot and cannot be read");
     case kGLOBAL:
@@ -680,6 +746,7 @@ Status Machine::step() {
                  "allocscope never executes anything from a file");
     default:
       return err("unknown opcode (not a pickle, or a corrupted one)");
+  }
   }
 }
 

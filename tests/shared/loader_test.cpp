@@ -1,0 +1,132 @@
+// The loader against every real fixture: counts must equal expected/NAME.facts.json (computed by Python from the
+// same files).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "allocscope/loader.h"
+#include "fixtures.h"
+
+namespace allocscope {
+namespace {
+
+class FactsTest : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+TEST_P(FactsTest, CountsEqualPythonFacts) {
+  const auto& [base, file] = GetParam();
+  std::ifstream f(testing::fixture("expected/" + base + ".facts.json"));
+  ASSERT_TRUE(f) << base;
+  const nlohmann::json facts = nlohmann::json::parse(f);
+
+  auto r = load_snapshot_file(testing::fixture(file));
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  const Snapshot& s = r.value();
+
+  EXPECT_EQ(s.segments.size(), facts["segments"].get<size_t>());
+  uint64_t reserved = 0, requested = 0;
+  for (const Segment& seg : s.segments) reserved += seg.total_size, requested += seg.requested_size;
+  EXPECT_EQ(reserved, facts["total_reserved"].get<uint64_t>());
+  EXPECT_EQ(requested, facts["total_allocated"].get<uint64_t>());  // facts count requested bytes
+
+  size_t active = 0;
+  for (const Block& b : s.blocks) active += b.state == BlockState::kActiveAllocated;
+  EXPECT_EQ(active, facts["active_blocks"].get<size_t>());
+
+  const auto& per_device = facts["trace_events_per_device"];
+  ASSERT_EQ(s.devices.size(), per_device.size());
+  for (size_t d = 0; d < s.devices.size(); ++d) EXPECT_EQ(s.devices[d].count(), per_device[d].get<uint32_t>());
+
+  std::map<std::string, uint64_t> actions;
+  for (Action a : s.events.action) ++actions[std::string(action_name(a))];
+  std::map<std::string, uint64_t> expected;
+  for (auto& [k, v] : facts["actions"].items()) expected[k] = v.get<uint64_t>();
+  EXPECT_EQ(actions, expected);
+  EXPECT_TRUE(s.unknown_action_names.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFixtures, FactsTest, ::testing::ValuesIn(testing::all_fixtures()),
+                         [](const auto& info) { return info.param.first; });
+
+TEST(Loader, FramesAndStacksAreInterned) {
+  auto r = load_snapshot_file(testing::fixture("gpt2_big_1M.pickle.gz"));
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  const Snapshot& s = r.value();
+  // 36M frame references in the file are a few hundred distinct frames and stacks.
+  EXPECT_LT(s.frames.size(), 1000u);
+  EXPECT_LT(s.stacks.size(), 1000u);
+  uint64_t refs = 0;
+  for (StackId id : s.events.stack) refs += s.stack(id).size();
+  EXPECT_GT(refs, 30'000'000u);
+  EXPECT_LE(s.events.memory_bytes() / s.events.size_rows(), 64u);
+}
+
+TEST(Loader, KeepsFieldsOfAnEntry) {
+  auto r = load_snapshot_file(testing::fixture("oom.pickle"));
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  const Snapshot& s = r.value();
+  // The first entry, as Python's pickle.load shows it.
+  ASSERT_GT(s.events.size_rows(), 0u);
+  EXPECT_EQ(s.events.action[0], Action::kSegmentAlloc);
+  EXPECT_EQ(s.events.addr[0], 140207261220864u);
+  EXPECT_EQ(s.events.size[0], 9382658048u);
+  EXPECT_EQ(s.events.time_us[0], 1795308401820458);
+  EXPECT_EQ(s.str(s.events.compile_context[0]), "N/A");
+  auto st = s.stack(s.events.stack[0]);
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(s.str(s.frames[st[0]].name), "oom_case");
+  EXPECT_EQ(s.frames[st[0]].line, 98);
+  EXPECT_EQ(s.str(s.frames[st[2]].name), "<module>");
+  // The oom entry stores device_free in the addr column.
+  bool found = false;
+  for (size_t i = 0; i < s.events.size_rows(); ++i) {
+    if (s.events.action[i] != Action::kOom) continue;
+    found = true;
+    EXPECT_EQ(s.events.addr[i], 8492548096u);
+    EXPECT_EQ(s.events.size[i], 9381867520u);
+  }
+  EXPECT_TRUE(found);
+  // Allocator settings are kept, nested dicts included.
+  bool saw_roundup = false;
+  for (const Setting& st2 : s.allocator_settings)
+    if (st2.key == "roundup_power2_divisions") saw_roundup = st2.kind == Setting::Kind::kDict && st2.children.size() == 16;
+  EXPECT_TRUE(saw_roundup);
+}
+
+TEST(Loader, GzipAndRawGiveTheSameModel) {
+  auto raw = read_file(testing::fixture("gpt2_cpp.pickle.gz"));
+  ASSERT_TRUE(raw.ok());
+  auto inflated = gunzip(raw.value());
+  ASSERT_TRUE(inflated.ok()) << inflated.error().describe();
+  auto a = load_snapshot(raw.value());
+  auto b = load_snapshot(inflated.value());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->events.addr, b->events.addr);
+  EXPECT_EQ(a->events.stack, b->events.stack);
+  EXPECT_EQ(a->source_bytes, inflated->size());
+}
+
+TEST(Loader, ProgressIsReported) {
+  LoadOptions o;
+  uint64_t last = 0, calls = 0;
+  o.progress = [&](std::string_view phase, uint64_t done, uint64_t total) {
+    if (phase == "parse") last = done, ++calls;
+    EXPECT_LE(done, total);
+  };
+  auto r = load_snapshot_file(testing::fixture("resnet50_train.pickle"), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_GE(calls, 1u);
+  EXPECT_EQ(last, r->source_bytes);
+}
+
+TEST(Loader, CppFramesKeepUnknownFilenames) {
+  auto r = load_snapshot_file(testing::fixture("gpt2_cpp.pickle.gz"));
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  size_t cpp = 0;
+  for (const Frame& f : r->frames) cpp += r->str(f.filename) == "??" && f.line == 0;
+  EXPECT_GT(cpp, 10u);
+}
+
+}  // namespace
+}  // namespace allocscope
