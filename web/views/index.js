@@ -1,5 +1,6 @@
 // The list of views: each is one module exporting {id, title, key, available(state), mount(root, ctx)}; mount returns
 // {update(patch), destroy()}. The app shows those whose `available` says yes, in this order.
 import overview from './overview.js';
+import timeline from './timeline.js';
 
-export const views = [overview];
+export const views = [overview, timeline];

@@ -1,0 +1,47 @@
+// The detail card for an allocation (hover or pinned): size, address, lifetime, category and the full stack, with
+// PyTorch's frame filter as a toggle and search hits marked. Snapshot strings only ever become text nodes.
+import { bytes, count, el, micros } from './format.js';
+
+export function searchRegex(text) {
+  if (!text || /^0x[0-9a-f]+$/i.test(text.trim())) return null;
+  try { return new RegExp(text, 'i'); } catch (e) { return null; }
+}
+
+function frameText(f) { return `${f[1]}:${f[2]}:${f[0]}`; }
+
+// a: allocation JSON from the bridge (allocation_json); opts: {pinned, filter, search, timeFirst, onToggleFilter}
+export function allocationCard(a, opts) {
+  const card = el('div', { class: 'alloc-card' });
+  card.append(el('h4', null, `${bytes(a.size)} `, el('span', { class: 'fine', text: `(${count(a.size)} bytes)` }),
+                 opts.pinned ? el('span', { class: 'fine', text: ' — pinned (Esc to unpin)' }) : null));
+  const t = el('table', { class: 'table' });
+  const row = (k, v) => t.append(el('tr', null, el('td', { class: 'fine', text: k }), el('td', { class: 'mono', text: v })));
+  row('address', a.address);
+  if (a.block_size && a.block_size !== a.size) row('block', `${bytes(a.block_size)} (allocator rounding ${bytes(a.block_size - a.size)})`);
+  if (a.category) row('category', a.category);
+  row('stream', String(a.stream));
+  const rel = (us) => (opts.timeFirst !== undefined ? `+${micros(us - opts.timeFirst)}` : micros(us));
+  row('allocated', a.origin === 'traced' ? `event ${count(a.birth_step - 1)} at ${rel(a.birth_us)}` : a.origin);
+  row('freed', a.death_us !== undefined ? `event ${count(a.death_step - 1)} at ${rel(a.death_us)}` : 'still alive at snapshot');
+  if (a.compile_context) row('compile context', a.compile_context);
+  if (a.user_metadata) row('user metadata', a.user_metadata);
+  card.append(t);
+  const frames = a.frames || [];
+  const shown = opts.filter ? frames.filter((f) => f[3]) : frames;
+  const head = el('div', { class: 'toolbar' }, el('strong', { text: 'Stack' }),
+    el('span', { class: 'fine', text: `${shown.length} of ${frames.length} frames, innermost first` }));
+  if (opts.onToggleFilter)
+    head.append(el('button', { type: 'button', onclick: opts.onToggleFilter, title: 'toggle the frame filter (f)' },
+      opts.filter ? 'show all frames' : 'hide internals'));
+  card.append(head);
+  const re = searchRegex(opts.search);
+  const pre = el('div', { class: 'stack' });
+  if (!frames.length) pre.append(el('div', { class: 'fine', text: '(no frames recorded: enable stacks in _record_memory_history)' }));
+  for (const f of shown) {
+    const line = el('div', { text: frameText(f) });
+    if (re && re.test(frameText(f))) line.className = 'hit';
+    pre.append(line);
+  }
+  card.append(pre);
+  return card;
+}

@@ -1,0 +1,323 @@
+// Active Memory Timeline: every allocation as a stacked band (laid out by the core for the current window and pixel
+// grid), event or time axis, minimap, zoom/pan by mouse and keys, annotations, hover/pin with the full stack, and
+// search highlighting.
+import { bytes, count, el, micros } from '../format.js';
+import { fitCanvas, theme, colour, onResize, ticks, byteTicks } from '../canvas.js';
+import { Zoom, latest } from '../zoom.js';
+import { allocationCard, searchRegex } from '../detail.js';
+import * as ann from '../annotations.js';
+
+const M = { left: 72, right: 12, top: 6, bottom: 24 };
+const LANE = 14;
+
+export default {
+  id: 'timeline',
+  title: 'Active Memory Timeline',
+  key: '1',
+  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  mount(root, ctx) {
+    const f = ctx.file();
+    const device = ctx.device();
+    const st = ctx.state;
+    const peakLabel = el('span', { class: 'peak' });
+    const axisBtn = el('button', { type: 'button', title: 'event axis ↔ time axis (t)' });
+    const info = el('span', { class: 'fine' });
+    const toolbar = el('div', { class: 'toolbar' },
+      axisBtn,
+      el('button', { type: 'button', title: 'zoom out to everything (Home)', onclick: () => zoom && zoom.reset() }, 'Reset zoom'),
+      el('button', { type: 'button', title: 'centre the peak', onclick: () => jumpToPeak() }, 'Go to peak'),
+      peakLabel, info);
+    const wrap = el('div', { class: 'canvas-wrap' });
+    const canvas = el('canvas', { 'aria-label': 'active memory timeline' });
+    wrap.append(canvas);
+    const mini = el('div', { class: 'minimap' });
+    const miniCanvas = el('canvas', { 'aria-label': 'minimap' });
+    mini.append(miniCanvas);
+    root.append(toolbar, wrap, mini);
+
+    let zoom = null;
+    let frame = null;       // last draw answer {body, blobs, x0, x1, w, h}
+    let miniFrame = null;
+    let axisInfo = null;    // {steps, time_first_us, time_last_us}
+    let annRanges = [];
+    let annStep = null;     // annotations mapped to steps
+    let laneCount = 0;
+    let hover = null;       // {column, y, answer}
+    let pinned = null;      // allocation JSON
+    let mask = null;        // Uint8Array over rows, from search
+    let searchInfo = '';
+    let destroyed = false;
+    let painted = false;
+
+    const plotW = () => Math.max(10, wrap.clientWidth - M.left - M.right);
+    const stripH = () => laneCount * LANE;
+    const plotH = () => Math.max(10, wrap.clientHeight - M.top - M.bottom - stripH());
+
+    function axisRange() {
+      return st.axis === 'time'
+        ? [axisInfo.time_first_us, Math.max(axisInfo.time_last_us, axisInfo.time_first_us + 1)]
+        : [0, axisInfo.steps];
+    }
+
+    function makeZoom(window) {
+      const [a, b] = axisRange();
+      zoom = new Zoom(a, b, window, (z) => { ctx.set({ window: [z.x0, z.x1] }, { quiet: true }); request(); },
+                      st.axis === 'time' ? 1 : 4);
+    }
+
+    function req(extra) {
+      return Object.assign({ method: 'timeline_draw', id: f.id, device, axis: st.axis === 'time' ? 'time' : 'step',
+                             x0: zoom.x0, x1: zoom.x1, width: Math.round(plotW()), height: Math.round(plotH()) }, extra);
+    }
+
+    const request = latest(async () => {
+      const r = req();
+      const a = await ctx.call(r);
+      return Object.assign(a, { r });
+    }, (a) => { if (!destroyed) { frame = a; draw(); } }, (e) => ctx.fail(e));
+
+    const requestMini = latest(async () => {
+      const [a, b] = axisRange();
+      const w = Math.max(10, mini.clientWidth);
+      return ctx.call({ method: 'timeline_draw', id: f.id, device, axis: st.axis === 'time' ? 'time' : 'step',
+                        x0: a, x1: b, width: w, height: Math.max(10, mini.clientHeight) });
+    }, (a) => { if (!destroyed) { miniFrame = a; drawMini(); } }, (e) => ctx.fail(e));
+
+    const hoverQuery = latest(async (h) => {
+      if (!frame) return null;
+      return ctx.call(Object.assign({}, frame.r, { method: 'timeline_hit', column: h.column, y_px: h.y,
+                                                    bytes_per_px: frame.body.bytes_per_px, y_min: frame.body.y_min }));
+    }, (a, h) => {
+      if (destroyed || !a) return;
+      hover = { column: h.column, y: h.y, answer: a.body };
+      showDetail();
+      draw();
+    });
+
+    function xLabel(v) {
+      return st.axis === 'time' ? `+${micros(v - axisInfo.time_first_us)}` : count(Math.round(v));
+    }
+
+    function draw() {
+      if (!frame) return;
+      const { ctx: g, width, height } = fitCanvas(canvas);
+      const th = theme();
+      g.clearRect(0, 0, width, height);
+      const L = M.left, T = M.top + stripH(), W = frame.r.width, H = frame.r.height;
+      const B = T + H;
+      const { x0, x1, y0, y1, row, count: cnt } = frame.blobs;
+      const bpp = frame.body.bytes_per_px;
+      // y grid
+      g.font = '11px system-ui, sans-serif';
+      g.fillStyle = th.muted;
+      g.strokeStyle = th.grid;
+      g.textAlign = 'right';
+      g.textBaseline = 'middle';
+      for (const t of byteTicks(bpp * H, 5)) {
+        const y = B - t / bpp;
+        if (y < T - 1) continue;
+        g.beginPath(); g.moveTo(L, Math.round(y) + 0.5); g.lineTo(L + W, Math.round(y) + 0.5); g.stroke();
+        g.fillText(bytes(t), L - 6, y);
+      }
+      // bands
+      const hl = mask;
+      const hoverRow = hover && hover.answer.allocation ? hover.answer.allocation.row : -1;
+      const pinRow = pinned ? pinned.row : -1;
+      for (let i = 0; i < row.length; ++i) {
+        const r = row[i];
+        const dim = hl && !hl[r];
+        g.fillStyle = cnt[i] > 1 ? (th.dark ? `hsl(220 8% ${dim ? 22 : 42}%)` : `hsl(220 8% ${dim ? 88 : 70}%)`)
+                                 : colour(r, th.dark, dim ? 0.18 : 1);
+        g.fillRect(L + x0[i], B - y1[i], x1[i] - x0[i], y1[i] - y0[i]);
+      }
+      // hovered / pinned allocation outlined
+      for (const [target, stroke] of [[hoverRow, th.fg], [pinRow, th.bad]]) {
+        if (target < 0) continue;
+        g.strokeStyle = stroke;
+        g.lineWidth = 1.5;
+        for (let i = 0; i < row.length; ++i)
+          if (row[i] === target) g.strokeRect(L + x0[i] + 0.5, B - y1[i] + 0.5, Math.max(1, x1[i] - x0[i] - 1), Math.max(1, y1[i] - y0[i] - 1));
+        g.lineWidth = 1;
+      }
+      // x axis
+      g.fillStyle = th.muted;
+      g.textAlign = 'center';
+      g.textBaseline = 'top';
+      for (const t of ticks(zoom.x0, zoom.x1, Math.max(2, Math.floor(W / 110)))) {
+        const x = L + zoom.toX(t, W);
+        g.fillRect(Math.round(x), B, 1, 4);
+        g.fillText(xLabel(t), x, B + 6);
+      }
+      g.textAlign = 'left';
+      g.fillText(st.axis === 'time' ? 'time' : 'event', 4, B + 6);
+      g.strokeStyle = th.line;
+      g.strokeRect(L + 0.5, T + 0.5, W, H);
+      // annotations strip
+      if (laneCount) {
+        const rs = annRanges.map((r, i) => st.axis === 'time'
+          ? { name: r.name, lane: r.lane, x0: r.t0, x1: r.t1 }
+          : { name: r.name, lane: r.lane, x0: annStep ? annStep[i][0] : 0, x1: annStep ? annStep[i][1] : 0 });
+        ann.drawStrip(g, rs, (v) => zoom.toX(v, W), L, W, M.top, LANE, th);
+      }
+      // cursor
+      if (hover) {
+        g.fillStyle = th.fg;
+        g.globalAlpha = 0.35;
+        g.fillRect(L + hover.column, T, 1, H);
+        g.globalAlpha = 1;
+      }
+      info.textContent = `${count(frame.body.rects)} rectangles for ${count(frame.body.rows)} allocations · ` +
+        `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)}${searchInfo ? ' · ' + searchInfo : ''}`;
+      if (!painted) { painted = true; ctx.painted(); }
+      drawMiniWindow();
+    }
+
+    function drawMini() {
+      if (!miniFrame) return;
+      drawMiniWindow();
+    }
+
+    function drawMiniWindow() {
+      if (!miniFrame || !zoom) return;
+      const { ctx: g, width, height } = fitCanvas(miniCanvas);
+      const th = theme();
+      g.clearRect(0, 0, width, height);
+      g.fillStyle = th.panel;
+      g.fillRect(0, 0, width, height);
+      const tot = miniFrame.blobs.column_total;
+      const max = Math.max(1, ...tot);
+      g.fillStyle = th.accent;
+      g.globalAlpha = 0.55;
+      const w = width / tot.length;
+      for (let c = 0; c < tot.length; ++c) {
+        const h = (tot[c] / max) * (height - 2);
+        g.fillRect(c * w, height - h, Math.max(1, w), h);
+      }
+      g.globalAlpha = 1;
+      const [a, b] = axisRange();
+      const wx0 = ((zoom.x0 - a) / (b - a)) * width, wx1 = ((zoom.x1 - a) / (b - a)) * width;
+      g.fillStyle = th.sel;
+      g.fillRect(wx0, 0, Math.max(2, wx1 - wx0), height);
+      g.strokeStyle = th.accent;
+      g.strokeRect(wx0 + 0.5, 0.5, Math.max(2, wx1 - wx0), height - 1);
+    }
+
+    function showDetail() {
+      const a = pinned || (hover && hover.answer.allocation);
+      if (!a) {
+        if (hover) {
+          const h = hover.answer;
+          ctx.detail(el('div', null, el('strong', { text: `${bytes(h.total)} active` }),
+            el('div', { class: 'fine', text: `after event ${count(h.step)} (+${micros(h.time_us - axisInfo.time_first_us)})` })));
+        } else ctx.detail(null);
+        return;
+      }
+      ctx.detail(allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, search: st.search,
+                                     timeFirst: axisInfo.time_first_us,
+                                     onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) }));
+    }
+
+    async function jumpToPeak() {
+      const mv = await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false });
+      let x = mv.body.peak_step + 0.5;
+      if (st.axis === 'time') x = (await ctx.call({ method: 'axis', id: f.id, device, steps: [mv.body.peak_step] })).body.times[0];
+      zoom.centre(x);
+    }
+
+    async function runSearch() {
+      const text = (st.search || '').trim();
+      mask = null;
+      searchInfo = '';
+      if (text) {
+        try {
+          let r;
+          if (/^0x[0-9a-f]+$/i.test(text)) r = await ctx.call({ method: 'match_rows', id: f.id, device, address: text });
+          else {
+            const re = searchRegex(text);
+            if (!re) { searchInfo = 'invalid regular expression'; draw(); return; }
+            if (!f._frames) f._frames = (await ctx.call({ method: 'frames', id: f.id })).body.frames;
+            const ids = [];
+            f._frames.forEach((s, i) => { if (re.test(s)) ids.push(i); });
+            r = await ctx.call({ method: 'match_rows', id: f.id, device, frames: ids });
+          }
+          mask = r.blobs.mask;
+          searchInfo = `${count(r.body.matches)} of ${count(r.body.rows)} allocations match`;
+        } catch (e) { searchInfo = e.message; }
+      }
+      draw();
+    }
+
+    function onPointer(e) {
+      if (!frame) return;
+      const r = canvas.getBoundingClientRect();
+      const x = e.clientX - r.left - M.left, y = e.clientY - r.top - M.top - stripH();
+      if (x < 0 || x >= frame.r.width || y < 0 || y >= frame.r.height) return;
+      hoverQuery({ column: Math.floor(x), y: frame.r.height - y });
+    }
+
+    async function start() {
+      const mv = await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false });
+      const ax = await ctx.call({ method: 'axis', id: f.id, device });
+      axisInfo = { steps: ax.body.step_count, time_first_us: ax.body.time_first_us, time_last_us: ax.body.time_last_us };
+      peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak ' }),
+        el('strong', { 'data-peak-bytes': mv.body.peak_active_bytes, title: `${count(mv.body.peak_active_bytes)} bytes` },
+           bytes(mv.body.peak_active_bytes)),
+        el('span', { class: 'fine', text: ` at event ${count(mv.body.peak_step)} · ${count(mv.body.allocations)} allocations` }));
+      annRanges = ann.ranges(f.info.annotations, device);
+      laneCount = Math.min(4, ann.lanes(annRanges));
+      annRanges = annRanges.filter((r) => r.lane < 4);
+      if (annRanges.length) {
+        const times = [];
+        for (const r of annRanges) times.push(r.t0, Number.isFinite(r.t1) ? r.t1 : axisInfo.time_last_us + 1);
+        const s = (await ctx.call({ method: 'axis', id: f.id, device, times })).body.steps;
+        annStep = annRanges.map((_, i) => [s[2 * i], s[2 * i + 1]]);
+      }
+      axisBtn.textContent = st.axis === 'time' ? 'Axis: time' : 'Axis: events';
+      makeZoom(st.window);
+      zoom.attach(canvas, M.left, plotW, () => {
+        const a = hover && hover.answer.allocation;
+        pinned = a && (!pinned || pinned.row !== a.row) ? a : null;
+        showDetail();
+        draw();
+      });
+      canvas.addEventListener('pointermove', onPointer);
+      canvas.addEventListener('pointerleave', () => { hover = null; showDetail(); draw(); });
+      mini.addEventListener('pointerdown', (e) => {
+        const r = mini.getBoundingClientRect();
+        const [a, b] = axisRange();
+        zoom.centre(a + ((e.clientX - r.left) / r.width) * (b - a));
+      });
+      if (st.search) await runSearch();
+      request();
+      requestMini();
+    }
+
+    function toggleAxis() {
+      ctx.set({ axis: st.axis === 'time' ? 'event' : 'time', window: null }, { quiet: true });
+      axisBtn.textContent = st.axis === 'time' ? 'Axis: time' : 'Axis: events';
+      makeZoom(null);
+      hover = null;
+      request();
+      requestMini();
+    }
+    axisBtn.addEventListener('click', toggleAxis);
+
+    function onKey(e) {
+      if (e.target instanceof HTMLInputElement || e.ctrlKey || e.metaKey || !zoom) return;
+      if (e.key === 't') { toggleAxis(); return; }
+      if (e.key === 'Escape') { pinned = null; showDetail(); draw(); return; }
+      if (zoom.key(e)) e.preventDefault();
+    }
+    document.addEventListener('keydown', onKey);
+    const stopResize = onResize(wrap, () => { if (zoom) { request(); requestMini(); } });
+
+    start().catch((e) => ctx.fail(e));
+    return {
+      update(patch) {
+        if ('search' in patch) runSearch();
+        if ('filterFrames' in patch) showDetail();
+      },
+      destroy() { destroyed = true; document.removeEventListener('keydown', onKey); stopResize(); },
+    };
+  },
+};
