@@ -183,3 +183,28 @@ TEST(Timeline, HoverFindsTheWeightAndItsStack) {
 
 }  // namespace
 }  // namespace allocscope
+
+namespace allocscope {
+namespace {
+
+// The multi-level block maxima give the same first-highest step as a scan, for ranges of every alignment.
+TEST(Timeline, ArgmaxMatchesScan) {
+  const Snapshot* s = test::fixture("transformer_leak");
+  ASSERT_NE(s, nullptr);
+  const DeviceLifetimes d = build_device_lifetimes(*s, 0);
+  StackedTimeline tl = StackedTimeline::from_lifetimes(d);
+  uint64_t seed = 7;
+  auto next = [&] { return static_cast<uint32_t>((seed = seed * 6364136223846793005ULL + 1442695040888963407ULL) >> 33); };
+  for (int i = 0; i < 3000; ++i) {
+    uint32_t a = next() % d.steps(), b = next() % d.steps();
+    if (i % 3 == 0) b = std::min<uint32_t>(d.steps() - 1, a + next() % 40);
+    if (a > b) std::swap(a, b);
+    uint32_t want = a;
+    for (uint32_t x = a; x <= b; ++x)
+      if (d.total[x] > d.total[want]) want = x;
+    ASSERT_EQ(tl.argmax_total(a, b), want) << a << ".." << b;
+  }
+}
+
+}  // namespace
+}  // namespace allocscope

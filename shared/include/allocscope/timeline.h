@@ -119,7 +119,7 @@ class StackedTimeline {
   std::vector<uint64_t> total_;        // per step
   std::vector<uint32_t> ckpt_offset_;  // checkpoint k (step k * interval_) holds ckpt_rows_[ckpt_offset_[k] ..)
   std::vector<uint32_t> ckpt_rows_;
-  std::vector<uint32_t> block_max_;    // per 256 steps: the first step with the block's highest total
+  std::vector<uint32_t> block_max_[3];  // per 16, 256, 4096 steps: the first step with the block's highest total
 };
 
 }  // namespace allocscope

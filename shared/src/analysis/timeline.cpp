@@ -7,7 +7,8 @@
 namespace allocscope {
 
 namespace {
-constexpr uint32_t kBlock = 256;  // steps per entry of block_max_
+constexpr uint32_t kBlock = 16;  // steps per entry of block_max_[0]; each level is 16 times coarser
+constexpr int kLevels = 3;
 }  // namespace
 
 TimeAxis::TimeAxis(std::span<const int64_t> t) : time_(t.begin(), t.end()) {
@@ -74,13 +75,25 @@ StackedTimeline::StackedTimeline(std::vector<uint32_t> birth, std::vector<uint32
   }
   ckpt_offset_.push_back(static_cast<uint32_t>(ckpt_rows_.size()));
 
-  block_max_.resize((steps_ + kBlock - 1) / kBlock);
-  for (uint32_t b = 0; b < block_max_.size(); ++b) {
-    const uint32_t lo = b * kBlock, hi = std::min(steps_, lo + kBlock);
-    uint32_t best = lo;
-    for (uint32_t s = lo + 1; s < hi; ++s)
-      if (total_[s] > total_[best]) best = s;
-    block_max_[b] = best;
+  // Argmax of totals per aligned block of 16, 256 and 4096 steps: a column's highest state in O(16 * levels).
+  for (int L = 0; L < kLevels; ++L) {
+    const uint32_t bs = kBlock << (4 * L);
+    std::vector<uint32_t>& lv = block_max_[L];
+    lv.resize((steps_ + bs - 1) / bs);
+    for (uint32_t b = 0; b < lv.size(); ++b) {
+      const uint32_t lo = b * bs, hi = std::min(steps_, lo + bs);
+      uint32_t best = lo;
+      if (L == 0) {
+        for (uint32_t x = lo + 1; x < hi; ++x)
+          if (total_[x] > total_[best]) best = x;
+      } else {
+        for (uint32_t x = lo; x < hi; x += bs >> 4) {
+          const uint32_t m = block_max_[L - 1][x / (bs >> 4)];
+          if (total_[m] > total_[best]) best = m;
+        }
+      }
+      lv[b] = best;
+    }
   }
 }
 
@@ -147,19 +160,28 @@ uint32_t StackedTimeline::argmax_total(uint32_t first, uint32_t last) const {
   last = std::min(last, steps_ - 1);
   first = std::min(first, last);
   uint32_t best = first;
-  uint32_t s = first;
-  // Head and tail by scanning, whole blocks through block_max_.
-  while (s <= last && s % kBlock != 0) {
-    if (total_[s] > total_[best]) best = s;
-    ++s;
+  auto consider = [&](uint32_t x) {
+    if (total_[x] > total_[best]) best = x;
+  };
+  // Level -1 is single steps; level L blocks hold kBlock << 4L steps. Climb while unaligned, then descend.
+  auto size_of = [](int L) { return L < 0 ? 1u : kBlock << (4 * L); };
+  auto at = [&](int L, uint32_t x) { return L < 0 ? x : block_max_[L][x / size_of(L)]; };
+  uint32_t x = first;
+  const uint64_t end = static_cast<uint64_t>(last) + 1;
+  int L = -1;
+  for (; L < kLevels - 1; ++L) {
+    const uint32_t up = size_of(L + 1);
+    while (x % up != 0 && x + size_of(L) <= end) {
+      consider(at(L, x));
+      x += size_of(L);
+    }
+    if (x % up != 0) break;  // the range ends before the next boundary
   }
-  while (s + kBlock - 1 <= last) {
-    const uint32_t m = block_max_[s / kBlock];
-    if (total_[m] > total_[best]) best = m;
-    s += kBlock;
-  }
-  for (; s <= last; ++s)
-    if (total_[s] > total_[best]) best = s;
+  for (; L >= -1; --L)
+    while (x + size_of(L) <= end) {
+      consider(at(L, x));
+      x += size_of(L);
+    }
   return best;
 }
 
@@ -197,7 +219,8 @@ uint32_t StackedTimeline::hit_test_px(const DrawRequest& req, uint32_t column, d
 
 size_t StackedTimeline::memory_bytes() const {
   return birth_.capacity() * 4 + death_.capacity() * 4 + size_.capacity() * 8 + total_.capacity() * 8 +
-         ckpt_offset_.capacity() * 4 + ckpt_rows_.capacity() * 4 + block_max_.capacity() * 4;
+         ckpt_offset_.capacity() * 4 + ckpt_rows_.capacity() * 4 +
+         (block_max_[0].capacity() + block_max_[1].capacity() + block_max_[2].capacity()) * 4;
 }
 
 }  // namespace allocscope

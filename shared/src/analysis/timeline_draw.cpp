@@ -1,5 +1,11 @@
 // The draw query of StackedTimeline: per column, the shown state's bands as pixel runs, merged into rectangles.
+//
+// Columns are swept left to right. The alive list is kept as packed entries (row, death, size) with prefix minima
+// of deaths and prefix sums of sizes, so moving to the next column only rewrites the list from its first entry that
+// died (found by binary search on the prefix minima); runs below that point are reused as they are. The bottom of a
+// training job's stack (weights, optimizer state) is stable, so most columns only redo the top.
 #include <algorithm>
+#include <cstdint>
 
 #include "allocscope/timeline.h"
 
@@ -7,16 +13,24 @@ namespace allocscope {
 
 namespace {
 
+struct Entry {
+  uint32_t row;
+  uint32_t death;
+  uint64_t size;
+};
+
 struct Run {
   float y0, y1;
   uint32_t row, count;
-  uint32_t rect;  // index of the rectangle this run extends
+  uint32_t rect;   // index of the rectangle this run extends
+  uint32_t first;  // first entry of the alive list in this run
+  uint32_t last;   // last entry of the alive list in this run
   bool same(const Run& o) const { return y0 == o.y0 && y1 == o.y1 && row == o.row && count == o.count; }
 };
 
 // Appends a run; one whose height vanishes in float (a sliver near the top of a tall column) joins the run below,
 // so rectangles never have zero height and still account for every row.
-void push_run(std::vector<Run>* runs, const Run& r, std::span<const uint64_t> size) {
+void push_run(std::vector<Run>* runs, const Run& r, const std::vector<Entry>& alive) {
   if (r.y1 > r.y0 || runs->empty()) {
     runs->push_back(r);
     return;
@@ -24,50 +38,52 @@ void push_run(std::vector<Run>* runs, const Run& r, std::span<const uint64_t> si
   Run& below = runs->back();
   below.y1 = std::max(below.y1, r.y1);
   below.count += r.count;
-  if (size[r.row] > size[below.row]) below.row = r.row;
+  below.last = r.last;
+  uint64_t best = 0;
+  for (uint32_t i = below.first; i <= below.last; ++i)
+    if (alive[i].size > best) best = alive[i].size, below.row = alive[i].row;
 }
 
-// Turns one column's alive rows into runs: bands >= 1 px alone, thinner neighbours merged until >= 1 px.
-void column_runs(std::span<const uint32_t> alive, std::span<const uint64_t> size, double ymin, double bpp,
-                 double height, std::vector<Run>* runs) {
-  runs->clear();
+// Appends the runs of alive entries [from, end): bands >= 1 px alone, thinner neighbours merged until >= 1 px.
+void column_runs(const std::vector<Entry>& alive, const std::vector<uint64_t>& below, size_t from, double ymin,
+                 double bpp, double height, std::vector<Run>* runs) {
   const double inv = 1.0 / bpp;
-  uint64_t acc = 0;
+  const double ymax = ymin + height * bpp;
   bool open = false;
   Run cur{};
   uint64_t cur_big = 0;
-  for (uint32_t r : alive) {
-    const uint64_t lo = acc, hi = acc + size[r];
-    acc = hi;
-    const double flo = static_cast<double>(lo), fhi = static_cast<double>(hi);
-    if (fhi <= ymin || hi == lo) continue;
-    if (flo >= ymin + height * bpp) break;
+  for (size_t i = from; i < alive.size(); ++i) {
+    const Entry& en = alive[i];
+    if (en.size == 0) continue;
+    const double flo = static_cast<double>(below[i]), fhi = static_cast<double>(below[i] + en.size);
+    if (fhi <= ymin) continue;
+    if (flo >= ymax) break;
     const double y0 = std::max(0.0, (flo - ymin) * inv), y1 = std::min(height, (fhi - ymin) * inv);
+    const uint32_t idx = static_cast<uint32_t>(i);
     if (y1 - y0 >= 1.0) {
       if (open) {
         cur.y1 = static_cast<float>(y0);
-        push_run(runs, cur, size);
+        push_run(runs, cur, alive);
         open = false;
       }
-      push_run(runs, {static_cast<float>(y0), static_cast<float>(y1), r, 1, 0}, size);
+      push_run(runs, {static_cast<float>(y0), static_cast<float>(y1), en.row, 1, 0, idx, idx}, alive);
       continue;
     }
     if (!open) {
-      cur = {static_cast<float>(y0), static_cast<float>(y1), r, 0, 0};
+      cur = {static_cast<float>(y0), static_cast<float>(y1), en.row, 0, 0, idx, idx};
       cur_big = 0;
       open = true;
     }
     ++cur.count;
-    if (size[r] > cur_big) cur_big = size[r], cur.row = r;
+    cur.last = idx;
+    if (en.size > cur_big) cur_big = en.size, cur.row = en.row;
+    cur.y1 = static_cast<float>(y1);
     if (y1 - cur.y0 >= 1.0) {
-      cur.y1 = static_cast<float>(y1);
-      push_run(runs, cur, size);
+      push_run(runs, cur, alive);
       open = false;
-    } else {
-      cur.y1 = static_cast<float>(y1);
     }
   }
-  if (open) push_run(runs, cur, size);
+  if (open) push_run(runs, cur, alive);
 }
 
 }  // namespace
@@ -81,7 +97,9 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
   out->column_step.resize(W);
   out->column_total.resize(W);
 
-  std::vector<uint32_t> alive, scratch;
+  std::vector<Entry> alive;
+  std::vector<uint32_t> pmin;    // pmin[i] = min death of alive[0..i]: nonincreasing
+  std::vector<uint64_t> below;   // below[i] = bytes of alive[0..i)
   std::vector<Run> prev, cur;
   uint32_t prev_shown = UINT32_MAX;
   for (uint32_t c = 0; c < W; ++c) {
@@ -96,19 +114,59 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
       for (const Run& r : prev) out->rect_x1[r.rect] = c + 1;
       continue;
     }
-    // Rebuild the alive list from whichever is closer below `s`: the previous column's state or a checkpoint.
     const uint32_t k = s / interval_;
-    if (prev_shown != UINT32_MAX && prev_shown <= s && prev_shown >= k * interval_) {
-      advance(alive, prev_shown, s, &scratch);
+    size_t changed;  // alive[0, changed) is as it was for the previous column
+    uint32_t born_after;
+    // Incremental from the previous column unless that means scanning more births than from a checkpoint.
+    if (prev_shown != UINT32_MAX && prev_shown < s && (prev_shown >= k * interval_ || s - prev_shown <= interval_)) {
+      // First entry that died by step s: pmin is nonincreasing, so binary search.
+      changed = static_cast<size_t>(std::partition_point(pmin.begin(), pmin.end(), [&](uint32_t d) { return d > s; }) -
+                                    pmin.begin());
+      size_t j = changed;
+      for (size_t i = changed; i < alive.size(); ++i)
+        if (alive[i].death > s) alive[j++] = alive[i];
+      alive.resize(j);
+      born_after = prev_shown;
     } else {
-      advance(std::span<const uint32_t>(ckpt_rows_).subspan(ckpt_offset_[k], ckpt_offset_[k + 1] - ckpt_offset_[k]),
-              k * interval_, s, &scratch);
+      // From the checkpoint; entries equal to the previous column's keep their prefix data and runs.
+      const size_t old_size = alive.size();
+      size_t j = 0;
+      changed = SIZE_MAX;
+      for (uint32_t i = ckpt_offset_[k]; i < ckpt_offset_[k + 1]; ++i) {
+        const uint32_t r = ckpt_rows_[i];
+        if (death_[r] <= s) continue;
+        if (changed == SIZE_MAX && (j >= old_size || alive[j].row != r)) changed = j;
+        if (j < alive.size()) {
+          alive[j] = {r, death_[r], size_[r]};
+        } else {
+          alive.push_back({r, death_[r], size_[r]});
+        }
+        ++j;
+      }
+      if (changed == SIZE_MAX) changed = j;
+      alive.resize(j);
+      born_after = k * interval_;
     }
-    alive.swap(scratch);
+    const uint32_t end = first_born_after(s);
+    for (uint32_t r = first_born_after(born_after); r < end; ++r)
+      if (death_[r] > s) alive.push_back({r, death_[r], size_[r]});
+    pmin.resize(alive.size());
+    below.resize(alive.size());
+    for (size_t i = changed; i < alive.size(); ++i) {
+      pmin[i] = i == 0 ? alive[i].death : std::min(pmin[i - 1], alive[i].death);
+      below[i] = i == 0 ? 0 : below[i - 1] + alive[i - 1].size;
+    }
     prev_shown = s;
 
-    column_runs(alive, size_, req.y_min_bytes, req.bytes_per_px, static_cast<double>(req.height_px), &cur);
-    for (size_t j = 0; j < cur.size(); ++j) {
+    // Runs that end (with the entry that closed them) below the change are kept.
+    cur.clear();
+    size_t keep = 0;
+    while (keep < prev.size() && static_cast<size_t>(prev[keep].last) + 1 < changed) ++keep;
+    cur.assign(prev.begin(), prev.begin() + keep);
+    for (const Run& r : cur) out->rect_x1[r.rect] = c + 1;
+    const size_t from = keep == 0 ? 0 : cur.back().last + 1;
+    column_runs(alive, below, from, req.y_min_bytes, req.bytes_per_px, static_cast<double>(req.height_px), &cur);
+    for (size_t j = keep; j < cur.size(); ++j) {
       if (j < prev.size() && cur[j].same(prev[j])) {
         cur[j].rect = prev[j].rect;
         out->rect_x1[cur[j].rect] = c + 1;
