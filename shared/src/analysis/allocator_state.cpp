@@ -1,0 +1,154 @@
+// AllocatorStateIndex: block and segment layouts built once; a query rebuilds both alive lists from checkpoints,
+// sorts them by address and nests blocks in segments.
+#include "allocscope/allocator_state.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "analysis/addr_map.h"
+
+namespace allocscope {
+
+namespace {
+
+// The allocator's smallest block (kMinBlockSize): every request is rounded up to a multiple of it.
+constexpr uint64_t kMinBlock = 512;
+uint64_t round_block(uint64_t size) { return size < kMinBlock ? kMinBlock : (size + kMinBlock - 1) / kMinBlock * kMinBlock; }
+
+constexpr uint32_t kNever = UINT32_MAX;
+
+}  // namespace
+
+AllocatorStateIndex::AllocatorStateIndex(const Snapshot& s, const DeviceLifetimes& lt, const SegmentTimeline& sg,
+                                         uint32_t interval) {
+  const uint32_t n = lt.event_count;
+  // Pending-free blocks of the final state the timeline leaves out (no traced alloc).
+  detail::AddrMap alive_at_end(256);
+  for (uint32_t i = 0; i < lt.count(); ++i)
+    if (lt.free_event[i] == kNoEvent) alive_at_end.put(lt.addr[i], i);
+  std::vector<uint32_t> birth, death;
+  for (const Segment& seg : s.segments) {
+    if (seg.device != lt.device) continue;
+    for (const Block& b : s.blocks_of(seg)) {
+      if (b.state != BlockState::kActivePendingFree || alive_at_end.get(b.address) != detail::AddrMap::kAbsent) continue;
+      addr_.push_back(b.address);
+      size_.push_back(b.size);
+      requested_.push_back(b.requested_size);
+      stream_.push_back(seg.stream);
+      stack_.push_back(b.stack);
+      row_.push_back(kNoRow);
+      pending_from_.push_back(0);
+      known_.push_back(1);
+      birth.push_back(0);
+      death.push_back(n + 1);
+    }
+  }
+  extra_ = static_cast<uint32_t>(addr_.size());
+  if (extra_ > 0) {
+    // Pending since its last free_requested that no free_completed followed, if the window saw it.
+    detail::AddrMap last_request(256);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t r = lt.event_begin + i;
+      if (s.events.action[r] == Action::kFreeRequested) last_request.put(s.events.addr[r], i);
+      if (s.events.action[r] == Action::kFreeCompleted) last_request.erase(s.events.addr[r]);
+    }
+    for (uint32_t k = 0; k < extra_; ++k) {
+      const uint32_t e = last_request.get(addr_[k]);
+      if (e != detail::AddrMap::kAbsent) pending_from_[k] = e + 1;
+    }
+  }
+  for (uint32_t i = 0; i < lt.count(); ++i) {
+    addr_.push_back(lt.addr[i]);
+    const bool known = lt.block_size[i] != 0;
+    size_.push_back(known ? lt.block_size[i] : round_block(lt.size[i]));
+    requested_.push_back(lt.size[i]);
+    stream_.push_back(lt.stream[i]);
+    stack_.push_back(lt.stack[i]);
+    row_.push_back(i);
+    pending_from_.push_back(lt.free_requested_event[i] == kNoEvent ? kNever : lt.free_requested_event[i] + 1);
+    known_.push_back(known);
+    birth.push_back(lt.birth_step(i));
+    death.push_back(lt.death_step(i));
+  }
+  blocks_ = StackedTimeline(std::move(birth), std::move(death), size_, lt.steps(), interval);
+
+  seg_addr_ = sg.addr;
+  seg_size_ = sg.size;
+  seg_stream_ = sg.stream;
+  seg_expandable_ = sg.expandable;
+  segments_ = layout_segments(sg, interval);
+}
+
+void AllocatorStateIndex::at(uint32_t step, AllocatorState* o) const {
+  o->step = step;
+  thread_local std::vector<uint32_t> rows, segs;
+  blocks_.alive_at(step, &rows);
+  segments_.alive_at(step, &segs);
+  std::sort(rows.begin(), rows.end(), [&](uint32_t a, uint32_t b) { return addr_[a] < addr_[b]; });
+  std::sort(segs.begin(), segs.end(), [&](uint32_t a, uint32_t b) { return seg_addr_[a] < seg_addr_[b]; });
+
+  o->segment_addr.clear();
+  o->segment_size.clear();
+  o->segment_stream.clear();
+  o->segment_expandable.clear();
+  for (uint32_t k : segs) {
+    // Mapped ranges of an expandable segment that touch on the same stream form one segment.
+    if (!o->segment_addr.empty() && seg_expandable_[k] && o->segment_expandable.back() &&
+        o->segment_stream.back() == seg_stream_[k] &&
+        o->segment_addr.back() + o->segment_size.back() == seg_addr_[k]) {
+      o->segment_size.back() += seg_size_[k];
+      continue;
+    }
+    o->segment_addr.push_back(seg_addr_[k]);
+    o->segment_size.push_back(seg_size_[k]);
+    o->segment_stream.push_back(seg_stream_[k]);
+    o->segment_expandable.push_back(seg_expandable_[k]);
+  }
+  const size_t ns = o->segment_addr.size();
+  o->segment_first_block.assign(ns, 0);
+  o->segment_num_blocks.assign(ns, 0);
+  o->segment_allocated.assign(ns, 0);
+  o->segment_requested.assign(ns, 0);
+
+  const size_t nb = rows.size();
+  o->block_addr.resize(nb);
+  o->block_size.resize(nb);
+  o->block_requested.resize(nb);
+  o->block_stream.resize(nb);
+  o->block_stack.resize(nb);
+  o->block_row.resize(nb);
+  o->block_pending_free.resize(nb);
+  o->block_size_known.resize(nb);
+  o->reserved_bytes = std::accumulate(o->segment_size.begin(), o->segment_size.end(), uint64_t{0});
+  o->allocated_bytes = o->requested_bytes = o->pending_free_bytes = 0;
+  o->blocks_outside_segments = 0;
+
+  size_t k = 0;  // segment cursor: blocks and segments are both in address order
+  for (size_t i = 0; i < nb; ++i) {
+    const uint32_t r = rows[i];
+    o->block_addr[i] = addr_[r];
+    o->block_size[i] = size_[r];
+    o->block_requested[i] = requested_[r];
+    o->block_stream[i] = stream_[r];
+    o->block_stack[i] = stack_[r];
+    o->block_row[i] = row_[r];
+    const bool pending = pending_from_[r] != kNever && pending_from_[r] <= step;
+    o->block_pending_free[i] = pending;
+    o->block_size_known[i] = known_[r];
+    o->allocated_bytes += size_[r];
+    o->requested_bytes += requested_[r];
+    if (pending) o->pending_free_bytes += size_[r];
+    while (k < ns && o->segment_addr[k] + o->segment_size[k] <= addr_[r]) ++k;
+    if (k < ns && o->segment_addr[k] <= addr_[r]) {
+      if (o->segment_num_blocks[k]++ == 0) o->segment_first_block[k] = static_cast<uint32_t>(i);
+      o->segment_allocated[k] += size_[r];
+      o->segment_requested[k] += requested_[r];
+    } else {
+      ++o->blocks_outside_segments;
+    }
+  }
+  o->rounding_waste_bytes = o->allocated_bytes - o->requested_bytes;
+  o->inactive_bytes = o->reserved_bytes > o->allocated_bytes ? o->reserved_bytes - o->allocated_bytes : 0;
+}
+
+}  // namespace allocscope
