@@ -100,8 +100,8 @@ static std::string shell_quote(const std::string& s) {
 RunResult run_cli(const std::vector<std::string>& args) {
   const std::string out_path = temp_path("stdout"), err_path = temp_path("stderr");
   std::string cmd = shell_quote(ALLOCSCOPE_CLI);
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " >" + shell_quote(out_path) + " 2>" + shell_quote(err_path) + " </dev/null";
+  for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
+  cmd.append(" >").append(shell_quote(out_path)).append(" 2>").append(shell_quote(err_path)).append(" </dev/null");
   const int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);

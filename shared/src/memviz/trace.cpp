@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "allocscope/memviz.h"
+#include "memviz/first_cover.h"
 #include "memviz/frames.h"
 
 namespace allocscope::memviz {
@@ -17,8 +18,6 @@ std::string seq_name(uint64_t k) {
   if (k / 26) n += std::to_string(k / 26);
   return n;
 }
-
-bool contains(uint64_t addr, uint64_t start, uint64_t size) { return addr >= start && addr - start < size; }
 
 // Python's repr() of a trace entry dict, keys in the order PyTorch 2.x writes them.
 void append_entry_repr(const Snapshot& s, size_t row, std::string* out) {
@@ -51,12 +50,10 @@ void append_entry_repr(const Snapshot& s, size_t row, std::string* out) {
   *out += "]}";
 }
 
-void format_device(const Snapshot& s, const DeviceTrace& d, const TraceOptions& options, std::string* out) {
+void format_device(const Snapshot& s, const DeviceTrace& d, const FirstCover& final_segments,
+                   const TraceOptions& options, std::string* out) {
   const EventColumns& ev = s.events;
-  struct Interval {
-    uint64_t name, addr, size;
-  };
-  std::vector<Interval> segment_intervals;            // append-only, first match wins (as in PyTorch)
+  FirstCover segment_intervals;                        // this trace's cudaMallocs, by name number
   std::unordered_map<uint64_t, uint64_t> seg_names;    // segment address -> name number
   std::unordered_map<uint64_t, uint64_t> alloc_names;  // allocation address -> name number (never removed)
   uint64_t next_name = 0;
@@ -70,27 +67,18 @@ void format_device(const Snapshot& s, const DeviceTrace& d, const TraceOptions& 
     switch (ev.action[row]) {
       case Action::kAlloc: {
         const uint64_t n = next_name++;
-        std::string seg_name;
+        // PyTorch scans the intervals of this trace's cudaMallocs first, then the file's final segments (by
+        // allocated_size, not total_size); the first hit in each list wins.
+        std::string seg_name = "MEM";
         uint64_t offset = addr;
-        for (const Interval& iv : segment_intervals) {
-          if (contains(addr, iv.addr, iv.size)) {
-            seg_name = seq_name(iv.name);
-            offset = addr - iv.addr;
-            break;
-          }
+        FirstCover::Hit hit;
+        if (segment_intervals.find(addr, &hit)) {
+          seg_name = seq_name(hit.id);
+          offset = addr - hit.start;
+        } else if (final_segments.find(addr, &hit)) {
+          seg_name = "seg_" + std::to_string(hit.id);
+          offset = addr - hit.start;
         }
-        if (seg_name.empty()) {
-          // Then the final segments, by index, using allocated_size (not total_size) as PyTorch does.
-          for (size_t i = 0; i < s.segments.size(); ++i) {
-            const Segment& seg = s.segments[i];
-            if (contains(addr, seg.address, seg.allocated_size)) {
-              seg_name = "seg_" + std::to_string(i);
-              offset = addr - seg.address;
-              break;
-            }
-          }
-        }
-        if (seg_name.empty()) seg_name = "MEM";
         *out += seq_name(n) + " = " + seg_name + "[" + py_int(offset) + ":" + format_size(size) + "]\n";
         alloc_names[addr] = n;
         pytorch_count += static_cast<int64_t>(size);
@@ -111,7 +99,7 @@ void format_device(const Snapshot& s, const DeviceTrace& d, const TraceOptions& 
       case Action::kSegmentAlloc: {
         const uint64_t n = next_name++;
         *out += seq_name(n) + " = cudaMalloc(" + py_int(addr) + ", " + format_size(size) + ")\n";
-        segment_intervals.push_back({n, addr, size});
+        segment_intervals.add(addr, size, n);
         seg_names[addr] = n;
         break;
       }
@@ -151,12 +139,15 @@ int64_t trace_net_bytes(const Snapshot& s, const DeviceTrace& d) {
 }
 
 std::string trace(const Snapshot& s, const TraceOptions& options) {
+  FirstCover final_segments;  // seg_N: the file's segments in order
+  for (size_t i = 0; i < s.segments.size(); ++i)
+    final_segments.add(s.segments[i].address, s.segments[i].allocated_size, i);
   std::string out;
   for (size_t i = 0; i < s.devices.size(); ++i) {
     const DeviceTrace& d = s.devices[i];
     if (d.count() == 0) continue;
     out += "Device " + std::to_string(i) + " ----------------\n";
-    format_device(s, d, options, &out);
+    format_device(s, d, final_segments, options, &out);
   }
   return out;
 }
