@@ -16,6 +16,27 @@ namespace allocscope::capture {
 namespace {
 
 CUpti_SubscriberHandle g_subscriber = nullptr;
+
+// The few driver calls we make ourselves, resolved at subscribe time: linking libcuda would stop the library (and
+// programs linked to it) from even loading on machines without a driver, where they should just report "no GPU".
+struct Driver {
+  decltype(&cuCtxGetDevice) ctx_get_device = nullptr;
+  decltype(&cuMemGetInfo_v2) mem_get_info = nullptr;
+  decltype(&cuMemGetAddressRange_v2) mem_get_address_range = nullptr;
+};
+Driver g_driver;
+
+bool load_driver() {
+  if (g_driver.ctx_get_device) return true;
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) h = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (!h) return false;
+  g_driver.mem_get_info = reinterpret_cast<decltype(&cuMemGetInfo_v2)>(dlsym(h, "cuMemGetInfo_v2"));
+  g_driver.mem_get_address_range =
+      reinterpret_cast<decltype(&cuMemGetAddressRange_v2)>(dlsym(h, "cuMemGetAddressRange_v2"));
+  g_driver.ctx_get_device = reinterpret_cast<decltype(&cuCtxGetDevice)>(dlsym(h, "cuCtxGetDevice"));
+  return g_driver.ctx_get_device && g_driver.mem_get_info && g_driver.mem_get_address_range;
+}
 thread_local int t_depth = 0;  // recursion guard: our own driver calls (cuMemGetInfo, ...) are never recorded
 
 struct DepthGuard {
@@ -25,7 +46,7 @@ struct DepthGuard {
 
 int16_t current_device_uncached() {
   CUdevice dev = 0;
-  if (cuCtxGetDevice(&dev) != CUDA_SUCCESS) return 0;
+  if (!g_driver.ctx_get_device || g_driver.ctx_get_device(&dev) != CUDA_SUCCESS) return 0;
   return static_cast<int16_t>(dev);
 }
 
@@ -120,7 +141,7 @@ void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
       if (p && !r->is_live(p)) {
         CUdeviceptr base = 0;
         size_t size = 0;
-        if (cuMemGetAddressRange_v2(&base, &size, p) == CUDA_SUCCESS) *cb->correlationData = size;
+        if (g_driver.mem_get_address_range(&base, &size, p) == CUDA_SUCCESS) *cb->correlationData = size;
       }
     }
     return;
@@ -135,7 +156,7 @@ void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
     site.stream = reinterpret_cast<int64_t>(c.stream);
     site.pool = c.pool;
     size_t free_b = 0, total_b = 0;
-    cuMemGetInfo_v2(&free_b, &total_b);  // the rare path only
+    g_driver.mem_get_info(&free_b, &total_b);  // the rare path only
     r->on_oom(site, c.size, free_b, 0);
     Session::get().after_oom();
     return;
@@ -254,6 +275,7 @@ const CUpti_CallbackId kDriverCallbacks[] = {
 
 Status subscribe() {
   if (g_subscriber) return {};
+  if (!load_driver()) return Error{"the CUDA driver (libcuda.so.1) could not be loaded"};
   const CUptiResult rc = cuptiSubscribe(&g_subscriber, callback, nullptr);
   if (rc != CUPTI_SUCCESS) {
     g_subscriber = nullptr;

@@ -41,9 +41,35 @@ void add_modules(Match match) {
       &ctx);
 }
 
+#if defined(__SANITIZE_THREAD__)
+// Under TSan: step frame by frame. unw_backtrace's fast path keeps a per-thread trace cache whose TSD destructor
+// locks a mutex after TSan has retired the thread (a crash inside TSan, not a race of ours).
+__attribute__((always_inline)) inline int backtrace_into(void** buf, int max) {
+  unw_context_t uc;
+  unw_cursor_t cursor;
+  if (unw_getcontext(&uc) != 0 || unw_init_local(&cursor, &uc) != 0) return 0;
+  int n = 0;
+  do {
+    unw_word_t ip = 0;
+    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+    buf[n++] = reinterpret_cast<void*>(ip);
+  } while (n < max && unw_step(&cursor) > 0);
+  return n;
+}
+#else
+// The fast path: libunwind caches each return address's frame layout (per thread, see unwind_init).
+inline int backtrace_into(void** buf, int max) { return unw_backtrace(buf, max); }
+#endif
+
 }  // namespace
 
+#if defined(__SANITIZE_THREAD__)
+// libunwind frees its per-thread cache in a TSD destructor that locks a mutex after TSan has retired the thread
+// (a crash inside TSan). Under TSan we take the global cache; our own locking, which TSan is here to check, is alike.
+void unwind_init() { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_GLOBAL); }
+#else
 void unwind_init() { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); }
+#endif
 
 void add_skip_range(uintptr_t lo, uintptr_t hi) {
   int n = g_range_count.load(std::memory_order_relaxed);
@@ -79,7 +105,7 @@ __attribute__((noinline)) int capture_stack(uintptr_t* out, int max, int skip) {
   int want = max + skip + 1;
   // Leading frames in skipped modules (driver, CUPTI) are not known in advance: unwind generously.
   want = want + 16 > kBuf ? kBuf : want + 16;
-  const int n = unw_backtrace(buf, want);
+  const int n = backtrace_into(buf, want);
   int i = 1 + skip;  // buf[0] is this function
   while (i < n && in_skip_range(reinterpret_cast<uintptr_t>(buf[i]))) ++i;
   int k = 0;
