@@ -1,0 +1,168 @@
+// `allocscope timeline FILE`: per-device active and reserved memory over the trace (peak, final, what was alive
+// before the window), and PyTorch's MemoryViz numbers with --memoryviz.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "allocscope/lifetimes.h"
+#include "allocscope/memviz.h"
+#include "allocscope/segment_timeline.h"
+#include "allocscope/timeline.h"
+#include "cli_common.h"
+#include "verbs.h"
+
+namespace allocscope::cli {
+namespace {
+
+// Where an allocation came from: the innermost Python frame PyTorch would show, else the innermost shown frame.
+std::string where(const Snapshot& s, StackId stack) {
+  auto text = [&](const Frame& fr) {
+    return std::string(s.str(fr.name)) + " (" + std::string(s.str(fr.filename)) + ":" + std::to_string(fr.line) + ")";
+  };
+  const Frame* shown = nullptr;
+  for (FrameId f : s.stack(stack)) {
+    const Frame& fr = s.frames[f];
+    if (!memviz::frame_filter(s.str(fr.name), s.str(fr.filename))) continue;
+    if (s.str(fr.filename).ends_with(".py")) return text(fr);
+    if (!shown) shown = &fr;
+  }
+  if (shown) return text(*shown);
+  return s.stack(stack).empty() ? "<no frames>" : text(s.frames[s.stack(stack)[0]]);
+}
+
+nlohmann::json device_json(const Snapshot& s, const DeviceLifetimes& d, size_t top) {
+  const SegmentTimeline seg = build_segment_timeline(s, d.device);
+  const uint32_t peak = d.peak_step();
+  uint32_t seg_peak = 0;
+  for (uint32_t i = 0; i < seg.steps(); ++i)
+    if (seg.total[i] > seg.total[seg_peak]) seg_peak = i;
+  uint64_t freed_only = 0, final_state = 0;
+  for (LifetimeOrigin o : d.origin) {
+    freed_only += o == LifetimeOrigin::kFreedOnly;
+    final_state += o == LifetimeOrigin::kFinalState;
+  }
+  nlohmann::json j = {
+      {"device", d.device},
+      {"events", d.event_count},
+      {"allocations", d.count()},
+      {"allocated_before_trace", {{"freed_in_trace", freed_only}, {"alive_at_end", final_state}}},
+      {"active", {{"initial_bytes", d.total.front()},
+                  {"peak_bytes", d.total[peak]},
+                  {"peak_step", peak},
+                  {"peak_time_us", d.step_time_us(s, peak)},
+                  {"final_bytes", d.total.back()}}},
+      {"reserved", {{"initial_bytes", seg.total.front()},
+                    {"peak_bytes", seg.total[seg_peak]},
+                    {"peak_step", seg_peak},
+                    {"final_bytes", seg.total.back()}}},
+  };
+  // The largest allocations alive at the peak: what to shrink first.
+  StackedTimeline tl = StackedTimeline::from_lifetimes(d);
+  std::vector<uint32_t> rows;
+  tl.alive_at(peak, &rows);
+  std::stable_sort(rows.begin(), rows.end(), [&](uint32_t a, uint32_t b) { return d.size[a] > d.size[b]; });
+  nlohmann::json at_peak = nlohmann::json::array();
+  for (size_t i = 0; i < rows.size() && i < top; ++i) {
+    const uint32_t r = rows[i];
+    at_peak.push_back({{"row", r},
+                       {"addr", d.addr[r]},
+                       {"bytes", d.size[r]},
+                       {"alloc_event", d.alloc_event[r] == kNoEvent ? nlohmann::json() : nlohmann::json(d.alloc_event[r])},
+                       {"free_event", d.free_event[r] == kNoEvent ? nlohmann::json() : nlohmann::json(d.free_event[r])},
+                       {"where", where(s, d.stack[r])}});
+  }
+  j["largest_at_peak"] = at_peak;
+  if (!d.warnings.empty()) j["warnings"] = d.warnings;
+  if (!seg.warnings.empty()) j["segment_warnings"] = seg.warnings;
+  return j;
+}
+
+void print_text(const nlohmann::json& j) {
+  auto sz = [](const nlohmann::json& v) { return memviz::format_size(v.get<uint64_t>()); };
+  std::printf("device %lld: %llu events, %llu allocations (%llu allocated before the trace and freed in it, %llu "
+              "alive throughout)\n",
+              static_cast<long long>(j["device"].get<int64_t>()),
+              static_cast<unsigned long long>(j["events"].get<uint64_t>()),
+              static_cast<unsigned long long>(j["allocations"].get<uint64_t>()),
+              static_cast<unsigned long long>(j["allocated_before_trace"]["freed_in_trace"].get<uint64_t>()),
+              static_cast<unsigned long long>(j["allocated_before_trace"]["alive_at_end"].get<uint64_t>()));
+  const auto& a = j["active"];
+  const auto& r = j["reserved"];
+  std::printf("  active:   start %s, peak %s at event %lld, end %s\n", sz(a["initial_bytes"]).c_str(),
+              sz(a["peak_bytes"]).c_str(), static_cast<long long>(a["peak_step"].get<int64_t>()) - 1,
+              sz(a["final_bytes"]).c_str());
+  std::printf("  reserved: start %s, peak %s at event %lld, end %s\n", sz(r["initial_bytes"]).c_str(),
+              sz(r["peak_bytes"]).c_str(), static_cast<long long>(r["peak_step"].get<int64_t>()) - 1,
+              sz(r["final_bytes"]).c_str());
+  if (!j["largest_at_peak"].empty()) std::printf("  largest alive at the peak:\n");
+  for (const auto& x : j["largest_at_peak"])
+    std::printf("    %12s  %s\n", sz(x["bytes"]).c_str(), x["where"].get<std::string>().c_str());
+  if (j.contains("warnings"))
+    for (const auto& w : j["warnings"]) std::printf("  warning: %s\n", w.get<std::string>().c_str());
+}
+
+int run_timeline(const std::vector<std::string>& argv) {
+  const Args args = parse_args(argv, {"device", "top"});
+  for (const auto& [name, value] : args.options)
+    if (name != "device" && name != "top" && name != "json" && name != "memoryviz")
+      return fail("timeline: unknown option --" + name);
+  if (args.positional.size() != 1) return fail("usage: allocscope timeline FILE [--device N] [--top K] [--json] [--memoryviz]");
+  Snapshot s;
+  if (!load_or_report(args.positional[0], &s)) return 1;
+  size_t top = 5;
+  try {
+    top = std::stoul(args.get("top", "5"));
+  } catch (...) {
+    return fail("timeline: --top needs a number");
+  }
+  const Lifetimes lt = build_lifetimes(s);
+  const std::string want = args.get("device", "");
+  if (args.has("memoryviz")) {
+    // The shape of tests/fixtures/expected/NAME.memoryviz.json, so it diffs against PyTorch's own numbers.
+    nlohmann::json devices = nlohmann::json::object();
+    for (const DeviceLifetimes& d : lt.devices) {
+      if (d.event_count == 0 || (!want.empty() && std::to_string(d.device) != want)) continue;
+      const MemoryVizSummary m = memoryviz_summary(d);
+      devices[std::to_string(d.device)] = {{"allocations", m.allocations},
+                                           {"peak_active_bytes", m.peak_active_bytes},
+                                           {"final_active_bytes", m.final_active_bytes},
+                                           {"distinct_totals", m.distinct_totals}};
+    }
+    nlohmann::json out = {{"source", "allocscope timeline --memoryviz (PyTorch MemoryViz.js process_alloc_data)"},
+                          {"devices", devices}};
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const DeviceLifetimes& d : lt.devices)
+    if (want.empty() || std::to_string(d.device) == want) out.push_back(device_json(s, d, top));
+  if (!want.empty() && out.empty()) return fail("timeline: no device " + want + " in " + args.positional[0]);
+  if (args.has("json")) {
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    for (const auto& j : out) print_text(j);
+  }
+  return 0;
+}
+
+const RegisterVerb kRegister({
+    "timeline",
+    "active and reserved memory over the trace: peak, final, largest at the peak",
+    "usage: allocscope timeline FILE [--device N] [--top K] [--json] [--memoryviz]\n\n"
+    "Replays each device's trace like PyTorch's Active Memory Timeline (alloc paired with free_completed;\n"
+    "blocks alive before the trace window counted from the start) and its segment timeline (with expandable\n"
+    "segments' map/unmap). Prints, per device: allocation counts, active bytes at the start, peak (with its\n"
+    "event index) and end, the same for reserved bytes, and the K largest allocations alive at the peak.\n\n"
+    "  --device N    only device N\n"
+    "  --top K       how many allocations at the peak to list (default 5)\n"
+    "  --json        machine-readable output (one object per device)\n"
+    "  --memoryviz   the numbers PyTorch's web viewer computes (allocations, peak_active_bytes,\n"
+    "                final_active_bytes, distinct_totals) as JSON, for diffing against PyTorch\n",
+    run_timeline,
+    40,
+});
+
+}  // namespace
+}  // namespace allocscope::cli
