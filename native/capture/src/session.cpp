@@ -18,8 +18,11 @@ namespace {
 
 std::atomic<const Backend*> g_backend{nullptr};
 int g_signal_pipe[2] = {-1, -1};
+pid_t g_start_pid = 0;
 
 void dump_at_exit() {
+  // A forked child (e.g. a data-loader worker) inherits this handler but recorded nothing of its own: let it be.
+  if (getpid() != g_start_pid) return;
   Session& s = Session::get();
   Recorder* r = s.last_recorder();
   if (!r || !r->options().dump_at_exit) return;
@@ -59,6 +62,7 @@ Status Session::start(const Options& options) {
   }
   if (options.dump_at_exit && !atexit_registered_) {
     atexit_registered_ = true;
+    g_start_pid = getpid();
     std::atexit(dump_at_exit);
   }
   if (options.dump_signal > 0 && installed_signal_ != options.dump_signal) install_signal(options.dump_signal);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the capture library's GPU checks and benchmarks on a GPU machine from a staged build (see docs/capture.md):
+# CPU tests, the GPU test (linked and injected), PyTorch's _memory_viz and our CLI on the result, a PyTorch training
+# step under `allocscope record`, and the per-event / dump benchmarks.
+# usage: tests/capture/run_gpu.sh STAGE_DIR OUT_DIR
+set -u
+S=$(cd "$1" && pwd)
+O=$2
+mkdir -p "$O"
+LDP=""
+for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64 /usr/local/cuda-13.0/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && LDP="$LDP$d:"
+done
+export LD_LIBRARY_PATH="$LDP$S"
+echo "== machine"
+nvidia-smi -L
+python3 -c 'import torch; print("torch", torch.__version__)'
+ldd "$S/liballocscope_capture.so" | grep -E "cupti|unwind|not found"
+echo "== CPU tests"
+"$S/capture_tests" --gtest_brief=1 2>&1 | tail -3
+echo "== GPU tests"
+ALLOCSCOPE_CLI_PATH="$S/allocscope" ALLOCSCOPE_GPU_TEST_KEEP="$O" "$S/capture_gpu_tests" 2>&1 | tail -40
+echo "== allocscope stats on the injected snapshot"
+"$S/allocscope" stats "$O/injected.pickle" 2>&1 | head -20
+echo "== PyTorch _memory_viz on the injected snapshot"
+python3 -m torch.cuda._memory_viz stats "$O/injected.pickle" 2>&1 | head -12
+python3 -m torch.cuda._memory_viz trace_plot "$O/injected.pickle" -o "$O/injected_trace.html" 2>&1 | tail -3
+ls -la "$O/injected_trace.html"
+echo "== PyTorch training step under allocscope record"
+"$S/allocscope" record -o "$O/torch.pickle" -- python3 tests/capture/torch_train_step.py "$O/torch_facts.json"
+python3 tests/capture/check_torch_snapshot.py "$O/torch.pickle" "$O/torch_facts.json"
+python3 -m torch.cuda._memory_viz stats "$O/torch.pickle" 2>&1 | head -8
+echo "== benchmarks"
+"$S/bench_capture" --label bare --depth 40
+"$S/allocscope" record --stacks none -o /tmp/b_none.pickle --no-dump-at-exit -- \
+  "$S/bench_capture" --label stacks-none --depth 40 --dump /tmp/d_none.pickle
+"$S/allocscope" record --stacks native --max-frames 32 -o /tmp/b_nat.pickle --no-dump-at-exit -- \
+  "$S/bench_capture" --label stacks-native-32 --depth 40 --dump /tmp/d_nat.pickle
+ls -la /tmp/d_none.pickle /tmp/d_nat.pickle
+"$S/bench_capture_dump"
