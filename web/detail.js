@@ -21,8 +21,11 @@ export function allocationCard(a, opts) {
   if (a.category) row('category', a.category);
   row('stream', String(a.stream));
   const rel = (us) => (opts.timeFirst !== undefined ? `+${micros(us - opts.timeFirst)}` : micros(us));
-  row('allocated', a.origin === 'traced' ? `event ${count(a.birth_step - 1)} at ${rel(a.birth_us)}` : a.origin);
-  row('freed', a.death_us !== undefined ? `event ${count(a.death_step - 1)} at ${rel(a.death_us)}` : 'still alive at snapshot');
+  const seg = a.kind === 'segment';
+  if (seg) row('expandable', a.expandable ? 'yes (mapped and unmapped in pieces)' : 'no');
+  row(seg ? 'mapped' : 'allocated', a.origin === 'traced' ? `event ${count(a.birth_step - 1)} at ${rel(a.birth_us)}` : a.origin);
+  row(seg ? 'released' : 'freed', a.death_us !== undefined ? `event ${count(a.death_step - 1)} at ${rel(a.death_us)}`
+                                                         : seg ? 'still reserved at snapshot' : 'still alive at snapshot');
   if (a.compile_context) row('compile context', a.compile_context);
   if (a.user_metadata) row('user metadata', a.user_metadata);
   card.append(t);
@@ -38,7 +41,8 @@ export function allocationCard(a, opts) {
   const pre = el('div', { class: 'stack' });
   if (!frames.length) pre.append(el('div', { class: 'fine', text: '(no frames recorded: enable stacks in _record_memory_history)' }));
   for (const f of shown) {
-    const line = el('div', { text: frameText(f) });
+    const line = el('div', null, el('span', { class: 'fn', text: f[0] }), el('span', { class: 'fine', text: `  ${f[1]}:${f[2]}` }));
+    line.title = frameText(f);
     if (re && re.test(frameText(f))) line.className = 'hit';
     pre.append(line);
   }

@@ -11,10 +11,11 @@ export const state = {
   axis: 'event',    // 'event' | 'time'
   pinned: null,     // pinned element description (view-specific)
   search: '',
+  step: null,       // Allocator State History position
   filterFrames: true,
 };
 
-const HASH_KEYS = { view: 's', file: 'n', device: 'n', axis: 's', search: 's', window: 'w', filterFrames: 'b' };
+const HASH_KEYS = { view: 's', file: 'n', device: 'n', step: 'n', axis: 's', search: 's', window: 'w', filterFrames: 'b' };
 
 export function set(patch, { quiet = false } = {}) {
   Object.assign(state, patch);

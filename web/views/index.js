@@ -1,6 +1,7 @@
 // The list of views: each is one module exporting {id, title, key, available(state), mount(root, ctx)}; mount returns
 // {update(patch), destroy()}. The app shows those whose `available` says yes, in this order.
 import overview from './overview.js';
-import timeline from './timeline.js';
+import timeline, { timelineView } from './timeline.js';
+import state from './state.js';
 
-export const views = [overview, timeline];
+export const views = [overview, timeline, timelineView('segments'), state];

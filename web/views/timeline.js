@@ -10,10 +10,20 @@ import * as ann from '../annotations.js';
 const M = { left: 72, right: 12, top: 6, bottom: 24 };
 const LANE = 14;
 
-export default {
-  id: 'timeline',
-  title: 'Active Memory Timeline',
-  key: '1',
+// kind 'allocations': the Active Memory Timeline; 'segments': the Active Cached Segment Timeline (reserved memory).
+const KINDS = {
+  allocations: { id: 'timeline', title: 'Active Memory Timeline', key: '1', draw: 'timeline_draw', hit: 'timeline_hit',
+                 what: 'allocations', search: true },
+  segments: { id: 'segments', title: 'Active Cached Segments', key: '2', draw: 'segment_draw', hit: 'segment_hit',
+              what: 'segment ranges', search: false },
+};
+
+export function timelineView(kind) {
+  const K = KINDS[kind];
+  return {
+  id: K.id,
+  title: K.title,
+  key: K.key,
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
   mount(root, ctx) {
     const f = ctx.file();
@@ -66,7 +76,7 @@ export default {
     }
 
     function req(extra) {
-      return Object.assign({ method: 'timeline_draw', id: f.id, device, axis: st.axis === 'time' ? 'time' : 'step',
+      return Object.assign({ method: K.draw, id: f.id, device, axis: st.axis === 'time' ? 'time' : 'step',
                              x0: zoom.x0, x1: zoom.x1, width: Math.round(plotW()), height: Math.round(plotH()) }, extra);
     }
 
@@ -79,13 +89,13 @@ export default {
     const requestMini = latest(async () => {
       const [a, b] = axisRange();
       const w = Math.max(10, mini.clientWidth);
-      return ctx.call({ method: 'timeline_draw', id: f.id, device, axis: st.axis === 'time' ? 'time' : 'step',
+      return ctx.call({ method: K.draw, id: f.id, device, axis: st.axis === 'time' ? 'time' : 'step',
                         x0: a, x1: b, width: w, height: Math.max(10, mini.clientHeight) });
     }, (a) => { if (!destroyed) { miniFrame = a; drawMini(); } }, (e) => ctx.fail(e));
 
     const hoverQuery = latest(async (h) => {
       if (!frame) return null;
-      return ctx.call(Object.assign({}, frame.r, { method: 'timeline_hit', column: h.column, y_px: h.y,
+      return ctx.call(Object.assign({}, frame.r, { method: K.hit, column: h.column, y_px: h.y,
                                                     bytes_per_px: frame.body.bytes_per_px, y_min: frame.body.y_min }));
     }, (a, h) => {
       if (destroyed || !a) return;
@@ -166,7 +176,7 @@ export default {
         g.fillRect(L + hover.column, T, 1, H);
         g.globalAlpha = 1;
       }
-      info.textContent = `${count(frame.body.rects)} rectangles for ${count(frame.body.rows)} allocations · ` +
+      info.textContent = `${count(frame.body.rects)} rectangles for ${count(frame.body.rows)} ${K.what} · ` +
         `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)}${searchInfo ? ' · ' + searchInfo : ''}`;
       if (!painted) { painted = true; ctx.painted(); }
       drawMiniWindow();
@@ -218,17 +228,17 @@ export default {
     }
 
     async function jumpToPeak() {
-      const mv = await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false });
-      let x = mv.body.peak_step + 0.5;
-      if (st.axis === 'time') x = (await ctx.call({ method: 'axis', id: f.id, device, steps: [mv.body.peak_step] })).body.times[0];
+      const peakStep = kind === 'segments' ? frame.body.peak_step
+        : (await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false })).body.peak_step;
+      let x = peakStep + 0.5;
+      if (st.axis === 'time') x = (await ctx.call({ method: 'axis', id: f.id, device, steps: [peakStep] })).body.times[0];
       zoom.centre(x);
     }
-
     async function runSearch() {
       const text = (st.search || '').trim();
       mask = null;
       searchInfo = '';
-      if (text) {
+      if (text && K.search) {
         try {
           let r;
           if (/^0x[0-9a-f]+$/i.test(text)) r = await ctx.call({ method: 'match_rows', id: f.id, device, address: text });
@@ -256,13 +266,20 @@ export default {
     }
 
     async function start() {
-      const mv = await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false });
       const ax = await ctx.call({ method: 'axis', id: f.id, device });
       axisInfo = { steps: ax.body.step_count, time_first_us: ax.body.time_first_us, time_last_us: ax.body.time_last_us };
+      if (kind === 'segments') {
+        const d = await ctx.call({ method: K.draw, id: f.id, device, x0: 0, x1: axisInfo.steps, width: 1, height: 1 });
+        peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak reserved ' }),
+          el('strong', { 'data-peak-reserved': d.body.peak_bytes, title: `${count(d.body.peak_bytes)} bytes` }, bytes(d.body.peak_bytes)),
+          el('span', { class: 'fine', text: ` at event ${count(d.body.peak_step)}` }));
+      } else {
+      const mv = await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false });
       peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak ' }),
         el('strong', { 'data-peak-bytes': mv.body.peak_active_bytes, title: `${count(mv.body.peak_active_bytes)} bytes` },
            bytes(mv.body.peak_active_bytes)),
         el('span', { class: 'fine', text: ` at event ${count(mv.body.peak_step)} · ${count(mv.body.allocations)} allocations` }));
+      }
       annRanges = ann.ranges(f.info.annotations, device);
       laneCount = Math.min(4, ann.lanes(annRanges));
       annRanges = annRanges.filter((r) => r.lane < 4);
@@ -320,4 +337,7 @@ export default {
       destroy() { destroyed = true; document.removeEventListener('keydown', onKey); stopResize(); },
     };
   },
-};
+  };
+}
+
+export default timelineView('allocations');
