@@ -714,12 +714,44 @@ bool Machine::step() {
       if (!(op_ == kPUT ? memo_put(idx) : memo_get(idx))) return false;
       continue;
     }
-    case kBINGET: {
-      if (!have(1)) return truncated(1);
-      if (!(memo_get(*p_++))) return false;
-      continue;
-    }
+    case kBINGET:
     case kLONG_BINGET: {
+      // Runs of memo references (a frame list is dozens in a row) go through one tight loop with the cursor in a
+      // register; any problem falls back to the general path for the exact error.
+      const uint8_t* p = op_start_;
+      auto& memo = im_.memo;
+      auto& stack = im_.stack;
+      for (;;) {
+        uint64_t idx;
+        const uint8_t* q = p;
+        if (*q == kBINGET && end_ - q >= 2) {
+          idx = q[1];
+          q += 2;
+        } else if (*q == kLONG_BINGET && end_ - q >= 5) {
+          uint32_t i32;
+          std::memcpy(&i32, q + 1, 4);
+          idx = i32;
+          q += 5;
+        } else {
+          break;
+        }
+        if (idx >= memo.size()) break;
+        const Value v = memo[idx];
+        if (is_unset(v) || v.is_container() || stack.size() >= lim_.max_stack) break;
+        stack.push_back(v);
+        p = q;
+        if (p >= end_) break;
+      }
+      if (p != op_start_) {  // consumed at least one reference; resume dispatch after the run
+        p_ = p;
+        continue;
+      }
+      // First reference of the run needs the general path (container, error, or limit).
+      if (op_ == kBINGET) {
+        if (!have(1)) return truncated(1);
+        if (!(memo_get(*p_++))) return false;
+        continue;
+      }
       if (!have(4)) return truncated(4);
       if (!(memo_get(read_le<uint32_t>()))) return false;
       continue;
