@@ -3,5 +3,6 @@
 import overview from './overview.js';
 import timeline, { timelineView } from './timeline.js';
 import state from './state.js';
+import flame from './flame.js';
 
-export const views = [overview, timeline, timelineView('segments'), state];
+export const views = [overview, timeline, timelineView('segments'), state, flame];
