@@ -1,6 +1,8 @@
 """Checks a snapshot captured from torch_train_step.py: every segment PyTorch reports is there with its size and its
 segment_alloc is in the trace; the freed 300 MiB segment appears as segment_alloc + segment_free.
-usage: check_torch_snapshot.py CAPTURED.pickle FACTS.json"""
+With --expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) PyTorch grows segments with cuMemMap: then the
+mapped pieces must add up to what PyTorch reports reserved, and come as segment_map in the trace.
+usage: check_torch_snapshot.py CAPTURED.pickle FACTS.json [--expandable]"""
 import collections
 import json
 import pickle
@@ -14,6 +16,14 @@ actions = collections.Counter(e["action"] for e in trace)
 seg_alloc = {e["addr"]: e["size"] for e in trace if e["action"] == "segment_alloc"}
 print("captured actions:", dict(actions))
 print("captured segments:", len(ours), "torch segments:", len(facts["segments"]))
+if "--expandable" in sys.argv:
+    maps = [e for e in trace if e["action"] == "segment_map"]
+    mapped = sum(s["total_size"] for s in snap["segments"] if s["is_expandable"])
+    print("segment_map events:", len(maps), "mapped bytes live:", mapped, "torch reserved:", facts["reserved"])
+    assert maps, "no segment_map events"
+    assert mapped == facts["reserved"], (mapped, facts["reserved"])
+    print("OK")
+    sys.exit(0)
 missing = [(a, s) for a, s in facts["segments"] if ours.get(a) != s]
 assert not missing, f"torch segments missing from the capture: {missing}"
 not_traced = [a for a, _ in facts["segments"] if a not in seg_alloc]

@@ -30,11 +30,14 @@ echo "== PyTorch training step under allocscope record"
 "$S/allocscope" record -o "$O/torch.pickle" -- python3 tests/capture/torch_train_step.py "$O/torch_facts.json"
 python3 tests/capture/check_torch_snapshot.py "$O/torch.pickle" "$O/torch_facts.json"
 python3 -m torch.cuda._memory_viz stats "$O/torch.pickle" 2>&1 | head -8
+echo "== PyTorch with expandable segments (cuMemCreate/cuMemMap) under allocscope record"
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$S/allocscope" record -o /tmp/torch_exp.pickle -- \
+  python3 tests/capture/torch_train_step.py /tmp/torch_exp.json
+python3 tests/capture/check_torch_snapshot.py /tmp/torch_exp.pickle /tmp/torch_exp.json --expandable
+echo "== dump on signal and on OOM under allocscope record"
+"$S/allocscope" record -o /tmp/torch_oom.pickle --no-dump-at-exit --dump-signal USR1 -- \
+  python3 tests/capture/torch_oom_signal.py /tmp/torch_oom.pickle
+python3 tests/capture/check_oom_signal.py /tmp/torch_oom.pickle
 echo "== benchmarks"
-"$S/bench_capture" --label bare --depth 40
-"$S/allocscope" record --stacks none -o /tmp/b_none.pickle --no-dump-at-exit -- \
-  "$S/bench_capture" --label stacks-none --depth 40 --dump /tmp/d_none.pickle
-"$S/allocscope" record --stacks native --max-frames 32 -o /tmp/b_nat.pickle --no-dump-at-exit -- \
-  "$S/bench_capture" --label stacks-native-32 --depth 40 --dump /tmp/d_nat.pickle
-ls -la /tmp/d_none.pickle /tmp/d_nat.pickle
+bash tests/capture/bench_gpu.sh "$S" 5
 "$S/bench_capture_dump"

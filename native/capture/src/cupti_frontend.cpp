@@ -38,6 +38,9 @@ bool load_driver() {
   return g_driver.ctx_get_device && g_driver.mem_get_info && g_driver.mem_get_address_range;
 }
 thread_local int t_depth = 0;  // recursion guard: our own driver calls (cuMemGetInfo, ...) are never recorded
+// Whether memory may exist that was allocated before we subscribed. Not when injected: InitializeInjection runs
+// inside cuInit, before any allocation, so every free finds its allocation and the API-entry lookup can be skipped.
+std::atomic<bool> g_may_have_untracked{true};
 
 struct DepthGuard {
   DepthGuard() { ++t_depth; }
@@ -128,12 +131,17 @@ AllocCall alloc_call(CUpti_CallbackId id, const void* p) {
   return c;
 }
 
+// The size looked up at API entry for a free of memory we never saw allocated (0 when no lookup was made).
+uint64_t size_hint(const CUpti_CallbackData* cb) {
+  return g_may_have_untracked.load(std::memory_order_relaxed) && cb->correlationData ? *cb->correlationData : 0;
+}
+
 void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
   const bool free_call = id == CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2 || id == CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync ||
                          id == CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz;
   if (cb->callbackSite == CUPTI_API_ENTER) {
     // A free of memory allocated before recording began: its size is only knowable before the call.
-    if (free_call && cb->correlationData) {
+    if (free_call && cb->correlationData && g_may_have_untracked.load(std::memory_order_relaxed)) {
       const CUdeviceptr p = id == CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2
                                 ? static_cast<const cuMemFree_v2_params*>(cb->functionParams)->dptr
                                 : static_cast<const cuMemFreeAsync_params*>(cb->functionParams)->dptr;
@@ -181,7 +189,7 @@ void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2: {
       site.api = Api::kMemFree;
       const auto* a = static_cast<const cuMemFree_v2_params*>(cb->functionParams);
-      if (a->dptr) r->on_free(site, a->dptr, cb->correlationData ? *cb->correlationData : 0, false, 0);
+      if (a->dptr) r->on_free(site, a->dptr, size_hint(cb), false, 0);
       break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
@@ -189,7 +197,7 @@ void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
       site.api = Api::kMemFreeAsync;
       const auto* a = static_cast<const cuMemFreeAsync_params*>(cb->functionParams);
       site.stream = reinterpret_cast<int64_t>(a->hStream);
-      if (a->dptr) r->on_free(site, a->dptr, cb->correlationData ? *cb->correlationData : 0, true, 0);
+      if (a->dptr) r->on_free(site, a->dptr, size_hint(cb), true, 0);
       break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
@@ -333,6 +341,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     return 1;  // never fail the job's CUDA initialisation because of us
   }
   route_nvtx_to_cupti();
+  g_may_have_untracked.store(false);
   (void)Session::get().start(*opts);  // on error Session says so once on stderr
   return 1;
 }
