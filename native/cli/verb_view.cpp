@@ -1,0 +1,123 @@
+// `allocscope view`: serves the viewer (web pages + the wasm build) and the given snapshots on 127.0.0.1 and prints
+// the URL that opens them; nothing is parsed here, the browser does it.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli_common.h"
+#include "verbs.h"
+#include "web_assets.h"
+#include "web_http.h"
+
+namespace allocscope::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+
+// A request path maps to a file under `root` only if it has no "..", no hidden segment and no backslash.
+bool safe_relative(const std::string& rel) {
+  if (rel.empty() || rel.find('\\') != std::string::npos) return false;
+  size_t start = 0;
+  while (start <= rel.size()) {
+    size_t end = rel.find('/', start);
+    if (end == std::string::npos) end = rel.size();
+    const std::string seg = rel.substr(start, end - start);
+    if (seg.empty() || seg[0] == '.') return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+HttpResponse file_response(const std::string& path) {
+  HttpResponse r;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    r.status = 404;
+    r.body = "not found\n";
+    return r;
+  }
+  r.file = path;
+  r.content_type = mime_type(path);
+  // Workers take their policy from their own response, so scripts get the page's CSP as a header too.
+  if (r.content_type.rfind("text/html", 0) == 0 || r.content_type.rfind("text/javascript", 0) == 0)
+    r.headers.emplace_back("Content-Security-Policy", kViewerCsp);
+  return r;
+}
+
+int run(const std::vector<std::string>& argv) {
+  Args a = parse_args(argv, {"port", "p", "web-root"});
+  if (a.positional.empty()) return fail("view: give one or more snapshot files (see allocscope view --help)");
+  std::vector<std::string> files;
+  for (const auto& f : a.positional) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(f, ec)) return fail("view: " + f + ": no such file");
+    files.push_back(std::filesystem::absolute(f).string());
+  }
+  std::string why;
+  auto assets = find_web_assets(a.get("web-root"), &why);
+  if (!assets) return fail("view: " + why);
+
+  const bool port_given = a.has("port") || a.has("p");
+  const std::string port_text = a.get("port", a.get("p", "8765"));
+  char* end = nullptr;
+  const long port = std::strtol(port_text.c_str(), &end, 10);
+  if (!end || *end || port < 0 || port > 65535) return fail("view: --port wants a number from 0 to 65535");
+  HttpServer server;
+  if (!server.listen(static_cast<uint16_t>(port), &why)) {
+    // The default port may be taken by another viewer: any free port will do then.
+    if (port_given || !server.listen(0, &why)) return fail("view: " + why);
+  }
+
+  std::string query;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string name = std::filesystem::path(files[i]).filename().string();
+    query += (i ? "&url=" : "?url=") + url_encode_component("files/" + std::to_string(i) + "/" + name);
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/" + query;
+
+  const WebAssets& w = *assets;
+  HttpHandler handler = [&](const std::string& path, const std::string&) -> HttpResponse {
+    if (path == "/" || path == "/index.html") return file_response(w.pages + "/index.html");
+    if (path == "/allocscope.js" || path == "/allocscope.wasm") return file_response(w.wasm + path);
+    if (path.rfind("/files/", 0) == 0) {
+      const size_t slash = path.find('/', 7);
+      const std::string index = path.substr(7, slash == std::string::npos ? std::string::npos : slash - 7);
+      if (!index.empty() && index.size() < 6 && index.find_first_not_of("0123456789") == std::string::npos &&
+          std::stoul(index) < files.size())
+        return file_response(files[std::stoul(index)]);
+    }
+    if (path.rfind("/examples/", 0) == 0 && !w.examples.empty() && safe_relative(path.substr(10)))
+      return file_response(w.examples + "/" + path.substr(10));
+    if (safe_relative(path.substr(1))) return file_response(w.pages + path);
+    HttpResponse r;
+    r.status = 404;
+    r.body = "not found\n";
+    return r;
+  };
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::fprintf(stderr, "allocscope: serving %zu file%s with the viewer from %s (Ctrl-C stops)\n", files.size(),
+               files.size() == 1 ? "" : "s", w.pages.c_str());
+  std::printf("%s\n", url.c_str());
+  std::fflush(stdout);
+  server.serve(handler, g_stop);
+  std::fprintf(stderr, "allocscope: stopped\n");
+  return 0;
+}
+
+const RegisterVerb reg({"view",
+                        "open snapshots in the web viewer, served on 127.0.0.1 (prints the URL)",
+                        "usage: allocscope view [--port N] [--web-root DIR] FILE...\n\n"
+                        "Serves the viewer and FILE(s) on http://127.0.0.1:N/ (default 8765, or any free port when\n"
+                        "8765 is taken) and prints the URL that opens them; serves until interrupted (Ctrl-C).\n"
+                        "One file: explore it. Two: diff them. More: compare ranks. Files are parsed in the browser\n"
+                        "(WebAssembly); nothing leaves the machine.\n\n"
+                        "  --port N        port to listen on (0: any free port)\n"
+                        "  --web-root DIR  the viewer's folder: an assembled site (build/wasm/site) or web/\n"
+                        "                  (default: the source tree's wasm build, see docs/viewer.md)\n",
+                        run, 60});
+
+}  // namespace
+}  // namespace allocscope::cli

@@ -1,0 +1,173 @@
+// Loopback HTTP server for the viewer: parses the request line, maps it through a handler, streams files.
+#include "web_http.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace allocscope::cli {
+
+namespace {
+
+const char* reason(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    default: return "Error";
+  }
+}
+
+bool send_all(int fd, const char* p, size_t n) {
+  while (n) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+void handle(int fd, const HttpHandler& handler) {
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string req;
+  char buf[4096];
+  while (req.find("\r\n\r\n") == std::string::npos && req.size() < 16384) {
+    ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return;
+    req.append(buf, static_cast<size_t>(r));
+  }
+  HttpResponse res;
+  const size_t sp1 = req.find(' '), sp2 = sp1 == std::string::npos ? sp1 : req.find(' ', sp1 + 1);
+  const std::string method = sp1 == std::string::npos ? "" : req.substr(0, sp1);
+  std::string target = sp2 == std::string::npos ? "" : req.substr(sp1 + 1, sp2 - sp1 - 1);
+  std::string query;
+  if (auto q = target.find('?'); q != std::string::npos) query = target.substr(q + 1), target.resize(q);
+  std::string path;
+  if (method != "GET" && method != "HEAD") {
+    res.status = 405;
+    res.body = "only GET and HEAD\n";
+  } else if (target.empty() || target[0] != '/' || !url_decode(target, &path)) {
+    res.status = 400;
+    res.body = "bad request\n";
+  } else {
+    res = handler(path, query);
+  }
+  int file_fd = -1;
+  uint64_t length = res.body.size();
+  if (res.status == 200 && !res.file.empty()) {
+    file_fd = ::open(res.file.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st{};
+    if (file_fd < 0 || ::fstat(file_fd, &st) != 0) {
+      if (file_fd >= 0) ::close(file_fd);
+      file_fd = -1;
+      res.status = 404;
+      res.content_type = "text/plain; charset=utf-8";
+      res.body = "not found\n";
+      length = res.body.size();
+    } else {
+      length = static_cast<uint64_t>(st.st_size);
+    }
+  }
+  std::string head = "HTTP/1.1 " + std::to_string(res.status) + " " + reason(res.status) + "\r\n" +
+                     "Content-Type: " + res.content_type + "\r\nContent-Length: " + std::to_string(length) +
+                     "\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+                     "Referrer-Policy: no-referrer\r\nConnection: close\r\n";
+  for (const auto& [k, v] : res.headers) head += k + ": " + v + "\r\n";
+  head += "\r\n";
+  bool ok = send_all(fd, head.data(), head.size());
+  if (ok && method == "GET") {
+    if (file_fd >= 0) {
+      std::string chunk(1 << 20, '\0');
+      for (;;) {
+        ssize_t r = ::read(file_fd, chunk.data(), chunk.size());
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0 || !send_all(fd, chunk.data(), static_cast<size_t>(r))) break;
+      }
+    } else {
+      send_all(fd, res.body.data(), res.body.size());
+    }
+  }
+  if (file_fd >= 0) ::close(file_fd);
+}
+
+}  // namespace
+
+bool url_decode(const std::string& in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size() || !std::isxdigit(static_cast<unsigned char>(in[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(in[i + 2])))
+      return false;
+    out->push_back(static_cast<char>(std::stoi(in.substr(i + 1, 2), nullptr, 16)));
+    i += 2;
+  }
+  return out->find('\0') == std::string::npos;
+}
+
+std::string url_encode_component(const std::string& in) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : in) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out.push_back(static_cast<char>(c));
+    else out += {'%', hex[c >> 4], hex[c & 15]};
+  }
+  return out;
+}
+
+HttpServer::~HttpServer() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool HttpServer::listen(uint16_t port, std::string* why) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return *why = std::string("socket: ") + std::strerror(errno), false;
+  int one = 1;
+  ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // never reachable from another machine
+  addr.sin_port = htons(port);
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 64) != 0) {
+    *why = "cannot listen on 127.0.0.1:" + std::to_string(port) + ": " + std::strerror(errno);
+    ::close(fd_);
+    fd_ = -1;
+    return false;
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  return true;
+}
+
+void HttpServer::serve(const HttpHandler& handler, const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    pollfd p{fd_, POLLIN, 0};
+    int r = ::poll(&p, 1, 200);
+    if (r <= 0) continue;
+    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    std::thread([c, &handler] {
+      handle(c, handler);
+      ::close(c);
+    }).detach();
+  }
+}
+
+}  // namespace allocscope::cli

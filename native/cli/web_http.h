@@ -1,0 +1,43 @@
+// A small static-file HTTP/1.1 server bound to 127.0.0.1 for `allocscope view` (GET/HEAD only, one thread per
+// connection, Connection: close). See docs/viewer.md for why not cpp-httplib.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace allocscope::cli {
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;       // sent when file is empty
+  std::string file;       // a path to stream instead of body
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// `path` is percent-decoded and has no query string; `query` is the raw query.
+using HttpHandler = std::function<HttpResponse(const std::string& path, const std::string& query)>;
+
+class HttpServer {
+ public:
+  ~HttpServer();
+  // Binds 127.0.0.1:port (0 = any free port). Returns false with *why on failure.
+  bool listen(uint16_t port, std::string* why);
+  uint16_t port() const { return port_; }
+  // Accepts until `stop` becomes true (checked every 200 ms).
+  void serve(const HttpHandler& handler, const std::atomic<bool>& stop);
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+// Percent-decoding of a URL path; false on a malformed escape.
+bool url_decode(const std::string& in, std::string* out);
+std::string url_encode_component(const std::string& in);
+
+}  // namespace allocscope::cli
