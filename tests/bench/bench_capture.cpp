@@ -1,14 +1,22 @@
 // GPU benchmark of the capture library's cost: a cudaMallocAsync/cudaFreeAsync loop timed per API call (run it bare
 // and under `allocscope record --stacks none|native`), then, when injected, the time to dump what was recorded.
 //   bench_capture [--iters N] [--depth D] [--label TEXT] [--dump PATH]
+// With --ab ROUNDS it instead alternates, inside one process: bare, a do-nothing CUPTI subscriber, and the linked
+// capture library started with stacks none, then native, ROUNDS times, and prints medians (cross-process noise on a
+// shared host is larger than the effect measured).
 #include <cuda_runtime.h>
+#include <cupti.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
+
+#include "allocscope_capture.h"
 
 namespace {
 
@@ -34,10 +42,54 @@ __attribute__((noinline)) double at_depth(int depth, int iters) {
   return r;
 }
 
+void CUPTIAPI noop(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int run_ab(int rounds, int depth) {
+  std::vector<double> bare, cupti, none, native;
+  allocscope_capture_options o;
+  allocscope_capture_default_options(&o);
+  o.dump_at_exit = 0;
+  o.max_entries = 100000;
+  o.max_frames = 32;
+  double dump_ms = 0;
+  for (int r = 0; r < rounds; ++r) {
+    bare.push_back(at_depth(depth, g_iters) / (2.0 * g_iters));
+    CUpti_SubscriberHandle sub;
+    if (cuptiSubscribe(&sub, noop, nullptr) != CUPTI_SUCCESS) return 1;
+    for (CUpti_CallbackId id : {CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync})
+      cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    cupti.push_back(at_depth(depth, g_iters) / (2.0 * g_iters));
+    cuptiUnsubscribe(sub);
+    o.stacks = ALLOCSCOPE_STACKS_NONE;
+    if (allocscope_capture_start(&o) != 0) return 1;
+    none.push_back(at_depth(depth, g_iters) / (2.0 * g_iters));
+    allocscope_capture_stop();
+    o.stacks = ALLOCSCOPE_STACKS_NATIVE;
+    if (allocscope_capture_start(&o) != 0) return 1;
+    native.push_back(at_depth(depth, g_iters) / (2.0 * g_iters));
+    allocscope_capture_stop();
+    const auto t0 = std::chrono::steady_clock::now();
+    allocscope_capture_dump("/tmp/allocscope_bench_ab.pickle");  // the last 100k events, native stacks
+    dump_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const double b = median(bare);
+  std::printf("in-process A/B, %d rounds of %d pairs, depth %d, medians per API call:\n", rounds, g_iters, depth);
+  std::printf("  bare %.1f ns | cupti-noop +%.1f ns | stacks none +%.1f ns | stacks native(32) +%.1f ns\n", b,
+              median(cupti) - b, median(none) - b, median(native) - b);
+  std::printf("  last dump of 100k native-stack events: %.1f ms\n", dump_ms);
+  std::remove("/tmp/allocscope_bench_ab.pickle");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int depth = 0;
+  int depth = 0, ab = 0;
   std::string label = "bare", dump;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -45,6 +97,7 @@ int main(int argc, char** argv) {
     else if (a == "--depth" && i + 1 < argc) depth = std::atoi(argv[++i]);
     else if (a == "--label" && i + 1 < argc) label = argv[++i];
     else if (a == "--dump" && i + 1 < argc) dump = argv[++i];
+    else if (a == "--ab" && i + 1 < argc) ab = std::atoi(argv[++i]);
   }
   if (cudaFree(nullptr) != cudaSuccess) {
     std::printf("no CUDA device: skipped\n");
@@ -52,6 +105,7 @@ int main(int argc, char** argv) {
   }
   cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking);
   at_depth(depth, 2000);  // warm-up: pool growth, caches
+  if (ab > 0) return run_ab(ab, depth);
   // Best of 3 runs, so a scheduling hiccup does not count against the capture.
   double best = 1e300;
   for (int r = 0; r < 3; ++r) {

@@ -4,6 +4,7 @@
 // stacks must name this file's functions.
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <cupti.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -319,6 +320,27 @@ TEST(CaptureGpu, InjectedThroughRecord) {
   }
   std::remove(facts.c_str());
 #endif
+}
+
+void CUPTIAPI noop_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+// Nsight Systems, a profiler or another tool holding CUPTI: we say so and record nothing; the job runs on untouched.
+TEST(CaptureGpu, AnotherSubscriberIsReportedAndLeftAlone) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  if (allocscope_capture_active()) allocscope_capture_stop();
+  CUpti_SubscriberHandle other;
+  ASSERT_EQ(cuptiSubscribe(&other, noop_callback, nullptr), CUPTI_SUCCESS);
+  allocscope_capture_options o;
+  allocscope_capture_default_options(&o);
+  o.dump_at_exit = 0;
+  EXPECT_EQ(allocscope_capture_start(&o), -1);
+  EXPECT_NE(std::string(allocscope_capture_last_error()).find("another CUPTI subscriber"), std::string::npos)
+      << allocscope_capture_last_error();
+  EXPECT_EQ(allocscope_capture_active(), 0);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 1 << 20), cudaSuccess);  // the job is unaffected
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  cuptiUnsubscribe(other);
 }
 
 int main(int argc, char** argv) {

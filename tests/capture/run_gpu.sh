@@ -40,4 +40,5 @@ echo "== dump on signal and on OOM under allocscope record"
 python3 tests/capture/check_oom_signal.py /tmp/torch_oom.pickle
 echo "== benchmarks"
 bash tests/capture/bench_gpu.sh "$S" 5
+"$S/bench_capture" --ab 9 --depth 40 --iters 100000
 "$S/bench_capture_dump"
