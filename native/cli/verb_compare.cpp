@@ -5,7 +5,7 @@
 
 #include "allocscope/memviz.h"
 #include "cli_common.h"
-#include "verb_flame_common.h"
+#include "verb_memviz_common.h"
 #include "verbs.h"
 
 namespace allocscope::cli {
@@ -17,8 +17,8 @@ int run_compare(const std::vector<std::string>& argv) {
     if (name != "o" && name != "output") return fail("compare: unknown option -" + name);
   if (args.positional.size() != 2) return fail("usage: allocscope compare BEFORE AFTER [-o out.svg]");
   Snapshot before, after;
-  if (!load_or_report(args.positional[0], &before)) return 1;
-  if (!load_or_report(args.positional[1], &after)) return 1;
+  if (!load_input(args.positional[0], &before)) return 1;
+  if (!load_input(args.positional[1], &after)) return 1;
   const memviz::CompareResult r = memviz::compare(before, after);
   // PyTorch prints the two address lists on stdout and writes the graph to a file. When the folded lines take
   // stdout instead, the lists go to stderr so the stdout stays pure folded stacks for flamegraph tools.
@@ -40,7 +40,8 @@ const RegisterVerb kRegister({
     "(in file order; PyTorch would use Python set order) and their blocks become folded lines\n"
     "  only_before;stream_S;seg_ADDR;STATE;file.py:LINE:function;... BYTES   (then only_after;...)\n\n"
     "Without -o the folded lines go to stdout and the two lists to stderr.\n"
-    "  -o, --output FILE   write an SVG flame graph; the two lists go to stdout, as PyTorch prints them\n",
+    "  -o, --output FILE   write an SVG flame graph; the two lists go to stdout, as PyTorch prints them\n"
+    "\nBEFORE or AFTER may be - to read a snapshot (pickle or gzip) from stdin, as PyTorch allows.\n",
     run_compare,
     54,
 });

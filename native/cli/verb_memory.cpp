@@ -4,7 +4,7 @@
 
 #include "allocscope/memviz.h"
 #include "cli_common.h"
-#include "verb_flame_common.h"
+#include "verb_memviz_common.h"
 #include "verbs.h"
 
 namespace allocscope::cli {
@@ -16,7 +16,7 @@ int run_memory(const std::vector<std::string>& argv) {
     if (name != "o" && name != "output") return fail("memory: unknown option -" + name);
   if (args.positional.size() != 1) return fail("usage: allocscope memory FILE [-o out.svg]");
   Snapshot s;
-  if (!load_or_report(args.positional[0], &s)) return 1;
+  if (!load_input(args.positional[0], &s)) return 1;
   return emit_folded(args, memviz::memory_folded(s), "Memory: " + args.positional[0]);
 }
 
@@ -28,7 +28,8 @@ const RegisterVerb kRegister({
     "so blocks allocated by the same code merge:\n"
     "  stream_S;STATE;file.py:LINE:function;... BYTES\n\n"
     "Without -o the folded lines go to stdout, identical to the lines PyTorch feeds flamegraph.pl.\n"
-    "  -o, --output FILE   write an SVG flame graph instead (rendered here; nothing is downloaded)\n",
+    "  -o, --output FILE   write an SVG flame graph instead (rendered here; nothing is downloaded)\n"
+    "\nFILE may be - to read a snapshot (pickle or gzip) from stdin, as PyTorch allows.\n",
     run_memory,
     53,
 });

@@ -1,11 +1,16 @@
-// Output of the flame-graph verbs: folded lines to stdout, or an SVG flame graph written to the -o file.
+// Plumbing shared by the PyTorch drop-in verbs (not a verb): "-" reads the snapshot from stdin as PyTorch allows,
+// and the flame-graph verbs print folded lines or write an SVG via -o.
 #pragma once
 
 #include <string>
 
+#include "allocscope/snapshot.h"
 #include "cli_common.h"
 
 namespace allocscope::cli {
+
+// Like load_or_report, but "-" reads the whole of stdin (as `_memory_viz.py` does for "-").
+bool load_input(const std::string& path, Snapshot* out);
 
 // Writes `folded` to stdout, or renders it as an SVG titled `title` into `args`' -o/--output file.
 // Returns the exit code (errors are reported on stderr).

@@ -4,7 +4,7 @@
 
 #include "allocscope/memviz.h"
 #include "cli_common.h"
-#include "verb_flame_common.h"
+#include "verb_memviz_common.h"
 #include "verbs.h"
 
 namespace allocscope::cli {
@@ -16,7 +16,7 @@ int run_segments(const std::vector<std::string>& argv) {
     if (name != "o" && name != "output") return fail("segments: unknown option -" + name);
   if (args.positional.size() != 1) return fail("usage: allocscope segments FILE [-o out.svg]");
   Snapshot s;
-  if (!load_or_report(args.positional[0], &s)) return 1;
+  if (!load_input(args.positional[0], &s)) return 1;
   return emit_folded(args, memviz::segments_folded(s), "Segments: " + args.positional[0]);
 }
 
@@ -29,7 +29,8 @@ const RegisterVerb kRegister({
     "with the allocating stack outermost first (interpreter and dispatcher frames hidden, as PyTorch does),\n"
     "<non-python> when the block has no stack, and a <gaps> line for rounding (size - requested size).\n\n"
     "Without -o the folded lines go to stdout, identical to the lines PyTorch feeds flamegraph.pl.\n"
-    "  -o, --output FILE   write an SVG flame graph instead (rendered here; nothing is downloaded)\n",
+    "  -o, --output FILE   write an SVG flame graph instead (rendered here; nothing is downloaded)\n"
+    "\nFILE may be - to read a snapshot (pickle or gzip) from stdin, as PyTorch allows.\n",
     run_segments,
     52,
 });

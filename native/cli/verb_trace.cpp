@@ -5,6 +5,7 @@
 
 #include "allocscope/memviz.h"
 #include "cli_common.h"
+#include "verb_memviz_common.h"
 #include "verbs.h"
 
 namespace allocscope::cli {
@@ -16,7 +17,7 @@ int run_trace(const std::vector<std::string>& argv) {
     if (name != "pytorch-total") return fail("trace: unknown option --" + name + " (see allocscope trace --help)");
   if (args.positional.size() != 1) return fail("usage: allocscope trace [--pytorch-total] FILE");
   Snapshot s;
-  if (!load_or_report(args.positional[0], &s)) return 1;
+  if (!load_input(args.positional[0], &s)) return 1;
   memviz::TraceOptions options;
   options.pytorch_total = args.has("pytorch-total");
   const std::string text = memviz::trace(s, options);
@@ -39,7 +40,8 @@ const RegisterVerb kRegister({
     "One line differs from PyTorch: `TOTAL MEM`. PyTorch reuses the loop index as its byte counter, so its value\n"
     "is meaningless; ours is the bytes allocated minus the bytes whose free completed in that device's trace (the\n"
     "net change over the recorded window), followed by a newline. See docs/cli.md.\n\n"
-    "  --pytorch-total   print PyTorch's TOTAL MEM value (and its missing newline) for exact diffs\n",
+    "  --pytorch-total   print PyTorch's TOTAL MEM value (and its missing newline) for exact diffs\n"
+    "\nFILE may be - to read a snapshot (pickle or gzip) from stdin, as PyTorch allows.\n",
     run_trace,
     51,
 });

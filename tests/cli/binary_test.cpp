@@ -63,6 +63,18 @@ TEST(Binary, NotASnapshot) {
   expect_one_line_error(clitest::run_cli({"stats", clitest::temp_path("missing.pickle")}), "missing file");
 }
 
+// "-" reads the snapshot from stdin, as `_memory_viz.py` allows; gzip is detected there too.
+TEST(Binary, DashReadsStdin) {
+  const auto plain = clitest::run_cli({"stats", "-"}, clitest::snapshot_path("oom"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out, clitest::read_text(clitest::expected_path("oom", "stats.txt")));
+  const auto gz = clitest::run_cli({"segments", "-"}, clitest::snapshot_path("gpt2_cpp"));
+  ASSERT_EQ(gz.exit_code, 0) << gz.err;
+  EXPECT_EQ(gz.out, clitest::read_text(clitest::expected_path("gpt2_cpp", "segments.folded")));
+  const auto empty = clitest::run_cli({"trace", "-"});
+  expect_one_line_error(empty, "empty stdin");
+}
+
 TEST(Binary, BadArguments) {
   expect_one_line_error(clitest::run_cli({"stats"}), "no file");
   expect_one_line_error(clitest::run_cli({"trace", "a", "b"}), "two files");

@@ -97,11 +97,12 @@ static std::string shell_quote(const std::string& s) {
   return q;
 }
 
-RunResult run_cli(const std::vector<std::string>& args) {
+RunResult run_cli(const std::vector<std::string>& args, const std::string& stdin_path) {
   const std::string out_path = temp_path("stdout"), err_path = temp_path("stderr");
   std::string cmd = shell_quote(ALLOCSCOPE_CLI);
   for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
-  cmd.append(" >").append(shell_quote(out_path)).append(" 2>").append(shell_quote(err_path)).append(" </dev/null");
+  cmd.append(" >").append(shell_quote(out_path)).append(" 2>").append(shell_quote(err_path));
+  cmd.append(" <").append(shell_quote(stdin_path));
   const int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
