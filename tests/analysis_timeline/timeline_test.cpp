@@ -208,3 +208,70 @@ TEST(Timeline, ArgmaxMatchesScan) {
 
 }  // namespace
 }  // namespace allocscope
+
+namespace allocscope {
+namespace {
+
+// A band's outline gives its offset at every step of its life.
+TEST(Timeline, BandOutlineMatchesStates) {
+  const Snapshot* s = test::fixture("resnet18_grad_bug");
+  ASSERT_NE(s, nullptr);
+  const DeviceLifetimes d = build_device_lifetimes(*s, 0);
+  StackedTimeline tl = StackedTimeline::from_lifetimes(d, 128);
+  std::vector<uint32_t> steps, rows;
+  std::vector<uint64_t> offsets, below;
+  for (uint32_t row = 0; row < d.count(); row += 37) {
+    tl.band_outline(row, &steps, &offsets);
+    ASSERT_GE(steps.size(), 2u);
+    ASSERT_EQ(steps.front(), d.birth_step(row));
+    ASSERT_EQ(steps.back(), d.death_step(row));
+    const uint32_t last = std::min(d.death_step(row), d.steps());
+    for (uint32_t st = d.birth_step(row); st < last; st += 1 + (last - d.birth_step(row)) / 50) {
+      tl.alive_at(st, &rows, &below);
+      const size_t at = std::find(rows.begin(), rows.end(), row) - rows.begin();
+      ASSERT_LT(at, rows.size());
+      const size_t k = std::upper_bound(steps.begin(), steps.end(), st) - steps.begin() - 1;
+      ASSERT_EQ(offsets[k], below[at]) << "row " << row << " step " << st;
+    }
+  }
+}
+
+// Marked rows (search hits) keep their own run even when thinner than a pixel.
+TEST(Timeline, MarkedRowsAreNeverHidden) {
+  const Snapshot* s = test::fixture("transformer_leak");
+  ASSERT_NE(s, nullptr);
+  const DeviceLifetimes d = build_device_lifetimes(*s, 0);
+  StackedTimeline tl = StackedTimeline::from_lifetimes(d);
+  std::vector<uint8_t> mark(d.count(), 0);
+  for (uint32_t i = 0; i < d.count(); i += 7) mark[i] = d.size[i] < 65536;  // small ones merge without marks
+  DrawRequest req;
+  req.x_begin = 0;
+  req.x_end = d.steps();
+  req.width_px = 400;
+  req.height_px = 300;
+  req.bytes_per_px = d.total[d.peak_step()] / 300.0;
+  req.row_mark = mark.data();
+  DrawResult r;
+  tl.draw(req, &r);
+  ASSERT_EQ(r.rect_marked.size(), r.rects());
+  std::vector<uint32_t> rows;
+  std::vector<uint64_t> below;
+  size_t checked = 0;
+  for (uint32_t c = 0; c < req.width_px; ++c) {
+    tl.alive_at(r.column_step[c], &rows, &below);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (!mark[rows[i]] || d.size[rows[i]] == 0) continue;
+      const double mid = (below[i] + d.size[rows[i]] / 2.0) / req.bytes_per_px;
+      bool found = false;
+      for (size_t k = 0; k < r.rects() && !found; ++k)
+        found = r.rect_x0[k] <= c && c < r.rect_x1[k] && r.rect_marked[k] && r.rect_y0[k] - 1e-3 <= mid &&
+                mid <= r.rect_y1[k] + 1e-3;
+      ASSERT_TRUE(found) << "column " << c << " row " << rows[i];
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 100u);
+}
+
+}  // namespace
+}  // namespace allocscope

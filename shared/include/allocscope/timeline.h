@@ -55,6 +55,9 @@ struct DrawRequest {
   uint32_t height_px = 0;
   double y_min_bytes = 0;   // bytes at the bottom edge
   double bytes_per_px = 1;  // vertical scale
+  // Optional, one byte per row: marked rows (search hits) never hide in a merged run: a run holding one is flagged
+  // in `rect_marked` and shows its largest marked member.
+  const uint8_t* row_mark = nullptr;
 };
 
 // Reusable output (keep one per view: vectors keep their capacity between queries).
@@ -71,6 +74,7 @@ struct DrawResult {
   std::vector<float> rect_y1;
   std::vector<uint32_t> rect_row;    // the allocation (row) shown: the largest of the merged ones
   std::vector<uint32_t> rect_count;  // how many allocations the run holds (1 unless thinner than a pixel)
+  std::vector<uint8_t> rect_marked;  // 1 when the run holds a row marked by DrawRequest::row_mark
   size_t rects() const { return rect_row.size(); }
   void clear();
 };
@@ -104,6 +108,10 @@ class StackedTimeline {
 
   void draw(const DrawRequest& req, DrawResult* out) const;
 
+  // The outline of one band over its life, to highlight a selection: at steps[i] its bottom moves to offsets[i]
+  // bytes (it only drops, when bands below it are freed); the last entry is its death step with the final offset.
+  void band_outline(uint32_t row, std::vector<uint32_t>* steps, std::vector<uint64_t>* offsets) const;
+
   size_t memory_bytes() const;
 
  private:
@@ -119,6 +127,8 @@ class StackedTimeline {
   std::vector<uint64_t> total_;        // per step
   std::vector<uint32_t> ckpt_offset_;  // checkpoint k (step k * interval_) holds ckpt_rows_[ckpt_offset_[k] ..)
   std::vector<uint32_t> ckpt_rows_;
+  static constexpr uint32_t kRowGroup = 16;
+  std::vector<uint32_t> group_death_;  // per 16 rows: the latest death, to skip groups of freed temporaries
   std::vector<uint32_t> block_max_[3];  // per 16, 256, 4096 steps: the first step with the block's highest total
 };
 

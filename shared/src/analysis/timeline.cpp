@@ -36,6 +36,7 @@ void DrawResult::clear() {
   rect_y1.clear();
   rect_row.clear();
   rect_count.clear();
+  rect_marked.clear();
 }
 
 StackedTimeline::StackedTimeline(std::vector<uint32_t> birth, std::vector<uint32_t> death, std::vector<uint64_t> size,
@@ -53,6 +54,9 @@ StackedTimeline::StackedTimeline(std::vector<uint32_t> birth, std::vector<uint32
   total_.resize(steps_);
   uint64_t acc = 0;
   for (uint32_t s = 0; s < steps_; ++s) total_[s] = acc += delta[s];
+
+  group_death_.assign((size_.size() + kRowGroup - 1) / kRowGroup, 0);
+  for (size_t r = 0; r < size_.size(); ++r) group_death_[r / kRowGroup] = std::max(group_death_[r / kRowGroup], death_[r]);
 
   // Checkpoints: each rebuilt from the previous one, so construction is one pass over births and alive lists.
   std::vector<uint32_t> cur, next;
@@ -217,9 +221,40 @@ uint32_t StackedTimeline::hit_test_px(const DrawRequest& req, uint32_t column, d
   return hit_test(s, static_cast<uint64_t>(y));
 }
 
+void StackedTimeline::band_outline(uint32_t row, std::vector<uint32_t>* steps, std::vector<uint64_t>* offsets) const {
+  steps->clear();
+  offsets->clear();
+  if (row >= rows() || birth_[row] >= death_[row] || steps_ == 0) return;
+  // Only rows below it alive at its birth can move it (later rows are born above), each once, when it dies.
+  thread_local std::vector<uint32_t> alive;
+  thread_local std::vector<std::pair<uint32_t, uint64_t>> drops;
+  alive_at(birth_[row], &alive);
+  uint64_t offset = 0;
+  drops.clear();
+  for (uint32_t r : alive) {
+    if (r >= row) break;
+    offset += size_[r];
+    if (death_[r] < death_[row]) drops.emplace_back(death_[r], size_[r]);
+  }
+  std::sort(drops.begin(), drops.end());
+  steps->push_back(birth_[row]);
+  offsets->push_back(offset);
+  for (auto [st, sz] : drops) {
+    offset -= sz;
+    if (steps->back() == st) {
+      offsets->back() = offset;
+    } else {
+      steps->push_back(st);
+      offsets->push_back(offset);
+    }
+  }
+  steps->push_back(death_[row]);
+  offsets->push_back(offset);
+}
+
 size_t StackedTimeline::memory_bytes() const {
   return birth_.capacity() * 4 + death_.capacity() * 4 + size_.capacity() * 8 + total_.capacity() * 8 +
-         ckpt_offset_.capacity() * 4 + ckpt_rows_.capacity() * 4 +
+         ckpt_offset_.capacity() * 4 + ckpt_rows_.capacity() * 4 + group_death_.capacity() * 4 +
          (block_max_[0].capacity() + block_max_[1].capacity() + block_max_[2].capacity()) * 4;
 }
 

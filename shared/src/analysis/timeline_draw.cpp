@@ -22,15 +22,33 @@ struct Entry {
 struct Run {
   float y0, y1;
   uint32_t row, count;
+  uint8_t marked;  // holds a marked row; `row` is then the largest marked one
   uint32_t rect;   // index of the rectangle this run extends
   uint32_t first;  // first entry of the alive list in this run
   uint32_t last;   // last entry of the alive list in this run
-  bool same(const Run& o) const { return y0 == o.y0 && y1 == o.y1 && row == o.row && count == o.count; }
+  bool same(const Run& o) const {
+    return y0 == o.y0 && y1 == o.y1 && row == o.row && count == o.count && marked == o.marked;
+  }
 };
+
+// Picks a run's representative: its largest marked member if any, else its largest member.
+void choose_row(Run* run, const std::vector<Entry>& alive, const uint8_t* mark) {
+  uint64_t best = 0;
+  bool best_marked = false;
+  for (uint32_t i = run->first; i <= run->last; ++i) {
+    const bool m = mark && mark[alive[i].row];
+    if ((m && !best_marked) || (m == best_marked && alive[i].size > best)) {
+      best = alive[i].size;
+      best_marked = m;
+      run->row = alive[i].row;
+    }
+  }
+  run->marked = best_marked;
+}
 
 // Appends a run; one whose height vanishes in float (a sliver near the top of a tall column) joins the run below,
 // so rectangles never have zero height and still account for every row.
-void push_run(std::vector<Run>* runs, const Run& r, const std::vector<Entry>& alive) {
+void push_run(std::vector<Run>* runs, Run r, const std::vector<Entry>& alive, const uint8_t* mark) {
   if (r.y1 > r.y0 || runs->empty()) {
     runs->push_back(r);
     return;
@@ -39,14 +57,13 @@ void push_run(std::vector<Run>* runs, const Run& r, const std::vector<Entry>& al
   below.y1 = std::max(below.y1, r.y1);
   below.count += r.count;
   below.last = r.last;
-  uint64_t best = 0;
-  for (uint32_t i = below.first; i <= below.last; ++i)
-    if (alive[i].size > best) best = alive[i].size, below.row = alive[i].row;
+  choose_row(&below, alive, mark);
 }
 
 // Appends the runs of alive entries [from, end): bands >= 1 px alone, thinner neighbours merged until >= 1 px.
+// A marked row never merges: it closes the open run and gets its own (possibly sub-pixel) run.
 void column_runs(const std::vector<Entry>& alive, const std::vector<uint64_t>& below, size_t from, double ymin,
-                 double bpp, double height, std::vector<Run>* runs) {
+                 double bpp, double height, const uint8_t* mark, std::vector<Run>* runs) {
   const double inv = 1.0 / bpp;
   const double ymax = ymin + height * bpp;
   bool open = false;
@@ -60,17 +77,19 @@ void column_runs(const std::vector<Entry>& alive, const std::vector<uint64_t>& b
     if (flo >= ymax) break;
     const double y0 = std::max(0.0, (flo - ymin) * inv), y1 = std::min(height, (fhi - ymin) * inv);
     const uint32_t idx = static_cast<uint32_t>(i);
-    if (y1 - y0 >= 1.0) {
+    if (y1 - y0 >= 1.0 || (mark && mark[en.row])) {
       if (open) {
         cur.y1 = static_cast<float>(y0);
-        push_run(runs, cur, alive);
+        push_run(runs, cur, alive, mark);
         open = false;
       }
-      push_run(runs, {static_cast<float>(y0), static_cast<float>(y1), en.row, 1, 0, idx, idx}, alive);
+      const uint8_t marked = mark && mark[en.row];
+      push_run(runs, {static_cast<float>(y0), static_cast<float>(y1), en.row, 1, marked, 0, idx, idx}, alive, mark);
       continue;
     }
+    // Merged runs never hold marked rows, so their representative is simply the largest member.
     if (!open) {
-      cur = {static_cast<float>(y0), static_cast<float>(y1), en.row, 0, 0, idx, idx};
+      cur = {static_cast<float>(y0), static_cast<float>(y1), en.row, 0, 0, 0, idx, idx};
       cur_big = 0;
       open = true;
     }
@@ -79,11 +98,11 @@ void column_runs(const std::vector<Entry>& alive, const std::vector<uint64_t>& b
     if (en.size > cur_big) cur_big = en.size, cur.row = en.row;
     cur.y1 = static_cast<float>(y1);
     if (y1 - cur.y0 >= 1.0) {
-      push_run(runs, cur, alive);
+      push_run(runs, cur, alive, mark);
       open = false;
     }
   }
-  if (open) push_run(runs, cur, alive);
+  if (open) push_run(runs, cur, alive, mark);
 }
 
 }  // namespace
@@ -147,14 +166,27 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
       alive.resize(j);
       born_after = k * interval_;
     }
+    // Rows born since: most are temporaries already freed, skipped 16 at a time through their latest death.
     const uint32_t end = first_born_after(s);
-    for (uint32_t r = first_born_after(born_after); r < end; ++r)
+    for (uint32_t r = first_born_after(born_after); r < end;) {
+      if (r % kRowGroup == 0 && r + kRowGroup <= end && group_death_[r / kRowGroup] <= s) {
+        r += kRowGroup;
+        continue;
+      }
       if (death_[r] > s) alive.push_back({r, death_[r], size_[r]});
+      ++r;
+    }
     pmin.resize(alive.size());
     below.resize(alive.size());
-    for (size_t i = changed; i < alive.size(); ++i) {
-      pmin[i] = i == 0 ? alive[i].death : std::min(pmin[i - 1], alive[i].death);
-      below[i] = i == 0 ? 0 : below[i - 1] + alive[i - 1].size;
+    size_t i0 = changed;
+    if (i0 == 0 && !alive.empty()) {
+      pmin[0] = alive[0].death;
+      below[0] = 0;
+      i0 = 1;
+    }
+    for (size_t i = i0; i < alive.size(); ++i) {
+      pmin[i] = std::min(pmin[i - 1], alive[i].death);
+      below[i] = below[i - 1] + alive[i - 1].size;
     }
     prev_shown = s;
 
@@ -165,7 +197,8 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
     cur.assign(prev.begin(), prev.begin() + keep);
     for (const Run& r : cur) out->rect_x1[r.rect] = c + 1;
     const size_t from = keep == 0 ? 0 : cur.back().last + 1;
-    column_runs(alive, below, from, req.y_min_bytes, req.bytes_per_px, static_cast<double>(req.height_px), &cur);
+    column_runs(alive, below, from, req.y_min_bytes, req.bytes_per_px, static_cast<double>(req.height_px), req.row_mark,
+                &cur);
     for (size_t j = keep; j < cur.size(); ++j) {
       if (j < prev.size() && cur[j].same(prev[j])) {
         cur[j].rect = prev[j].rect;
@@ -179,6 +212,7 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
       out->rect_y1.push_back(cur[j].y1);
       out->rect_row.push_back(cur[j].row);
       out->rect_count.push_back(cur[j].count);
+      out->rect_marked.push_back(cur[j].marked);
     }
     prev.swap(cur);
   }
