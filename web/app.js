@@ -44,10 +44,11 @@ async function open(list) {
     if (state.files.length) unload(state.files.map((f) => f.id));
     const files = ids.map((id, i) => ({ id, name: list[i].name, info: infos[i] }));
     const restored = readHash();
-    const patch = { files, file: 0, device: null, window: null, pinned: null, view: 'overview' };
+    state.files = files;
+    state.file = 0;
+    const patch = { file: 0, device: null, window: null, pinned: null, step: null, view: defaultView() };
     Object.assign(patch, restored);
     if (!(patch.file >= 0 && patch.file < files.length)) patch.file = 0;
-    state.files = files;
     Object.assign(state, patch);
     if (!views.some((v) => v.id === state.view && v.available(state))) state.view = defaultView();
     if (!validDevice(state.device)) state.device = defaultDevice();
@@ -234,7 +235,11 @@ function wire() {
 async function start() {
   wire();
   const urls = new URLSearchParams(location.search).getAll('url');
-  if (urls.length) {
+  if (globalThis.__allocscopeEmbed) {
+    // The offline report: its snapshots are inside the page.
+    $('example-button').classList.add('hidden');
+    await open(globalThis.__allocscopeEmbed.files());
+  } else if (urls.length) {
     try { await open(await fetchFiles(urls)); } catch (e) { showError(e.message); }
   } else {
     show('welcome');

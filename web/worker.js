@@ -1,11 +1,20 @@
 // The Web Worker that owns the wasm core: reads and inflates dropped files, parses them, and answers the views'
 // queries with small JSON bodies and transferable typed arrays, so the page's thread only draws.
 'use strict';
-importScripts('engine.js', 'allocscope.js');
+// In the offline report the engine and glue come in the same blob as this file, with the wasm as base64.
+if (!self.AllocscopeEngine) importScripts('engine.js', 'allocscope.js');
 
 let enginePromise = null;
 function engine() {
-  if (!enginePromise) enginePromise = self.AllocscopeEngine.openEngine(self.createAllocscope, {});
+  if (!enginePromise) {
+    const options = {};
+    if (self.__allocscopeWasmB64) {
+      const s = atob(self.__allocscopeWasmB64);
+      options.wasmBinary = new Uint8Array(s.length);
+      for (let i = 0; i < s.length; ++i) options.wasmBinary[i] = s.charCodeAt(i);
+    }
+    enginePromise = self.AllocscopeEngine.openEngine(self.createAllocscope, options);
+  }
   return enginePromise;
 }
 

@@ -5,7 +5,9 @@ const pending = new Map();  // seq -> {resolve, reject, onProgress}
 
 function ensure() {
   if (worker) return worker;
-  worker = new Worker(new URL('./worker.js', import.meta.url));
+  // The offline report (allocscope plot) carries the worker in the page itself.
+  worker = globalThis.__allocscopeEmbed ? globalThis.__allocscopeEmbed.worker()
+                                        : new Worker(new URL('./worker.js', import.meta.url));
   worker.onmessage = (e) => {
     const m = e.data;
     const p = pending.get(m.seq);
