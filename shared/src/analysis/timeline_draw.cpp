@@ -119,7 +119,7 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
   std::vector<Entry> alive;
   std::vector<uint32_t> pmin;    // pmin[i] = min death of alive[0..i]: nonincreasing
   std::vector<uint64_t> below;   // below[i] = bytes of alive[0..i)
-  std::vector<Run> prev, cur;
+  std::vector<Run> prev, tail;  // the open runs (one per rectangle still growing); the part being redone
   uint32_t prev_shown = UINT32_MAX;
   for (uint32_t c = 0; c < W; ++c) {
     uint32_t a, b, s;
@@ -128,11 +128,7 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
     out->column_last_step[c] = b;
     out->column_step[c] = s;
     out->column_total[c] = static_cast<double>(total_[s]);
-    if (s == prev_shown) {
-      // Same state as the column before (zoomed in past one step per pixel): every rectangle grows.
-      for (const Run& r : prev) out->rect_x1[r.rect] = c + 1;
-      continue;
-    }
+    if (s == prev_shown) continue;  // same state as the column before: its open rectangles simply go on
     const uint32_t k = s / interval_;
     size_t changed;  // alive[0, changed) is as it was for the previous column
     uint32_t born_after;
@@ -190,31 +186,33 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
     }
     prev_shown = s;
 
-    // Runs that end (with the entry that closed them) below the change are kept.
-    cur.clear();
+    // Runs that end (with the entry that closed them) below the change are kept as they are; their rectangles stay
+    // open. The others are rebuilt and compared with the previous column's at the same position.
     size_t keep = 0;
     while (keep < prev.size() && static_cast<size_t>(prev[keep].last) + 1 < changed) ++keep;
-    cur.assign(prev.begin(), prev.begin() + keep);
-    for (const Run& r : cur) out->rect_x1[r.rect] = c + 1;
-    const size_t from = keep == 0 ? 0 : cur.back().last + 1;
+    tail.assign(prev.begin() + keep, prev.end());
+    prev.resize(keep);
+    const size_t from = keep == 0 ? 0 : prev.back().last + 1;
     column_runs(alive, below, from, req.y_min_bytes, req.bytes_per_px, static_cast<double>(req.height_px), req.row_mark,
-                &cur);
-    for (size_t j = keep; j < cur.size(); ++j) {
-      if (j < prev.size() && cur[j].same(prev[j])) {
-        cur[j].rect = prev[j].rect;
-        out->rect_x1[cur[j].rect] = c + 1;
+                &prev);
+    for (size_t j = keep; j < prev.size(); ++j) {
+      const size_t t = j - keep;
+      if (t < tail.size() && prev[j].same(tail[t])) {
+        prev[j].rect = tail[t].rect;
+        tail[t].rect = UINT32_MAX;  // continues
         continue;
       }
-      cur[j].rect = static_cast<uint32_t>(out->rect_row.size());
+      prev[j].rect = static_cast<uint32_t>(out->rect_row.size());
       out->rect_x0.push_back(c);
-      out->rect_x1.push_back(c + 1);
-      out->rect_y0.push_back(cur[j].y0);
-      out->rect_y1.push_back(cur[j].y1);
-      out->rect_row.push_back(cur[j].row);
-      out->rect_count.push_back(cur[j].count);
-      out->rect_marked.push_back(cur[j].marked);
+      out->rect_x1.push_back(W);  // until closed
+      out->rect_y0.push_back(prev[j].y0);
+      out->rect_y1.push_back(prev[j].y1);
+      out->rect_row.push_back(prev[j].row);
+      out->rect_count.push_back(prev[j].count);
+      out->rect_marked.push_back(prev[j].marked);
     }
-    prev.swap(cur);
+    for (const Run& r : tail)
+      if (r.rect != UINT32_MAX) out->rect_x1[r.rect] = c;  // ended at the previous column
   }
 }
 

@@ -121,7 +121,7 @@ class Machine {
   bool pop(Value* out) {
     if (im_.stack.empty() || (!im_.marks.empty() && im_.marks.back() == im_.stack.size()))
       return err("expected a value on the stack, found " +
-                 std::string(im_.stack.empty() ? "an empty stack" : "a MARK"));
+                 std::string(!im_.marks.empty() && im_.marks.back() == im_.stack.size() ? "a MARK" : "an empty stack"));
     *out = im_.stack.back();
     im_.stack.pop_back();
     return true;
@@ -323,11 +323,16 @@ class Machine {
 
   [[gnu::always_inline]] bool memo_put(uint64_t idx) {
     if (im_.stack.empty() || (!im_.marks.empty() && im_.marks.back() == im_.stack.size()))
-      return err("expected a value to memoize, found " + std::string(im_.stack.empty() ? "an empty stack" : "a MARK"));
-    if (idx >= lim_.max_memo) return err("memo index " + std::to_string(idx) + " exceeds the limit");
-    if (idx > im_.memo.size() + (1u << 20))
+      return err("expected a value to memoize, found " +
+                 std::string(!im_.marks.empty() && im_.marks.back() == im_.stack.size() ? "a MARK" : "an empty stack"));
+    // Every memo store costs at least two bytes of input (an object and the put), so a real pickle never needs
+    // more slots than half its size; Python numbers slots sequentially, so a far jump means a crafted file.
+    if (idx >= memo_cap_)
+      return err("memo index " + std::to_string(idx) + " exceeds what a " + std::to_string(end_ - begin_) +
+                 "-byte pickle can hold (expected at most " + std::to_string(memo_cap_) + " slots)");
+    if (idx > im_.memo.size() + 256)
       return err("memo index " + std::to_string(idx) + " is far beyond the " + std::to_string(im_.memo.size()) +
-                 " slots in use");
+                 " slots in use (expected sequential memo slots)");
     const Value& v = im_.stack.back();
     if (idx == im_.memo.size()) {
       im_.memo.push_back(v);  // the common case: MEMOIZE / sequential BINPUT
@@ -431,6 +436,7 @@ class Machine {
   int proto_ = 0;
   Error error_;
   const std::function<void(uint64_t, uint64_t)>* progress_ = nullptr;
+  uint64_t memo_cap_ = 0;
 };
 
 Result<Value> Machine::run(const std::function<void(uint64_t, uint64_t)>& progress) {
@@ -439,7 +445,8 @@ Result<Value> Machine::run(const std::function<void(uint64_t, uint64_t)>& progre
   im_.memo.clear();
   im_.stack.reserve(4096);
   // Memo slots: about one per 60 bytes in real snapshots; reserving avoids regrowing a large array.
-  im_.memo.reserve(std::min<size_t>(static_cast<size_t>(end_ - begin_) / 48 + 64, lim_.max_memo));
+  memo_cap_ = std::min<uint64_t>(lim_.max_memo, static_cast<uint64_t>(end_ - begin_) / 2 + 64);
+  im_.memo.reserve(std::min<size_t>(static_cast<size_t>(end_ - begin_) / 48 + 64, memo_cap_));
   const uint64_t total = static_cast<uint64_t>(end_ - begin_);
   progress_ = &progress;
   if (!step()) return error_;
@@ -480,8 +487,8 @@ bool Machine::step() {
       if (!have(8)) return truncated(8);
       uint64_t n = read_le<uint64_t>();
       if (n > static_cast<uint64_t>(end_ - p_))
-        return err("frame of " + std::to_string(n) + " bytes is longer than the " + std::to_string(end_ - p_) +
-                   " bytes left (truncated file?)");
+        return err("expected a frame of " + std::to_string(n) + " bytes, but only " + std::to_string(end_ - p_) +
+                   " bytes are left (truncated file?)");
       continue;
     }
     case kSTOP: stopped_ = true; return true;

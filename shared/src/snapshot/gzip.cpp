@@ -1,4 +1,5 @@
 // gzip in and out: zlib natively; in WebAssembly the browser inflates (DecompressionStream) before calling us.
+#include <cstring>
 #include <string>
 
 #include "allocscope/loader.h"
@@ -13,8 +14,16 @@ namespace allocscope {
 
 Result<std::vector<uint8_t>> gunzip(std::span<const uint8_t> in, uint64_t max_out,
                                     const std::function<void(uint64_t, uint64_t)>& progress) {
+  // Size the output once from the gzip trailer (ISIZE: the inflated size mod 2^32) when it is plausible — deflate
+  // cannot expand more than ~1032:1 — so a normal file inflates without regrowing and a bomb stops at max_out.
+  uint64_t hint = std::max<uint64_t>(in.size() * 4, 1 << 16);
+  if (in.size() >= 18) {
+    uint32_t isize;
+    std::memcpy(&isize, in.data() + in.size() - 4, 4);
+    if (isize > 0 && isize <= in.size() * 1032ull) hint = isize;
+  }
   std::vector<uint8_t> out;
-  out.resize(std::min<uint64_t>(std::max<uint64_t>(in.size() * 4, 1 << 16), max_out));
+  out.resize(std::min<uint64_t>(hint, max_out));
   z_stream z{};
   if (inflateInit2(&z, 15 + 16) != Z_OK) return Error{"zlib could not start"};
   const uint8_t* next = in.data();
@@ -31,7 +40,7 @@ Result<std::vector<uint8_t>> gunzip(std::span<const uint8_t> in, uint64_t max_ou
         return Error{"inflated data exceeds " + std::to_string(max_out) + " bytes (limit; a gzip bomb?)",
                      static_cast<uint64_t>(next - in.data())};
       }
-      out.resize(std::min<uint64_t>(out.size() * 2, max_out));
+      out.resize(std::min<uint64_t>(out.size() + out.size() / 2 + (1 << 16), max_out));
     }
     z.next_out = out.data() + produced;
     z.avail_out = static_cast<uInt>(std::min<uint64_t>(out.size() - produced, 1u << 30));

@@ -8,6 +8,9 @@
 #include <unordered_map>
 
 #include "snapshot/keys.h"
+#include "util/hash.h"
+
+#include <unordered_set>
 
 namespace allocscope {
 
@@ -17,6 +20,24 @@ using pickle::Value;
 namespace {
 
 enum HandleKind : uint32_t { kFrameHandle = 1, kStackHandle = 2, kRowHandle = 3 };
+constexpr size_t kMaxEntryKeys = 32;
+constexpr size_t kMaxSettingNodes = 10000;  // allocator_settings is a few dozen values; shared sub-objects are not
+
+struct FrameHash {
+  size_t operator()(const Frame& f) const {
+    return detail::mix64((static_cast<uint64_t>(f.name) << 32 | f.filename) ^ detail::mix64(static_cast<uint64_t>(f.line)));
+  }
+};
+
+// Identity of a container value (node index + generation), to notice one object shared through the memo.
+uint64_t identity(const Value& v) { return v.payload << 32 ^ v.aux; }
+
+// A float time (some tools write them) as whole microseconds, or false when it is not a number in range.
+bool float_time(double d, int64_t* out) {
+  if (!(d > -9.2e18 && d < 9.2e18)) return false;  // NaN fails both comparisons
+  *out = static_cast<int64_t>(d);
+  return true;
+}
 
 std::string type_of(const Value& v) {
   switch (v.tag) {
@@ -42,6 +63,9 @@ class Builder : public pickle::Consumer {
   Result<bool> consume(const pickle::Reader& r, const Value& c, const Value* key, Value* out) override {
     if (c.tag == Tag::kDict) {
       auto items = r.items(c);
+      // Frames have 3 keys and trace entries about 8; anything large is something else (and must stay cheap to
+      // offer again when a crafted file references it many times).
+      if (items.size() > 2 * kMaxEntryKeys) return false;
       if (items.size() == 6) {
         FrameId f;
         if (as_frame(items, &f)) {
@@ -88,23 +112,8 @@ class Builder : public pickle::Consumer {
       else return false;
     }
     if (seen != 7) return false;
-    const uint64_t key = (static_cast<uint64_t>(f.name) << 32) ^ f.filename ^ (static_cast<uint64_t>(f.line) << 17);
-    auto [it2, inserted] = frame_index_.try_emplace(key, 0);
-    if (!inserted) {
-      // Collisions of the packed key are possible in theory; confirm, else fall through to a linear probe.
-      const Frame& g = s_->frames[it2->second];
-      if (g == f) {
-        *out = it2->second;
-        return true;
-      }
-      for (FrameId i = 0; i < s_->frames.size(); ++i)
-        if (s_->frames[i] == f) return *out = i, true;
-      s_->frames.push_back(f);
-      *out = static_cast<FrameId>(s_->frames.size() - 1);
-      return true;
-    }
-    it2->second = static_cast<FrameId>(s_->frames.size());
-    s_->frames.push_back(f);
+    auto [it2, inserted] = frame_index_.try_emplace(f, static_cast<FrameId>(s_->frames.size()));
+    if (inserted) s_->frames.push_back(f);
     *out = it2->second;
     return true;
   }
@@ -156,7 +165,8 @@ class Builder : public pickle::Consumer {
         stream = static_cast<int64_t>(x.value());
       } else if (key == keys_.time_us) {
         if (v.tag == Tag::kFloat) {
-          time_us = static_cast<int64_t>(v.as_double());
+          if (!float_time(v.as_double(), &time_us))
+            return Error{"trace entry 'time_us' is not a finite number of microseconds", r.offset_of(entry)};
         } else {
           auto x = want_int(r, entry, k, v);
           if (!x.ok()) return x.error();
@@ -191,6 +201,13 @@ class Builder : public pickle::Consumer {
     if (s_->unknown_action_names.size() < 64) s_->unknown_action_names.emplace_back(name);
   }
 
+  // Where to point an error about `v`: its own offset when it is a container, else its parent's.
+  static uint64_t where(const pickle::Reader& r, const Value& v, const Value& parent) {
+    uint64_t o = r.offset_of(v);
+    return o != Error::kNoOffset ? o : r.offset_of(parent);
+  }
+  Value root_;
+
   Status read_segments(const pickle::Reader& r, const Value& list);
   Status read_traces(const pickle::Reader& r, const Value& list);
   Status read_annotations(const pickle::Reader& r, const Value& list);
@@ -199,7 +216,9 @@ class Builder : public pickle::Consumer {
   Snapshot* s_;
   detail::Keys keys_;
   std::vector<FrameId> frame_buf_;
-  std::unordered_map<uint64_t, FrameId> frame_index_;
+  std::unordered_map<Frame, FrameId, FrameHash> frame_index_;
+  std::unordered_set<uint64_t> seen_;  // segments, block lists and blocks already read (sharing is refused)
+  size_t setting_nodes_ = 0;
   std::unordered_map<StringId, uint64_t> unknown_;
   uint64_t negative_sizes_ = 0;
 };
@@ -228,9 +247,12 @@ struct Fields {
 };
 
 Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
-  if (list.tag != Tag::kList) return Error{"'segments' is a " + type_of(list) + "; expected a list", r.offset_of(list)};
+  if (list.tag != Tag::kList) return Error{"'segments' is a " + type_of(list) + "; expected a list", where(r, list, root_)};
   for (const Value& sv : r.items(list)) {
     if (sv.tag != Tag::kDict) return Error{"a segment is a " + type_of(sv) + "; expected a dict", r.offset_of(list)};
+    if (!seen_.insert(identity(sv)).second)
+      return Error{"one segment dict is listed twice (shared through the memo); expected distinct segments",
+                   r.offset_of(sv)};
     Segment seg;
     Fields f{r, sv, "segment"};
     auto items = r.items(sv);
@@ -271,8 +293,14 @@ Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
     }
     seg.first_block = static_cast<uint32_t>(s_->blocks.size());
     if (has_blocks) {
+      if (!seen_.insert(identity(blocks_v)).second)
+        return Error{"one 'blocks' list belongs to two segments (shared through the memo); expected distinct lists",
+                     r.offset_of(blocks_v)};
       for (const Value& bv : r.items(blocks_v)) {
         if (bv.tag != Tag::kDict) return Error{"a block is a " + type_of(bv) + "; expected a dict", r.offset_of(blocks_v)};
+        if (!seen_.insert(identity(bv)).second)
+          return Error{"one block dict is listed twice (shared through the memo); expected distinct blocks",
+                       r.offset_of(bv)};
         Block b;
         Fields g{r, bv, "block"};
         auto bi = r.items(bv);
@@ -309,10 +337,11 @@ Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
 
 Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
   if (list.tag != Tag::kList)
-    return Error{"'device_traces' is a " + type_of(list) + "; expected a list", r.offset_of(list)};
+    return Error{"'device_traces' is a " + type_of(list) + "; expected a list", where(r, list, root_)};
   s_->has_device_traces = true;
   // Rows were appended in stream order; each device's list normally names a contiguous ascending range.
   std::vector<uint32_t> order;
+  std::vector<uint8_t> used(s_->events.size_rows(), 0);
   bool contiguous = true;
   uint32_t expect = 0;
   int64_t ordinal = 0;
@@ -327,6 +356,10 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
       if (ev.tag != Tag::kHandle || ev.aux != kRowHandle)
         return Error{"a trace entry is a " + type_of(ev) + "; expected a dict with an 'action'", r.offset_of(dv)};
       const uint32_t row = static_cast<uint32_t>(ev.payload);
+      if (row >= used.size() || used[row])
+        return Error{"one trace entry is listed twice (shared through the memo); expected distinct entries",
+                     r.offset_of(dv)};
+      used[row] = 1;
       if (row != expect) contiguous = false;
       expect = row + 1;
       order.push_back(row);
@@ -351,7 +384,7 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
 
 Status Builder::read_annotations(const pickle::Reader& r, const Value& list) {
   if (list.tag != Tag::kList)
-    return Error{"'external_annotations' is a " + type_of(list) + "; expected a list", r.offset_of(list)};
+    return Error{"'external_annotations' is a " + type_of(list) + "; expected a list", where(r, list, root_)};
   for (const Value& av : r.items(list)) {
     if (av.tag != Tag::kDict) return Error{"an annotation is a " + type_of(av) + "; expected a dict", r.offset_of(list)};
     Annotation a;
@@ -370,8 +403,12 @@ Status Builder::read_annotations(const pickle::Reader& r, const Value& list) {
       } else if (key == keys_.device) {
         ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &a.device));
       } else if (key == keys_.time_us) {
-        if (v.tag == Tag::kFloat) a.time_us = static_cast<int64_t>(v.as_double());
-        else ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &a.time_us));
+        if (v.tag == Tag::kFloat) {
+          if (!float_time(v.as_double(), &a.time_us))
+            return Error{"annotation 'time_us' is not a finite number of microseconds", r.offset_of(av)};
+        } else {
+          ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &a.time_us));
+        }
       } else {
         ++unknown_[key];
       }
@@ -383,6 +420,11 @@ Status Builder::read_annotations(const pickle::Reader& r, const Value& list) {
 
 Setting Builder::to_setting(const pickle::Reader& r, const Value& v, int depth) {
   Setting s;
+  if (++setting_nodes_ > kMaxSettingNodes) {
+    s.kind = Setting::Kind::kOther;
+    s.s = "...";
+    return s;
+  }
   switch (v.tag) {
     case Tag::kNone: s.kind = Setting::Kind::kNone; break;
     case Tag::kBool: s.kind = Setting::Kind::kBool, s.i = v.payload ? 1 : 0; break;
@@ -414,26 +456,27 @@ Setting Builder::to_setting(const pickle::Reader& r, const Value& v, int depth) 
 }
 
 Status Builder::finish(const pickle::Reader& r, const Value& root) {
+  root_ = root;
   if (root.tag == Tag::kList) {  // oldest format: a bare list of segments
     ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, root));
   } else if (root.tag == Tag::kDict) {
     auto items = r.items(root);
     for (size_t i = 0; i + 1 < items.size(); i += 2) {
       const Value& k = items[i];
-      const Value& v = items[i + 1];
       if (k.tag != Tag::kStr) return Error{"top-level dict has a non-string key", r.offset_of(root)};
       const StringId key = static_cast<StringId>(k.payload);
-      if (key == keys_.segments) ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, v));
-      else if (key == keys_.device_traces) ALLOCSCOPE_RETURN_IF_ERROR(read_traces(r, v));
-      else if (key == keys_.external_annotations) ALLOCSCOPE_RETURN_IF_ERROR(read_annotations(r, v));
-      else if (key == keys_.allocator_settings) {
-        if (v.tag == Tag::kDict) {
-          Setting all = to_setting(r, v, 0);
-          s_->allocator_settings = std::move(all.children);
-        }
-      } else {
+      if (key != keys_.segments && key != keys_.device_traces && key != keys_.external_annotations &&
+          key != keys_.allocator_settings)
         ++unknown_[key];
-      }
+    }
+    // A key assigned twice keeps its last value, as in Python.
+    if (const Value* v = r.find(root, keys_.segments)) ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, *v));
+    if (const Value* v = r.find(root, keys_.device_traces)) ALLOCSCOPE_RETURN_IF_ERROR(read_traces(r, *v));
+    if (const Value* v = r.find(root, keys_.external_annotations))
+      ALLOCSCOPE_RETURN_IF_ERROR(read_annotations(r, *v));
+    if (const Value* v = r.find(root, keys_.allocator_settings); v && v->tag == Tag::kDict) {
+      Setting all = to_setting(r, *v, 0);
+      s_->allocator_settings = std::move(all.children);
     }
   } else {
     return Error{"the file holds a " + type_of(root) +

@@ -1,0 +1,114 @@
+// JSON for the per-device answers (peak, categories, leaks): small documents the viewer and scripts read.
+#include "allocscope/categories.h"
+#include "allocscope/leaks.h"
+#include "allocscope/peak.h"
+#include "allocscope/timeline.h"
+#include "analysis/json_common.h"
+
+namespace allocscope {
+
+using json_detail::Json;
+
+namespace {
+
+Json row(const Snapshot& s, const DeviceLifetimes& lt, uint32_t i) {
+  return Json{{"row", i},
+              {"addr", lt.addr[i]},
+              {"size", lt.size[i]},
+              {"stream", lt.stream[i]},
+              {"birth_step", lt.birth_step(i)},
+              {"death_step", lt.free_event[i] == kNoEvent ? Json(nullptr) : Json(lt.death_step(i))},
+              {"frames", json_detail::stack(s, lt.stack[i])}};
+}
+
+Json categories_obj(const std::array<uint64_t, kCategoryCount>& bytes, const std::array<uint32_t, kCategoryCount>& count) {
+  Json o = Json::object();
+  for (int k = 0; k < kCategoryCount; ++k)
+    o[std::string(category_name(static_cast<Category>(k)))] = Json{{"bytes", bytes[k]}, {"count", count[k]}};
+  return o;
+}
+
+Json group(const Snapshot& s, const LeakGroup& g) {
+  return Json{{"site", json_detail::frame(s, g.site)},
+              {"category", std::string(category_name(g.category))},
+              {"bytes_per_iteration", g.bytes_per_iteration},
+              {"allocations", g.allocations},
+              {"alive_count", g.alive_count},
+              {"alive_bytes", g.alive_bytes},
+              {"frames", json_detail::stack(s, g.stack)}};
+}
+
+}  // namespace
+
+std::string to_json(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p, bool with_tree) {
+  Json j{{"device", p.device},
+         {"window", {p.step_begin, p.step_end}},
+         {"allocated", {{"bytes", p.allocated_bytes}, {"step", p.allocated_step}, {"time_us", p.allocated_time_us},
+                        {"reserved_then", p.reserved_at_allocated_peak}}},
+         {"reserved", {{"bytes", p.reserved_bytes}, {"step", p.reserved_step}, {"time_us", p.reserved_time_us}}},
+         {"alive", p.alive}};
+  Json sites = Json::array();
+  for (size_t k = 0; k < p.site.size(); ++k)
+    sites.push_back({{"site", json_detail::frame(s, p.site[k])}, {"bytes", p.site_bytes[k]}, {"count", p.site_count[k]}});
+  j["sites"] = std::move(sites);
+  Json largest = Json::array();
+  for (uint32_t i : p.largest) largest.push_back(row(s, lt, i));
+  j["largest"] = std::move(largest);
+  if (p.has_categories) j["categories"] = categories_obj(p.category_bytes, p.category_count);
+  if (with_tree) {
+    // Frames are listed once; nodes refer to them by index into "frames" (-1 for the root).
+    Json frames = Json::array();
+    std::vector<int64_t> frame_index(s.frames.size(), -1);
+    std::vector<int64_t> node_frame;
+    for (FrameId f : p.tree.frame) {
+      if (f >= s.frames.size()) {
+        node_frame.push_back(-1);
+        continue;
+      }
+      if (frame_index[f] < 0) {
+        frame_index[f] = static_cast<int64_t>(frames.size());
+        frames.push_back(FrameFilter::format(s, f));
+      }
+      node_frame.push_back(frame_index[f]);
+    }
+    std::vector<int64_t> parent;
+    for (uint32_t x : p.tree.parent) parent.push_back(x == kNoRow ? -1 : static_cast<int64_t>(x));
+    j["tree"] = Json{{"frames", std::move(frames)}, {"frame", node_frame},   {"parent", parent},
+                     {"depth", p.tree.depth},        {"end", p.tree.end},      {"self_bytes", p.tree.self_bytes},
+                     {"total_bytes", p.tree.total_bytes}, {"count", p.tree.count}};
+  }
+  return json_detail::dump(j);
+}
+
+std::string to_json(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, uint32_t step) {
+  const CategoryTotals t = category_totals_at(lt, c, step);
+  std::array<uint64_t, kCategoryCount> all_bytes{};
+  std::array<uint32_t, kCategoryCount> all_count{};
+  for (uint32_t i = 0; i < lt.count(); ++i) {
+    all_bytes[static_cast<int>(c.category[i])] += lt.size[i];
+    ++all_count[static_cast<int>(c.category[i])];
+  }
+  (void)s;
+  return json_detail::dump(Json{{"device", lt.device},
+                                {"step", step},
+                                {"alive", categories_obj(t.bytes, t.count)},
+                                {"all_allocations", categories_obj(all_bytes, all_count)}});
+}
+
+std::string to_json(const Snapshot& s, const LeakReport& r) {
+  Json growing = Json::array(), held = Json::array();
+  for (const LeakGroup& g : r.growing) growing.push_back(group(s, g));
+  for (const LeakGroup& g : r.held) held.push_back(group(s, g));
+  return json_detail::dump(Json{{"device", r.device},
+                                {"leak_suspected", r.leak_suspected()},
+                                {"iterations", {{"source", std::string(iteration_source_name(r.iterations.source))},
+                                                {"marker", r.iterations.marker},
+                                                {"boundaries", r.iterations.boundary}}},
+                                {"total_at_boundary", r.total_at_boundary},
+                                {"survivor_count", r.survivor_count},
+                                {"survivor_bytes", r.survivor_bytes},
+                                {"growing", std::move(growing)},
+                                {"held", std::move(held)}});
+}
+
+}  // namespace allocscope

@@ -1,0 +1,37 @@
+// Private JSON helpers for the answers' to_json functions (kept out of the analysis code and public headers).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "allocscope/frame_filter.h"
+#include "allocscope/snapshot.h"
+
+namespace allocscope::json_detail {
+
+using Json = nlohmann::ordered_json;
+
+// A frame as {"name", "filename", "line", "text"} (null for kNoFrame).
+inline Json frame(const Snapshot& s, FrameId f) {
+  if (f >= s.frames.size()) return nullptr;
+  const Frame& fr = s.frames[f];
+  return Json{{"name", std::string(s.str(fr.name))},
+              {"filename", std::string(s.str(fr.filename))},
+              {"line", fr.line},
+              {"text", FrameFilter::format(s, f)}};
+}
+
+// A stack as its frames' "file:line:name" texts, innermost first (PyTorch's order).
+inline Json stack(const Snapshot& s, StackId id, size_t max_frames = 64) {
+  Json a = Json::array();
+  for (FrameId f : s.stack(id)) {
+    if (a.size() >= max_frames) break;
+    a.push_back(FrameFilter::format(s, f));
+  }
+  return a;
+}
+
+// Strings from snapshots are UTF-8 already (the loader replaced invalid bytes); replace defensively anyway.
+inline std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+}  // namespace allocscope::json_detail

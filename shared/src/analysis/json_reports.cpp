@@ -1,0 +1,77 @@
+// JSON for the whole-file answers (OOM reports, diff, summary).
+#include "allocscope/diff.h"
+#include "allocscope/oom.h"
+#include "allocscope/summary.h"
+#include "analysis/json_common.h"
+
+namespace allocscope {
+
+using json_detail::Json;
+
+std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::vector<OomReport>& reports) {
+  Json a = Json::array();
+  for (const OomReport& o : reports) {
+    Json top = Json::array();
+    if (const DeviceLifetimes* lt = lifetimes.device(o.device)) {
+      for (uint32_t i : o.top_rows)
+        top.push_back({{"addr", lt->addr[i]}, {"size", lt->size[i]}, {"frames", json_detail::stack(s, lt->stack[i])}});
+    }
+    a.push_back({{"device", o.device},
+                 {"event", o.event},
+                 {"time_us", o.time_us},
+                 {"requested", o.requested},
+                 {"device_free", o.device_free},
+                 {"reserved", o.reserved},
+                 {"allocated", o.allocated},
+                 {"requested_live", o.requested_live},
+                 {"cached_free", o.cached_free},
+                 {"largest_free_block", o.largest_free_block},
+                 {"live_allocations", o.live_allocations},
+                 {"fragmentation", o.fragmentation},
+                 {"largest_live", std::move(top)}});
+  }
+  return json_detail::dump(a);
+}
+
+std::string to_json(const SnapshotDiff& d, uint32_t top) {
+  Json only_a = Json::array(), only_b = Json::array(), stacks = Json::array();
+  for (size_t k = 0; k < d.only_a_addr.size(); ++k) only_a.push_back({{"addr", d.only_a_addr[k]}, {"size", d.only_a_size[k]}});
+  for (size_t k = 0; k < d.only_b_addr.size(); ++k) only_b.push_back({{"addr", d.only_b_addr[k]}, {"size", d.only_b_size[k]}});
+  for (size_t k = 0; k < d.groups() && k < top; ++k) {
+    stacks.push_back({{"delta", d.delta[k]}, {"bytes_a", d.bytes_a[k]}, {"bytes_b", d.bytes_b[k]},
+                      {"count_a", d.count_a[k]}, {"count_b", d.count_b[k]}, {"site", d.site[k]}, {"stack", d.stack[k]}});
+  }
+  return json_detail::dump(Json{{"reserved_a", d.reserved_a}, {"reserved_b", d.reserved_b},
+                                {"live_a", d.live_a},         {"live_b", d.live_b},
+                                {"segments_only_a", std::move(only_a)}, {"segments_only_b", std::move(only_b)},
+                                {"stacks", std::move(stacks)}, {"stack_groups", d.groups()}});
+}
+
+std::string to_json(const Snapshot& s, const Summary& sum) {
+  Json devices = Json::array();
+  for (const DeviceSummary& d : sum.devices) {
+    Json sites = Json::array();
+    for (size_t k = 0; k < d.top_site.size(); ++k)
+      sites.push_back({{"site", json_detail::frame(s, d.top_site[k])}, {"bytes", d.top_site_bytes[k]}});
+    devices.push_back({{"device", d.device},
+                       {"events", d.events},
+                       {"first_us", d.first_us},
+                       {"last_us", d.last_us},
+                       {"allocations", d.allocations},
+                       {"frees_without_alloc", d.frees_without_alloc},
+                       {"peak_allocated", {{"bytes", d.peak_allocated}, {"step", d.peak_allocated_step}}},
+                       {"peak_reserved", {{"bytes", d.peak_reserved}, {"step", d.peak_reserved_step}}},
+                       {"final", {{"reserved", d.final_reserved}, {"allocated", d.final_allocated},
+                                  {"largest_free_block", d.final_largest_free}, {"fragmentation", d.fragmentation}}},
+                       {"iterations", d.iterations},
+                       {"ooms", d.ooms},
+                       {"leak_suspected", d.leak_suspected},
+                       {"leak_site", d.leak_site},
+                       {"top_sites", std::move(sites)}});
+  }
+  return json_detail::dump(Json{{"segments", sum.segments}, {"blocks", sum.blocks}, {"events", sum.events},
+                                {"source_bytes", sum.source_bytes}, {"devices", std::move(devices)},
+                                {"warnings", sum.warnings}});
+}
+
+}  // namespace allocscope

@@ -1,0 +1,138 @@
+// Leak detection: alive counts per allocation site at each iteration boundary; a site whose count keeps rising is a
+// leak, gradients alive across several boundaries are memory held.
+#include "allocscope/leaks.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "allocscope/timeline.h"
+
+namespace allocscope {
+
+namespace {
+
+// Range [first, last) of boundaries that fall inside [birth, death).
+void boundary_range(const Iterations& it, uint32_t birth, uint32_t death, uint32_t* first, uint32_t* last) {
+  const auto& b = it.boundary;
+  *first = static_cast<uint32_t>(std::lower_bound(b.begin(), b.end(), birth) - b.begin());
+  *last = static_cast<uint32_t>(std::lower_bound(b.begin(), b.end(), death) - b.begin());
+}
+
+struct Acc {
+  std::vector<int64_t> dcount;  // difference arrays over boundaries
+  std::vector<int64_t> dbytes;
+  uint32_t last_row = kNoRow;
+  uint32_t category_votes[kCategoryCount] = {};
+};
+
+void finish(const Acc& a, uint32_t m, LeakGroup* g) {
+  g->alive_count.resize(m);
+  g->alive_bytes.resize(m);
+  int64_t c = 0, b = 0;
+  for (uint32_t j = 0; j < m; ++j) {
+    c += a.dcount[j];
+    b += a.dbytes[j];
+    g->alive_count[j] = static_cast<uint32_t>(c);
+    g->alive_bytes[j] = static_cast<uint64_t>(b);
+  }
+  int best = kCategoryCount - 1;
+  for (int k = 0; k < kCategoryCount; ++k)
+    if (a.category_votes[k] > a.category_votes[best]) best = k;
+  g->category = static_cast<Category>(best);
+}
+
+// A leak keeps adding: the count rises at most boundaries and (almost) never falls.
+bool is_growing(const LeakGroup& g) {
+  const uint32_t m = static_cast<uint32_t>(g.alive_count.size());
+  uint32_t up = 0, down = 0;
+  for (uint32_t j = 1; j < m; ++j) {
+    if (g.alive_count[j] > g.alive_count[j - 1]) ++up;
+    if (g.alive_count[j] < g.alive_count[j - 1]) ++down;
+  }
+  return up >= std::max<uint32_t>(2, (m - 1 + 1) / 2) && down * 4 <= up &&
+         g.alive_count[m - 1] > g.alive_count[0];
+}
+
+}  // namespace
+
+LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it, const Categories& c,
+                      const FrameFilter& ff, const LeakOptions& options) {
+  LeakReport r;
+  r.device = lt.device;
+  r.iterations = it;
+  const uint32_t m = static_cast<uint32_t>(it.boundary.size());
+  for (uint32_t b : it.boundary) r.total_at_boundary.push_back(lt.total[std::min(b, lt.steps() - 1)]);
+  const uint32_t regions = it.regions();
+  r.survivor_count.assign(regions, 0);
+  r.survivor_bytes.assign(regions, 0);
+  if (m == 0) return r;
+
+  std::unordered_map<FrameId, Acc> sites;        // every allocation, by site
+  std::unordered_map<FrameId, Acc> held_grads;  // gradients alive at 2+ boundaries, by site
+  for (uint32_t i = 0; i < lt.count(); ++i) {
+    const uint32_t birth = lt.birth_step(i), death = lt.death_step(i);
+    const uint32_t region = it.region_of(birth);
+    if (region + 1 < regions && death > it.region_end(region + 1)) {
+      ++r.survivor_count[region];
+      r.survivor_bytes[region] += lt.size[i];
+    }
+    uint32_t first, last;
+    boundary_range(it, birth, death, &first, &last);
+    if (first >= last) continue;  // alive at no boundary: cannot accumulate across iterations
+    const FrameId site = ff.site(lt.stack[i]);
+    auto add = [&](Acc& a) {
+      if (a.dcount.empty()) {
+        a.dcount.assign(m + 1, 0);
+        a.dbytes.assign(m + 1, 0);
+      }
+      a.dcount[first] += 1;
+      a.dcount[last] -= 1;
+      a.dbytes[first] += static_cast<int64_t>(lt.size[i]);
+      a.dbytes[last] -= static_cast<int64_t>(lt.size[i]);
+      if (last == m) a.last_row = i;  // alive at the final boundary: the freshest example
+      else if (a.last_row == kNoRow) a.last_row = i;
+      ++a.category_votes[static_cast<int>(c.category[i])];
+    };
+    add(sites[site]);
+    if (c.category[i] == Category::kGradient && last - first >= 2) add(held_grads[site]);
+  }
+
+  if (m >= options.min_boundaries) {
+    for (auto& [site, a] : sites) {
+      LeakGroup g;
+      g.site = site;
+      g.stack = a.last_row == kNoRow ? 0 : lt.stack[a.last_row];
+      finish(a, m, &g);
+      if (!is_growing(g)) continue;
+      g.bytes_per_iteration = (g.alive_bytes[m - 1] > g.alive_bytes[0])
+                                  ? (g.alive_bytes[m - 1] - g.alive_bytes[0]) / (m - 1)
+                                  : 0;
+      g.allocations = g.alive_count[m - 1] - g.alive_count[0];
+      r.growing.push_back(std::move(g));
+    }
+  }
+  if (m >= 2) {
+    for (auto& [site, a] : held_grads) {
+      LeakGroup g;
+      g.site = site;
+      g.stack = a.last_row == kNoRow ? 0 : lt.stack[a.last_row];
+      finish(a, m, &g);
+      g.category = Category::kGradient;
+      g.bytes_per_iteration = *std::max_element(g.alive_bytes.begin(), g.alive_bytes.end());
+      g.allocations = *std::max_element(g.alive_count.begin(), g.alive_count.end());
+      r.held.push_back(std::move(g));
+    }
+  }
+  // Deterministic order: by size, then by site id (unordered_map order must not leak into the output).
+  auto by_bytes = [](const LeakGroup& x, const LeakGroup& y) {
+    if (x.bytes_per_iteration != y.bytes_per_iteration) return x.bytes_per_iteration > y.bytes_per_iteration;
+    if (x.allocations != y.allocations) return x.allocations > y.allocations;
+    return x.site < y.site;
+  };
+  std::sort(r.growing.begin(), r.growing.end(), by_bytes);
+  std::sort(r.held.begin(), r.held.end(), by_bytes);
+  (void)s;
+  return r;
+}
+
+}  // namespace allocscope

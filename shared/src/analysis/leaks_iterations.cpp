@@ -1,0 +1,89 @@
+// Iteration boundaries for the leak and category analyses: optimizer-step annotations, else the trace's period.
+#include <algorithm>
+#include <unordered_map>
+
+#include "allocscope/frame_filter.h"
+#include "allocscope/iterations.h"
+#include "allocscope/timeline.h"
+
+namespace allocscope {
+
+uint32_t Iterations::region_of(uint32_t step) const {
+  return static_cast<uint32_t>(std::upper_bound(boundary.begin(), boundary.end(), step) - boundary.begin());
+}
+
+std::string_view iteration_source_name(Iterations::Source s) {
+  switch (s) {
+    case Iterations::Source::kAnnotations: return "annotations";
+    case Iterations::Source::kPeriodic: return "periodic";
+    default: return "none";
+  }
+}
+
+namespace {
+
+void from_annotations(const Snapshot& s, const DeviceLifetimes& lt, Iterations* it) {
+  const TimeAxis axis = TimeAxis::for_device(s, lt);
+  StringId name = 0;
+  for (const Annotation& a : s.annotations) {
+    if (!a.start || a.device != lt.device) continue;
+    const std::string_view n = s.str(a.name);
+    if (n.rfind("Optimizer.step", 0) != 0) continue;
+    // Annotations are not trimmed to the trace window: steps outside it tell nothing about the recorded events.
+    if (a.time_us < axis.first_us() || a.time_us > axis.last_us()) continue;
+    if (name == 0) name = a.name;
+    if (a.name != name) continue;  // two optimizers: follow the first one's steps
+    it->boundary.push_back(axis.events_before(static_cast<double>(a.time_us)));
+  }
+  std::sort(it->boundary.begin(), it->boundary.end());
+  it->boundary.erase(std::unique(it->boundary.begin(), it->boundary.end()), it->boundary.end());
+  if (it->boundary.size() >= 2) {
+    it->source = Iterations::Source::kAnnotations;
+    it->marker = std::string(s.str(name));
+  } else {
+    it->boundary.clear();
+  }
+}
+
+void from_period(const Snapshot& s, const DeviceLifetimes& lt, Iterations* it) {
+  // A loop body's allocations share stacks from one iteration to the next, so most loop stacks occur exactly
+  // N times (N iterations); set-up and one-off stacks occur once.
+  std::unordered_map<StackId, uint32_t> count;
+  const EventColumns& ev = s.events;
+  for (uint32_t i = 0; i < lt.event_count; ++i) {
+    const uint32_t r = lt.event_begin + i;
+    if (ev.action[r] == Action::kAlloc && ev.stack[r] != 0) ++count[ev.stack[r]];
+  }
+  std::unordered_map<uint32_t, uint32_t> stacks_with;
+  for (auto& [st, c] : count)
+    if (c >= 3) ++stacks_with[c];
+  uint32_t best = 0, best_n = 0;
+  for (auto& [c, n] : stacks_with)
+    if (n > best_n || (n == best_n && c < best)) best = c, best_n = n;
+  if (best == 0) return;
+  StackId marker = 0;
+  for (uint32_t i = 0; i < lt.event_count && marker == 0; ++i) {
+    const uint32_t r = lt.event_begin + i;
+    if (ev.action[r] == Action::kAlloc && ev.stack[r] != 0 && count[ev.stack[r]] == best) marker = ev.stack[r];
+  }
+  for (uint32_t i = 0; i < lt.event_count; ++i) {
+    const uint32_t r = lt.event_begin + i;
+    if (ev.action[r] == Action::kAlloc && ev.stack[r] == marker) it->boundary.push_back(i);  // state before it
+  }
+  it->source = Iterations::Source::kPeriodic;
+  const FrameFilter ff(s);
+  it->marker = FrameFilter::format(s, ff.site(marker));
+}
+
+}  // namespace
+
+Iterations detect_iterations(const Snapshot& s, const DeviceLifetimes& lt) {
+  Iterations it;
+  it.steps = lt.steps();
+  if (lt.event_count == 0) return it;
+  from_annotations(s, lt, &it);
+  if (it.source == Iterations::Source::kNone) from_period(s, lt, &it);
+  return it;
+}
+
+}  // namespace allocscope

@@ -1,0 +1,151 @@
+// Peak search over the per-step totals and the breakdown of what is alive there (rows, sites, categories, tree).
+#include "allocscope/peak.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "allocscope/timeline.h"
+
+namespace allocscope {
+
+namespace {
+
+uint32_t argmax(const std::vector<uint64_t>& v, uint32_t first, uint32_t last) {
+  uint32_t best = first;
+  for (uint32_t i = first; i <= last; ++i)
+    if (v[i] > v[best]) best = i;
+  return best;
+}
+
+}  // namespace
+
+FlameTree flame_tree(const Snapshot& s, const DeviceLifetimes& lt, const FrameFilter& ff,
+                     const std::vector<uint32_t>& rows) {
+  // Build a trie keyed by (parent, frame), then emit it in preorder with children sorted by size.
+  struct Node {
+    FrameId frame;
+    uint32_t parent;
+    uint64_t self = 0, total = 0;
+    uint32_t count = 0;
+    std::vector<uint32_t> children;
+  };
+  std::vector<Node> nodes;
+  nodes.push_back({kNoFrame, kNoRow});
+  std::unordered_map<uint64_t, uint32_t> child;
+  for (uint32_t row : rows) {
+    uint32_t cur = 0;
+    const uint64_t bytes = lt.size[row];
+    nodes[0].total += bytes;
+    ++nodes[0].count;
+    auto frames = s.stack(lt.stack[row]);
+    for (size_t k = frames.size(); k-- > 0;) {  // outermost first
+      const FrameId f = frames[k];
+      if (!ff.visible(f)) continue;
+      const uint64_t key = (static_cast<uint64_t>(cur) << 32) | f;
+      auto [it, inserted] = child.try_emplace(key, static_cast<uint32_t>(nodes.size()));
+      if (inserted) {
+        nodes.push_back({f, cur});
+        nodes[cur].children.push_back(it->second);
+      }
+      cur = it->second;
+      nodes[cur].total += bytes;
+      ++nodes[cur].count;
+    }
+    nodes[cur].self += bytes;
+  }
+  FlameTree t;
+  const size_t n = nodes.size();
+  t.frame.reserve(n);
+  std::vector<std::pair<uint32_t, uint32_t>> todo{{0, kNoRow}};  // (node, new parent index)
+  std::vector<uint32_t> new_index(n);
+  while (!todo.empty()) {
+    auto [id, parent] = todo.back();
+    todo.pop_back();
+    Node& node = nodes[id];
+    const uint32_t me = static_cast<uint32_t>(t.frame.size());
+    new_index[id] = me;
+    t.frame.push_back(node.frame);
+    t.parent.push_back(parent);
+    t.depth.push_back(parent == kNoRow ? 0 : t.depth[parent] + 1);
+    t.end.push_back(0);
+    t.self_bytes.push_back(node.self);
+    t.total_bytes.push_back(node.total);
+    t.count.push_back(node.count);
+    std::sort(node.children.begin(), node.children.end(), [&](uint32_t a, uint32_t b) {
+      if (nodes[a].total != nodes[b].total) return nodes[a].total > nodes[b].total;
+      return nodes[a].frame < nodes[b].frame;
+    });
+    for (size_t k = node.children.size(); k-- > 0;) todo.push_back({node.children[k], me});
+  }
+  // Subtree ends: a node's subtree ends where the next node at its depth or shallower starts.
+  const uint32_t tn = t.size();
+  std::vector<uint32_t> open;
+  for (uint32_t i = 0; i < tn; ++i) {
+    while (!open.empty() && t.depth[open.back()] >= t.depth[i]) {
+      t.end[open.back()] = i;
+      open.pop_back();
+    }
+    open.push_back(i);
+  }
+  for (uint32_t i : open) t.end[i] = tn;
+  return t;
+}
+
+Peak find_peak(const Snapshot& s, const DeviceLifetimes& lt, const SegmentTimeline* segments, const FrameFilter& ff,
+               const Categories* categories, const PeakOptions& options) {
+  Peak p;
+  p.device = lt.device;
+  const uint32_t last = lt.steps() - 1;
+  p.step_begin = std::min(options.step_begin, last);
+  p.step_end = std::max(p.step_begin, std::min(options.step_end, last));
+  p.allocated_step = argmax(lt.total, p.step_begin, p.step_end);
+  p.allocated_bytes = lt.total[p.allocated_step];
+  p.allocated_time_us = lt.step_time_us(s, p.allocated_step);
+  if (segments && segments->total.size() == lt.total.size()) {
+    p.reserved_step = argmax(segments->total, p.step_begin, p.step_end);
+    p.reserved_bytes = segments->total[p.reserved_step];
+    p.reserved_time_us = lt.step_time_us(s, p.reserved_step);
+    p.reserved_at_allocated_peak = segments->total[p.allocated_step];
+  }
+
+  std::vector<uint32_t> alive;
+  for (uint32_t i = 0; i < lt.count(); ++i)
+    if (lt.alive_at(i, p.allocated_step)) alive.push_back(i);
+  p.alive = static_cast<uint32_t>(alive.size());
+
+  std::vector<uint32_t> by_size = alive;
+  const size_t top = std::min<size_t>(options.top, by_size.size());
+  std::partial_sort(by_size.begin(), by_size.begin() + top, by_size.end(), [&](uint32_t a, uint32_t b) {
+    return lt.size[a] != lt.size[b] ? lt.size[a] > lt.size[b] : a < b;
+  });
+  p.largest.assign(by_size.begin(), by_size.begin() + top);
+
+  std::unordered_map<FrameId, std::pair<uint64_t, uint32_t>> sites;
+  for (uint32_t i : alive) {
+    auto& e = sites[ff.site(lt.stack[i])];
+    e.first += lt.size[i];
+    ++e.second;
+  }
+  std::vector<std::pair<FrameId, std::pair<uint64_t, uint32_t>>> v(sites.begin(), sites.end());
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return a.second.first != b.second.first ? a.second.first > b.second.first : a.first < b.first;
+  });
+  for (size_t k = 0; k < v.size() && k < options.top; ++k) {
+    p.site.push_back(v[k].first);
+    p.site_bytes.push_back(v[k].second.first);
+    p.site_count.push_back(v[k].second.second);
+  }
+
+  if (categories) {
+    p.has_categories = true;
+    for (uint32_t i : alive) {
+      const int k = static_cast<int>(categories->category[i]);
+      p.category_bytes[k] += lt.size[i];
+      ++p.category_count[k];
+    }
+  }
+  p.tree = flame_tree(s, lt, ff, alive);
+  return p;
+}
+
+}  // namespace allocscope

@@ -1,0 +1,121 @@
+// The summary: per-device headline numbers from the other analyses plus every warning worth a user's attention.
+#include "allocscope/summary.h"
+
+#include <algorithm>
+
+#include "allocscope/categories.h"
+#include "allocscope/iterations.h"
+#include "allocscope/leaks.h"
+#include "allocscope/memviz.h"
+#include "allocscope/peak.h"
+#include "allocscope/segment_timeline.h"
+
+namespace allocscope {
+
+namespace {
+
+std::string dev(int64_t d) { return "device " + std::to_string(d) + ": "; }
+
+// Many findings repeat per event; users need the count and one example, not thousands of lines.
+void add_grouped(const std::vector<std::string>& in, const std::string& prefix, std::vector<std::string>* out) {
+  if (in.empty()) return;
+  if (in.size() == 1) {
+    out->push_back(prefix + in[0]);
+  } else {
+    out->push_back(prefix + std::to_string(in.size()) + " findings, e.g. " + in[0]);
+  }
+}
+
+}  // namespace
+
+Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilter& ff, uint32_t top_sites) {
+  Summary sum;
+  sum.segments = s.segments.size();
+  sum.blocks = s.blocks.size();
+  sum.events = s.events.size_rows();
+  sum.source_bytes = s.source_bytes;
+  std::vector<std::string> leak_warnings, other;
+  for (const DeviceLifetimes& lt : lifetimes.devices) {
+    DeviceSummary d;
+    d.device = lt.device;
+    d.events = lt.event_count;
+    if (lt.event_count) {
+      d.first_us = s.events.time_us[lt.event_begin];
+      d.last_us = s.events.time_us[lt.event_begin + lt.event_count - 1];
+    }
+    d.allocations = lt.count();
+    for (uint32_t i = 0; i < lt.count(); ++i) d.frees_without_alloc += lt.origin[i] == LifetimeOrigin::kFreedOnly;
+    for (uint32_t i = 0; i < lt.event_count; ++i) d.ooms += s.events.action[lt.event_begin + i] == Action::kOom;
+
+    const SegmentTimeline st = build_segment_timeline(s, lt.device);
+    const Iterations it = detect_iterations(s, lt);
+    d.iterations = static_cast<uint32_t>(it.boundary.size());
+    auto cats = categorize(s, lt, it, ff);  // no user rules: cannot fail
+    const Categories* c = cats.ok() ? &cats.value() : nullptr;
+    PeakOptions po;
+    po.top = top_sites;
+    const Peak p = find_peak(s, lt, &st, ff, c, po);
+    d.peak_allocated = p.allocated_bytes;
+    d.peak_allocated_step = p.allocated_step;
+    d.peak_reserved = p.reserved_bytes;
+    d.peak_reserved_step = p.reserved_step;
+    d.top_site = p.site;
+    d.top_site_bytes = p.site_bytes;
+
+    uint64_t free_bytes = 0;
+    for (const Segment& seg : s.segments) {
+      if (seg.device != lt.device) continue;
+      d.final_reserved += seg.total_size;
+      for (const Block& b : s.blocks_of(seg)) {
+        if (b.state == BlockState::kInactive) {
+          free_bytes += b.size;
+          d.final_largest_free = std::max(d.final_largest_free, b.size);
+        } else {
+          d.final_allocated += b.size;
+        }
+      }
+    }
+    d.fragmentation = free_bytes ? 1.0 - static_cast<double>(d.final_largest_free) / static_cast<double>(free_bytes) : 0;
+
+    if (c) {
+      const LeakReport lr = find_leaks(s, lt, it, *c, ff);
+      d.leak_suspected = lr.leak_suspected();
+      if (d.leak_suspected) {
+        const LeakGroup& g = lr.growing.front();
+        d.leak_site = FrameFilter::format(s, g.site);
+        leak_warnings.push_back(dev(lt.device) + "leak suspected: " + d.leak_site + " keeps " +
+                                std::to_string(g.allocations) + " more allocation(s) alive over " +
+                                std::to_string(it.boundary.size()) + " iterations (+" +
+                                memviz::format_size(g.bytes_per_iteration) + " per iteration; see `allocscope leaks`)");
+      }
+      for (const LeakGroup& g : lr.held) {
+        leak_warnings.push_back(dev(lt.device) + "gradients held across optimizer steps: " +
+                                std::to_string(g.allocations) + " allocation(s), " +
+                                memviz::format_size(g.bytes_per_iteration) + " from " + FrameFilter::format(s, g.site) +
+                                " (never freed between steps: is zero_grad missing?)");
+      }
+    }
+    if (d.frees_without_alloc) {
+      other.push_back(dev(lt.device) + std::to_string(d.frees_without_alloc) +
+                      " frees without allocs: the ring buffer wrapped (max_entries), so the oldest events are missing "
+                      "and those allocations are drawn from the start");
+    }
+    if (d.ooms) other.push_back(dev(lt.device) + std::to_string(d.ooms) + " out-of-memory event(s) (see `allocscope oom`)");
+    add_grouped(lt.warnings, dev(lt.device) + "replay: ", &other);
+    add_grouped(st.warnings, dev(lt.device) + "segments: ", &other);
+    sum.devices.push_back(std::move(d));
+  }
+  // OOMs and leaks first: they are why people open a snapshot.
+  std::vector<std::string> ooms_first;
+  for (auto& w : other)
+    if (w.find("out-of-memory") != std::string::npos) ooms_first.push_back(w);
+  sum.warnings = ooms_first;
+  for (auto& w : leak_warnings) sum.warnings.push_back(w);
+  for (auto& w : other)
+    if (w.find("out-of-memory") == std::string::npos) sum.warnings.push_back(w);
+  for (const std::string& w : s.warnings) sum.warnings.push_back("file: " + w);
+  for (std::string& w : consistency_warnings(s, lifetimes)) sum.warnings.push_back(std::move(w));
+  return sum;
+}
+
+}  // namespace allocscope

@@ -1,0 +1,71 @@
+// Consistency checks of a snapshot's content: each kind of problem becomes one counted warning, nothing aborts (negative
+// trace sizes are already counted by the loader).
+#include <string>
+#include <vector>
+
+#include "allocscope/summary.h"
+#include "analysis/addr_map.h"
+
+namespace allocscope {
+
+namespace {
+
+void add(std::vector<std::string>* out, uint64_t n, const std::string& what) {
+  if (n) out->push_back("file: " + std::to_string(n) + " " + what);
+}
+
+}  // namespace
+
+std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes& lifetimes) {
+  (void)lifetimes;
+  std::vector<std::string> out;
+  uint64_t outside = 0, huge = 0, overlapping = 0;
+  for (const Segment& seg : s.segments) {
+    const unsigned __int128 seg_end = static_cast<unsigned __int128>(seg.address) + seg.total_size;
+    unsigned __int128 prev_end = seg.address;
+    for (const Block& b : s.blocks_of(seg)) {
+      const unsigned __int128 end = static_cast<unsigned __int128>(b.address) + b.size;
+      if (b.address < seg.address || end > seg_end) ++outside;
+      if (b.address < prev_end && b.address >= seg.address) ++overlapping;
+      if (end > prev_end) prev_end = end;
+      if (b.size >> 63 || b.requested_size >> 63) ++huge;
+    }
+    if (seg.total_size >> 63) ++huge;
+  }
+  add(&out, outside, "block(s) lie outside their segment's address range");
+  add(&out, overlapping, "block(s) overlap the previous block of their segment");
+  add(&out, huge, "segment/block size(s) are negative or above 2^63 bytes");
+
+  const EventColumns& ev = s.events;
+  for (const DeviceTrace& d : s.devices) {
+    uint64_t backwards = 0, double_free = 0, seg_double_free = 0;
+    // Last action seen per address: 1 = alloc, 2 = free_completed. A second free of an address the trace already
+    // freed cannot be explained by the ring buffer (which only drops the oldest events).
+    detail::AddrMap state(1024), segs(64);
+    for (uint32_t r = d.begin; r < d.end; ++r) {
+      if (r > d.begin && ev.time_us[r] < ev.time_us[r - 1]) ++backwards;
+      switch (ev.action[r]) {
+        case Action::kAlloc: state.put(ev.addr[r], 1); break;
+        case Action::kFreeCompleted:
+          if (state.get(ev.addr[r]) == 2) ++double_free;
+          state.put(ev.addr[r], 2);
+          break;
+        case Action::kSegmentAlloc: segs.put(ev.addr[r], 1); break;
+        case Action::kSegmentFree:
+          if (segs.get(ev.addr[r]) == 2) ++seg_double_free;
+          segs.put(ev.addr[r], 2);
+          break;
+        default: break;
+      }
+    }
+    add(&out, backwards, "event(s) on device " + std::to_string(d.device) +
+                             " have a time earlier than the event before (threads recorded out of order, or clock jumps)");
+    add(&out, double_free, "free(s) on device " + std::to_string(d.device) +
+                               " of an address the trace had already freed (frees of unknown addresses)");
+    add(&out, seg_double_free, "segment_free(s) on device " + std::to_string(d.device) +
+                                   " of a segment the trace had already freed");
+  }
+  return out;
+}
+
+}  // namespace allocscope
