@@ -275,3 +275,24 @@ TEST(Timeline, MarkedRowsAreNeverHidden) {
 
 }  // namespace
 }  // namespace allocscope
+
+namespace allocscope {
+namespace {
+
+// The galloping search from a hint agrees with the plain binary search for every hint at or below the answer.
+TEST(Timeline, TimeAxisHintedSearch) {
+  const Snapshot* s = test::fixture("resnet50_train");
+  ASSERT_NE(s, nullptr);
+  const DeviceLifetimes d = build_device_lifetimes(*s, 0);
+  const TimeAxis axis = TimeAxis::for_device(*s, d);
+  const double t0 = static_cast<double>(axis.first_us()), t1 = static_cast<double>(axis.last_us());
+  for (int i = 0; i <= 500; ++i) {
+    const double t = t0 - 5 + (t1 - t0 + 10) * i / 500.0;
+    const uint32_t want = axis.events_before(t);
+    for (uint32_t hint : {0u, want / 2, want > 0 ? want - 1 : 0u, want, want + 3})
+      ASSERT_EQ(axis.events_before(t, hint), want) << "t " << t << " hint " << hint;
+  }
+}
+
+}  // namespace
+}  // namespace allocscope

@@ -129,6 +129,31 @@ void BM_AllocatorState(benchmark::State& st) {
 }
 BENCHMARK(BM_AllocatorState)->Unit(benchmark::kMicrosecond);
 
+// Highlighting a hovered allocation: its outline over its whole life.
+void BM_BandOutline(benchmark::State& st) {
+  const Fixture& f = big();
+  std::mt19937 rng(3);
+  std::vector<uint32_t> steps;
+  std::vector<uint64_t> offsets;
+  for (auto _ : st) {
+    f.timeline.band_outline(rng() % f.timeline.rows(), &steps, &offsets);
+    benchmark::DoNotOptimize(steps.data());
+  }
+}
+BENCHMARK(BM_BandOutline)->Unit(benchmark::kMicrosecond);
+
+void BM_SegmentTimelineBuild(benchmark::State& st) {
+  const Fixture& f = big();
+  for (auto _ : st) benchmark::DoNotOptimize(build_segment_timeline(f.snapshot, 0));
+}
+BENCHMARK(BM_SegmentTimelineBuild)->Unit(benchmark::kMillisecond);
+
+void BM_AllocatorStateIndexBuild(benchmark::State& st) {
+  const Fixture& f = big();
+  for (auto _ : st) benchmark::DoNotOptimize(AllocatorStateIndex(f.snapshot, f.lifetimes, f.segments));
+}
+BENCHMARK(BM_AllocatorStateIndexBuild)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace allocscope
 

@@ -36,6 +36,8 @@ class TimeAxis {
   uint32_t events() const { return static_cast<uint32_t>(time_.size()); }
   // Number of events with time < t: the state visible just before instant t.
   uint32_t events_before(double t_us) const;
+  // The same, searching from `from` onwards (a hint: the answer for an earlier instant).
+  uint32_t events_before(double t_us, uint32_t from) const;
   int64_t first_us() const { return time_.empty() ? 0 : time_.front(); }
   int64_t last_us() const { return time_.empty() ? 0 : time_.back(); }
   int64_t event_time_us(uint32_t e) const { return time_[e]; }
@@ -118,6 +120,8 @@ class StackedTimeline {
   // Rebuilds the alive list at `step` from `base` (alive rows at `base_step` <= step, in order).
   void advance(std::span<const uint32_t> base, uint32_t base_step, uint32_t step, std::vector<uint32_t>* out) const;
   uint32_t first_born_after(uint32_t step) const;  // first row with birth > step
+  // The states column c covers; `hint` is a lower bound of the answer (the previous column's first state).
+  void column_states(const DrawRequest& req, uint32_t c, uint32_t hint, uint32_t* first, uint32_t* last) const;
 
   uint32_t steps_ = 0;
   uint32_t interval_ = 1024;

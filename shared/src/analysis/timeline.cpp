@@ -19,6 +19,21 @@ TimeAxis TimeAxis::for_device(const Snapshot& s, const DeviceLifetimes& lt) {
   return TimeAxis(std::span<const int64_t>(s.events.time_us).subspan(lt.event_begin, lt.event_count));
 }
 
+uint32_t TimeAxis::events_before(double t_us, uint32_t from) const {
+  // Galloping from `from`: a left-to-right sweep of columns costs O(log gap) per column, not O(log n).
+  const uint32_t n = events();
+  from = std::min(from, n);
+  if (from > 0 && !(static_cast<double>(time_[from - 1]) < t_us)) return events_before(t_us);
+  uint32_t lo = from, step = 1;
+  while (lo + step <= n && static_cast<double>(time_[lo + step - 1]) < t_us) {
+    lo += step;
+    step *= 2;
+  }
+  auto it = std::lower_bound(time_.begin() + lo, time_.begin() + std::min<uint64_t>(n, uint64_t{lo} + step), t_us,
+                             [](int64_t a, double t) { return static_cast<double>(a) < t; });
+  return static_cast<uint32_t>(it - time_.begin());
+}
+
 uint32_t TimeAxis::events_before(double t_us) const {
   auto it = std::lower_bound(time_.begin(), time_.end(), t_us,
                              [](int64_t a, double t) { return static_cast<double>(a) < t; });
@@ -189,17 +204,18 @@ uint32_t StackedTimeline::argmax_total(uint32_t first, uint32_t last) const {
   return best;
 }
 
-void StackedTimeline::column_range(const DrawRequest& req, uint32_t c, uint32_t* first, uint32_t* last,
-                                   uint32_t* shown) const {
+void StackedTimeline::column_states(const DrawRequest& req, uint32_t c, uint32_t hint, uint32_t* first,
+                                    uint32_t* last) const {
   const double w = (req.x_end - req.x_begin) / std::max<uint32_t>(1, req.width_px);
-  const double x0 = req.x_begin + w * c, x1 = x0 + w;
+  // Both edges from the column index (not x0 + w), so neighbouring columns share the exact same boundary.
+  const double x0 = req.x_begin + w * c, x1 = req.x_begin + w * (c + 1.0);
   const double max_step = steps_ == 0 ? 0 : steps_ - 1;
   uint32_t a = 0, b = 0;
   if (req.axis == DrawRequest::Axis::kTime && req.time) {
     // State after k events is visible from the k-th event's time; the column sees the state before it starts
     // and every state produced by an event inside it.
-    a = req.time->events_before(x0);
-    b = req.time->events_before(x1);
+    a = req.time->events_before(x0, hint);
+    b = req.time->events_before(x1, a);
   } else {
     const double fa = std::floor(x0), fb = std::ceil(x1) - 1;
     a = static_cast<uint32_t>(std::clamp(fa, 0.0, max_step));
@@ -209,7 +225,12 @@ void StackedTimeline::column_range(const DrawRequest& req, uint32_t c, uint32_t*
   b = std::clamp<uint32_t>(b, a, static_cast<uint32_t>(max_step));
   *first = a;
   *last = b;
-  *shown = argmax_total(a, b);
+}
+
+void StackedTimeline::column_range(const DrawRequest& req, uint32_t c, uint32_t* first, uint32_t* last,
+                                   uint32_t* shown) const {
+  column_states(req, c, 0, first, last);
+  *shown = argmax_total(*first, *last);
 }
 
 uint32_t StackedTimeline::hit_test_px(const DrawRequest& req, uint32_t column, double y_px) const {

@@ -122,8 +122,9 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
   std::vector<Run> prev, tail;  // the open runs (one per rectangle still growing); the part being redone
   uint32_t prev_shown = UINT32_MAX;
   for (uint32_t c = 0; c < W; ++c) {
-    uint32_t a, b, s;
-    column_range(req, c, &a, &b, &s);
+    uint32_t a, b;
+    column_states(req, c, c == 0 ? 0 : out->column_first_step[c - 1], &a, &b);
+    const uint32_t s = argmax_total(a, b);
     out->column_first_step[c] = a;
     out->column_last_step[c] = b;
     out->column_step[c] = s;
