@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds and runs every benchmark (tests/bench) on the 1M-event fixture; paste the numbers into tests/bench/RESULTS.md
+# with the date and machine. Benchmarks are not tests: nothing here fails on a slow number.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh >/dev/null
+cmake --preset default >/dev/null
+cmake --build --preset default
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(date -u +%F)"
+for b in build/default/tests/bench/bench_*; do
+  [ -x "$b" ] || continue
+  echo "=== $(basename "$b")"
+  "$b" "$@"
+done
+if [ -f tests/browser/bench.js ] && [ -f build/wasm/wasm/allocscope.wasm ]; then
+  echo "=== browser (headless Chromium)"
+  node tests/browser/bench.js
+fi
