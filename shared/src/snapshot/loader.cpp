@@ -7,6 +7,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "pickle/opcodes.h"
 #include "snapshot/keys.h"
 #include "util/hash.h"
 
@@ -39,21 +40,10 @@ bool float_time(double d, int64_t* out) {
   return true;
 }
 
+// The Python type name of a value for messages; handles name what the loader made of a container.
 std::string type_of(const Value& v) {
-  switch (v.tag) {
-    case Tag::kNone: return "None";
-    case Tag::kBool: return "bool";
-    case Tag::kInt: case Tag::kUInt: return "int";
-    case Tag::kFloat: return "float";
-    case Tag::kStr: return "str";
-    case Tag::kBytes: return "bytes";
-    case Tag::kList: return "list";
-    case Tag::kDict: return "dict";
-    case Tag::kTuple: return "tuple";
-    case Tag::kSet: return "set";
-    case Tag::kHandle: return v.aux == kFrameHandle ? "frame" : v.aux == kStackHandle ? "frame list" : "trace entry";
-  }
-  return "?";
+  if (v.tag != Tag::kHandle) return pickle::tag_name(v.tag);
+  return v.aux == kFrameHandle ? "frame" : v.aux == kStackHandle ? "frame list" : "trace entry";
 }
 
 class Builder : public pickle::Consumer {
