@@ -15,6 +15,7 @@
 #include "allocscope/writer.h"
 #include "recorder.h"
 #include "snapshot_builder.h"
+#include "source_lines.h"
 
 using namespace allocscope;
 using namespace allocscope::capture;
@@ -156,6 +157,18 @@ TEST(CaptureRecorder, InternsStacksAndNamesThisBinarysFunctions) {
   EXPECT_TRUE(any_contains(names_one, "InternsStacksAndNamesThisBinarysFunctions"));
   // Frames carry the module path (no file:line without debug info readers).
   EXPECT_NE(std::string(s.str(s.frames[s.stack(s.events.stack[0])[0]].filename)).find("capture"), std::string::npos);
+}
+
+// This file is compiled with -g: where libdw is installed, frames carry file:line from DWARF.
+TEST(CaptureRecorder, FileAndLineFromDebugInfo) {
+  if (!SourceLines().available()) GTEST_SKIP() << "libdw.so.1 not installed: frames carry module paths only";
+  Recorder r(opts(100));
+  capture_test_alloc_site_one(r, 0x1000);
+  const Snapshot s = build_snapshot(r.freeze());
+  const Frame& top = s.frames[s.stack(s.events.stack[0])[0]];
+  EXPECT_NE(std::string(s.str(top.filename)).find("recorder_test.cpp"), std::string::npos) << s.str(top.filename);
+  EXPECT_GT(top.line, 30);
+  EXPECT_NE(std::string(s.str(top.name)).find("capture_test_alloc_site_one"), std::string::npos);
 }
 
 TEST(CaptureRecorder, NoStacksModeRecordsEmptyStacks) {

@@ -69,6 +69,7 @@ Symbolizer::Symbolizer() {
       },
       &ctx);
   symbols_.resize(modules_.size());
+  lines_ = std::make_unique<SourceLines>();
 }
 
 Symbolizer::~Symbolizer() = default;
@@ -94,6 +95,7 @@ Symbol Symbolizer::resolve(uintptr_t ip) {
   Symbol s;
   const uintptr_t addr = ip ? ip - 1 : 0;
   s.module = module_of(addr);
+  if (s.module >= 0 && lines_) lines_->lookup(addr, &s.file, &s.line);
   if (s.module < 0) {
     s.offset = ip;
     return s;

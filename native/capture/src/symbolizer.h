@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "source_lines.h"
+
 namespace allocscope::capture {
 
 struct Module {
@@ -23,7 +25,8 @@ struct Symbol {
 };
 
 // Takes the module map at construction (dl_iterate_phdr). Reads each module's ELF symbol table (.symtab, else
-// .dynsym) from its file once, on first use, so static functions are named too; dladdr is the fallback.
+// .dynsym) from its file once, on first use, so static functions are named too; dladdr is the fallback. File and line
+// come from DWARF through libdw when it is installed and the module has debug info.
 class Symbolizer {
  public:
   Symbolizer();
@@ -40,6 +43,7 @@ class Symbolizer {
   int module_of(uintptr_t addr) const;
   std::vector<Module> modules_;
   std::vector<std::unique_ptr<ElfSymbols>> symbols_;  // per module, loaded lazily
+  std::unique_ptr<SourceLines> lines_;                 // file:line where DWARF exists (libdw, optional)
 };
 
 // abi::__cxa_demangle, or the input when it is not a mangled C++ name.
