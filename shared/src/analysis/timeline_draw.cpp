@@ -133,8 +133,10 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
     const uint32_t k = s / interval_;
     size_t changed;  // alive[0, changed) is as it was for the previous column
     uint32_t born_after;
-    // Incremental from the previous column unless that means scanning more births than from a checkpoint.
-    if (prev_shown != UINT32_MAX && prev_shown < s && (prev_shown >= k * interval_ || s - prev_shown <= interval_)) {
+    // Incremental from the previous column unless the gap is far larger than a checkpoint interval: births are
+    // scanned in row order with dead groups skipped, which beats rereading a checkpoint's scattered rows.
+    if (prev_shown != UINT32_MAX && prev_shown < s &&
+        (prev_shown >= k * interval_ || s - prev_shown <= 16 * interval_)) {
       // First entry that died by step s: pmin is nonincreasing, so binary search.
       changed = static_cast<size_t>(std::partition_point(pmin.begin(), pmin.end(), [&](uint32_t d) { return d > s; }) -
                                     pmin.begin());
