@@ -1,0 +1,356 @@
+// The opcode dispatch loop of the pickle machine.
+#include "pickle/machine.h"
+
+namespace allocscope::pickle::detail {
+
+Result<Value> Machine::run(const std::function<void(uint64_t, uint64_t)>& progress) {
+  im_.stack.clear();
+  im_.marks.clear();
+  im_.memo.clear();
+  im_.stack.reserve(4096);
+  // Memo slots: about one per 60 bytes in real snapshots; reserving avoids regrowing a large array.
+  memo_cap_ = std::min<uint64_t>(lim_.max_memo, static_cast<uint64_t>(end_ - begin_) / 2 + 64);
+  im_.memo.reserve(std::min<size_t>(static_cast<size_t>(end_ - begin_) / 48 + 64, memo_cap_));
+  const uint64_t total = static_cast<uint64_t>(end_ - begin_);
+  progress_ = &progress;
+  if (!step()) return error_;
+  *pos_out_ = static_cast<uint64_t>(p_ - begin_);
+  if (progress) progress(total, total);
+  if (im_.stack.size() != 1 || !im_.marks.empty())
+    return Error{"STOP with " + std::to_string(im_.stack.size()) + " values and " + std::to_string(im_.marks.size()) +
+                     " marks on the stack; expected exactly one value",
+                 off()};
+  return im_.stack.back();
+}
+
+// The dispatch loop: one function for all opcodes so the hot ones (BINGET, MEMOIZE, ints) cost a few instructions.
+bool Machine::step() {
+  const uint64_t total = static_cast<uint64_t>(end_ - begin_);
+  const uint8_t* next_report = begin_ + (4u << 20);
+  for (;;) {
+  if (__builtin_expect(p_ >= end_, 0)) {
+    op_start_ = p_;
+    op_ = 0;
+    return fail(Error{"expected an opcode (the pickle has no STOP; truncated file?)", off()});
+  }
+  if (__builtin_expect(p_ >= next_report, 0)) {
+    *pos_out_ = static_cast<uint64_t>(p_ - begin_);
+    if (progress_ && *progress_) (*progress_)(*pos_out_, total);
+    next_report = p_ + (4u << 20);
+  }
+  op_start_ = p_;
+  op_ = *p_++;
+  switch (op_) {
+    case kPROTO: {
+      if (!have(1)) return truncated(1);
+      proto_ = *p_++;
+      if (proto_ > 5) return err("protocol " + std::to_string(proto_) + " is newer than 5, the highest known");
+      continue;
+    }
+    case kFRAME: {
+      if (!have(8)) return truncated(8);
+      uint64_t n = read_le<uint64_t>();
+      if (n > static_cast<uint64_t>(end_ - p_))
+        return err("expected a frame of " + std::to_string(n) + " bytes, but only " + std::to_string(end_ - p_) +
+                   " bytes are left (truncated file?)");
+      continue;
+    }
+    case kSTOP: stopped_ = true; return true;
+    case kMARK:
+      if (im_.marks.size() >= lim_.max_marks)
+        return err("more than " + std::to_string(lim_.max_marks) + " open MARKs (limit)");
+      im_.marks.push_back(im_.stack.size());
+      continue;
+    case kPOP: {
+      if (!im_.marks.empty() && im_.marks.back() == im_.stack.size()) {
+        im_.marks.pop_back();  // POP of a MARK discards it, as Python does
+        continue;
+      }
+      Value v;
+      if (!(pop(&v))) return false;
+      continue;
+    }
+    case kPOP_MARK: {
+      size_t m = 0;
+      if (!pop_mark(&m)) return false;
+      im_.stack.resize(m);
+      continue;
+    }
+    case kDUP: {
+      if (im_.stack.empty()) return err("expected a value to duplicate, found an empty stack");
+      const Value v = im_.stack.back();
+      if (v.is_container()) {
+        Node* np = nullptr;
+        if (!node_of(v, &np)) return false;
+        np->shared = true;
+      }
+      if (!(push(v))) return false;
+      continue;
+    }
+    case kNONE: if (!(push(Value::none()))) return false;
+      continue;
+    case kNEWTRUE: if (!(push(Value::boolean(true)))) return false;
+      continue;
+    case kNEWFALSE: if (!(push(Value::boolean(false)))) return false;
+      continue;
+    case kBININT: {
+      if (!have(4)) return truncated(4);
+      if (!(push(Value::integer(read_le<int32_t>())))) return false;
+      continue;
+    }
+    case kBININT1: {
+      if (!have(1)) return truncated(1);
+      if (!(push(Value::integer(*p_++)))) return false;
+      continue;
+    }
+    case kBININT2: {
+      if (!have(2)) return truncated(2);
+      if (!(push(Value::integer(read_le<uint16_t>())))) return false;
+      continue;
+    }
+    case kLONG1: {
+      if (!have(1)) return truncated(1);
+      size_t n = *p_++;
+      if (!have(n)) return truncated(n);
+      const uint8_t* b = p_;
+      p_ += n;
+      if (!(push_long(b, n))) return false;
+      continue;
+    }
+    case kLONG4: {
+      if (!have(4)) return truncated(4);
+      int32_t n = read_le<int32_t>();
+      if (n < 0) return err("negative length " + std::to_string(n));
+      if (!have(static_cast<size_t>(n))) return truncated(static_cast<size_t>(n));
+      const uint8_t* b = p_;
+      p_ += n;
+      if (!(push_long(b, static_cast<size_t>(n)))) return false;
+      continue;
+    }
+    case kINT:
+    case kLONG: {
+      std::string_view line;
+      if (!read_line(&line)) return false;
+      if (!(text_int(line, op_ == kLONG))) return false;
+      continue;
+    }
+    case kBINFLOAT: {
+      if (!have(8)) return truncated(8);
+      uint64_t be;
+      std::memcpy(&be, p_, 8);
+      p_ += 8;
+      be = __builtin_bswap64(be);
+      double d;
+      std::memcpy(&d, &be, 8);
+      if (!(push_double(d))) return false;
+      continue;
+    }
+    case kFLOAT: {
+      std::string_view line;
+      if (!read_line(&line)) return false;
+      std::string t(line);
+      char* e = nullptr;
+      double d = std::strtod(t.c_str(), &e);
+      if (t.empty() || *e) return err("expected a decimal float, found '" + t.substr(0, 40) + "'");
+      if (!(push_double(d))) return false;
+      continue;
+    }
+    case kSHORT_BINUNICODE:
+    case kSHORT_BINSTRING:
+    case kSHORT_BINBYTES: {
+      if (!have(1)) return truncated(1);
+      size_t n = *p_++;
+      if (!have(n)) return truncated(n);
+      const uint8_t* b = p_;
+      p_ += n;
+      if (!(push_string(b, n, op_ == kSHORT_BINBYTES ? Tag::kBytes : Tag::kStr))) return false;
+      continue;
+    }
+    case kBINUNICODE:
+    case kBINSTRING:
+    case kBINBYTES: {
+      if (!have(4)) return truncated(4);
+      uint64_t n = op_ == kBINSTRING ? static_cast<uint64_t>(read_le<int32_t>()) : read_le<uint32_t>();
+      if (op_ == kBINSTRING && static_cast<int64_t>(n) < 0) return err("negative length");
+      if (!have(n)) return truncated(n);
+      const uint8_t* b = p_;
+      p_ += n;
+      if (!(push_string(b, n, op_ == kBINBYTES ? Tag::kBytes : Tag::kStr))) return false;
+      continue;
+    }
+    case kBINUNICODE8:
+    case kBINBYTES8:
+    case kBYTEARRAY8: {
+      if (!have(8)) return truncated(8);
+      uint64_t n = read_le<uint64_t>();
+      if (n > static_cast<uint64_t>(end_ - p_)) return truncated(n);
+      if (n > UINT32_MAX) return err("string of " + std::to_string(n) + " bytes is larger than 4 GiB (limit)");
+      const uint8_t* b = p_;
+      p_ += n;
+      if (!(push_string(b, n, op_ == kBINUNICODE8 ? Tag::kStr : Tag::kBytes))) return false;
+      continue;
+    }
+    case kSTRING: {
+      std::string_view line;
+      if (!read_line(&line)) return false;
+      std::string out;
+      if (!python_string_literal(line, &out))
+        return err("expected a quoted string literal, found '" + std::string(line.substr(0, 40)) + "'");
+      if (!(push_string(reinterpret_cast<const uint8_t*>(out.data()), out.size(), Tag::kStr))) return false;
+      continue;
+    }
+    case kUNICODE: {
+      std::string_view line;
+      if (!read_line(&line)) return false;
+      std::string out;
+      raw_unicode_escape(line, &out);
+      if (!(push_string(reinterpret_cast<const uint8_t*>(out.data()), out.size(), Tag::kStr))) return false;
+      continue;
+    }
+    case kEMPTY_DICT:
+    case kEMPTY_LIST:
+    case kEMPTY_SET: {
+      Value v;
+      if (!new_node(op_ == kEMPTY_DICT ? Tag::kDict : op_ == kEMPTY_LIST ? Tag::kList : Tag::kSet, &v)) return false;
+      if (!(push(v))) return false;
+      continue;
+    }
+    case kEMPTY_TUPLE: if (!(build_from(Tag::kTuple, im_.stack.size()))) return false;
+      continue;
+    case kTUPLE1:
+    case kTUPLE2:
+    case kTUPLE3: {
+      size_t n = op_ - kTUPLE1 + 1;
+      size_t floor = im_.marks.empty() ? 0 : im_.marks.back();
+      if (im_.stack.size() < floor + n)
+        return err("expected " + std::to_string(n) + " values for the tuple, found " +
+                   std::to_string(im_.stack.size() - floor));
+      if (!(build_from(Tag::kTuple, im_.stack.size() - n))) return false;
+      continue;
+    }
+    case kTUPLE: if (!(build_from_mark(Tag::kTuple))) return false;
+      continue;
+    case kLIST: if (!(build_from_mark(Tag::kList))) return false;
+      continue;
+    case kDICT: if (!(build_from_mark(Tag::kDict))) return false;
+      continue;
+    case kFROZENSET: if (!(build_from_mark(Tag::kSet))) return false;
+      continue;
+    case kAPPEND: {
+      size_t floor = im_.marks.empty() ? 0 : im_.marks.back();
+      if (im_.stack.size() < floor + 2) return err("expected a list and a value on the stack");
+      if (!(append_range(im_.stack.size() - 1))) return false;
+      continue;
+    }
+    case kAPPENDS:
+    case kADDITEMS: {
+      size_t m = 0;
+      if (!pop_mark(&m)) return false;
+      if (!(append_range(m))) return false;
+      continue;
+    }
+    case kSETITEM: {
+      size_t floor = im_.marks.empty() ? 0 : im_.marks.back();
+      if (im_.stack.size() < floor + 3) return err("expected a dict, a key and a value on the stack");
+      if (!(setitems_range(im_.stack.size() - 2))) return false;
+      continue;
+    }
+    case kSETITEMS: {
+      size_t m = 0;
+      if (!pop_mark(&m)) return false;
+      if (!(setitems_range(m))) return false;
+      continue;
+    }
+    case kMEMOIZE: if (!(memo_put(im_.memo.size()))) return false;
+      continue;
+    case kBINPUT: {
+      if (!have(1)) return truncated(1);
+      if (!(memo_put(*p_++))) return false;
+      continue;
+    }
+    case kLONG_BINPUT: {
+      if (!have(4)) return truncated(4);
+      if (!(memo_put(read_le<uint32_t>()))) return false;
+      continue;
+    }
+    case kPUT:
+    case kGET: {
+      std::string_view line;
+      if (!read_line(&line)) return false;
+      std::string t(line);
+      char* e = nullptr;
+      errno = 0;
+      unsigned long long idx = std::strtoull(t.c_str(), &e, 10);
+      if (t.empty() || *e || errno) return err("expected a decimal memo index, found '" + t.substr(0, 40) + "'");
+      if (!(op_ == kPUT ? memo_put(idx) : memo_get(idx))) return false;
+      continue;
+    }
+    case kBINGET:
+    case kLONG_BINGET: {
+      // Runs of memo references (a frame list is dozens in a row) go through one tight loop with the cursor in a
+      // register; any problem falls back to the general path for the exact error.
+      const uint8_t* p = op_start_;
+      auto& memo = im_.memo;
+      auto& stack = im_.stack;
+      for (;;) {
+        uint64_t idx;
+        const uint8_t* q = p;
+        if (*q == kBINGET && end_ - q >= 2) {
+          idx = q[1];
+          q += 2;
+        } else if (*q == kLONG_BINGET && end_ - q >= 5) {
+          uint32_t i32;
+          std::memcpy(&i32, q + 1, 4);
+          idx = i32;
+          q += 5;
+        } else {
+          break;
+        }
+        if (idx >= memo.size()) break;
+        const Value v = memo[idx];
+        if (is_unset(v) || v.is_container() || stack.size() >= lim_.max_stack) break;
+        stack.push_back(v);
+        p = q;
+        if (p >= end_) break;
+      }
+      if (p != op_start_) {  // consumed at least one reference; resume dispatch after the run
+        p_ = p;
+        continue;
+      }
+      // First reference of the run needs the general path (container, error, or limit).
+      if (op_ == kBINGET) {
+        if (!have(1)) return truncated(1);
+        if (!(memo_get(*p_++))) return false;
+        continue;
+      }
+      if (!have(4)) return truncated(4);
+      if (!(memo_get(read_le<uint32_t>()))) return false;
+      continue;
+    }
+    case kREADONLY_BUFFER:
+      if (im_.stack.empty()) return err("expected a buffer on the stack");
+      continue;
+    case kNEXT_BUFFER:
+      return err("out-of-band buffers (protocol 5 NEXT_BUFFER) are not part of a snapshot and cannot be read");
+    case kGLOBAL:
+    case kSTACK_GLOBAL:
+    case kREDUCE:
+    case kBUILD:
+    case kINST:
+    case kOBJ:
+    case kNEWOBJ:
+    case kNEWOBJ_EX:
+    case kPERSID:
+    case kBINPERSID:
+    case kEXT1:
+    case kEXT2:
+    case kEXT4:
+      return err("refers to a Python class or function; snapshots contain only dicts, lists and scalars, and "
+                 "allocscope never executes anything from a file");
+    default:
+      return err("unknown opcode (not a pickle, or a corrupted one)");
+  }
+  }
+}
+
+}  // namespace allocscope::pickle::detail

@@ -1,0 +1,414 @@
+// The pickle machine's state and its container, memo and stack helpers (private to shared/src/pickle).
+#pragma once
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "allocscope/pickle.h"
+#include "pickle/opcodes.h"
+#include "pickle/utf8.h"
+
+namespace allocscope::pickle {
+
+namespace detail {
+
+// A container under construction or finished. Consumed nodes are recycled with a new generation, so values that
+// still name the old generation are detected as stale instead of silently reading a different object.
+struct Node {
+  Tag kind = Tag::kList;
+  bool consumed = false;
+  bool free = false;
+  bool shared = false;  // referenced again through the memo or DUP: never recycled, its replacement stays valid
+  uint32_t gen = 0;
+  uint32_t depth = 1;
+  uint32_t memo_slot = UINT32_MAX;
+  uint64_t offset = 0;  // where the opcode that created it sits
+  Value replacement;
+  std::vector<Value> items;
+};
+
+constexpr uint32_t kUnsetMemo = 0xFFFFFFFFu;  // aux of a kNone value marking an empty memo slot
+
+inline Value unset_memo() { return Value{Tag::kNone, kUnsetMemo, 0}; }
+inline bool is_unset(const Value& v) { return v.tag == Tag::kNone && v.aux == kUnsetMemo; }
+
+}  // namespace detail
+
+struct Reader::Impl {
+  std::vector<detail::Node> nodes;
+  std::vector<uint32_t> free_nodes;
+  std::vector<uint32_t> to_recycle;
+  std::vector<Value> stack;
+  std::vector<size_t> marks;
+  std::vector<Value> memo;
+  std::string scratch;
+};
+
+namespace detail {
+
+// The machine proper; one per run() call, holding the cursor and error state.
+class Machine {
+ public:
+  Machine(Reader& r, Reader::Impl& im, StringTable& st, const Limits& lim, std::span<const uint8_t> in,
+          Consumer* c, uint64_t* pos_out)
+      : reader_(r), im_(im), strings_(st), lim_(lim), p_(in.data()), begin_(in.data()), end_(in.data() + in.size()),
+        consumer_(c), pos_out_(pos_out) {}
+
+  Result<Value> run(const std::function<void(uint64_t, uint64_t)>& progress);
+
+ private:
+  uint64_t off() const { return static_cast<uint64_t>(op_start_ - begin_); }
+  // Internals return bool (true = fine) and park the error here: no error object is built on the hot path.
+  [[gnu::noinline, gnu::cold]] bool err(std::string msg) {
+    error_ = Error{"opcode " + opcode_label(op_) + ": " + std::move(msg), off()};
+    return false;
+  }
+  bool fail(Error e) {
+    error_ = std::move(e);
+    return false;
+  }
+  [[gnu::noinline, gnu::cold]] bool truncated(size_t need) {
+    return err("expected " + std::to_string(need) + " more byte(s) of argument, but the input ends " +
+               std::to_string(end_ - p_) + " byte(s) later (truncated file?)");
+  }
+  bool have(size_t n) const { return static_cast<size_t>(end_ - p_) >= n; }
+
+  template <typename T>
+  T read_le() {
+    T v;
+    std::memcpy(&v, p_, sizeof(T));
+    p_ += sizeof(T);
+    return v;
+  }
+
+  [[gnu::always_inline]] bool push(const Value& v) {
+    if (__builtin_expect(im_.stack.size() >= lim_.max_stack, 0))
+      return err("stack holds more than " + std::to_string(lim_.max_stack) + " values (limit)");
+    im_.stack.push_back(v);
+    return true;
+  }
+  bool pop(Value* out) {
+    if (im_.stack.empty() || (!im_.marks.empty() && im_.marks.back() == im_.stack.size()))
+      return err("expected a value on the stack, found " +
+                 std::string(!im_.marks.empty() && im_.marks.back() == im_.stack.size() ? "a MARK" : "an empty stack"));
+    *out = im_.stack.back();
+    im_.stack.pop_back();
+    return true;
+  }
+  bool pop_mark(size_t* out) {
+    if (im_.marks.empty()) return err("expected a MARK on the stack, found none");
+    *out = im_.marks.back();
+    im_.marks.pop_back();
+    return true;
+  }
+
+  bool node_of(const Value& v, Node** out) {
+    if (!v.is_container() || v.payload >= im_.nodes.size()) return err("expected a container");
+    Node& n = im_.nodes[v.payload];
+    if (n.free || n.gen != v.aux)
+      return err("refers to an object the loader already consumed (a container shared between trace entries "
+                 "is not supported)");
+    *out = &n;
+    return true;
+  }
+
+  bool new_node(Tag kind, Value* out) {
+    uint32_t idx;
+    if (!im_.free_nodes.empty()) {
+      idx = im_.free_nodes.back();
+      im_.free_nodes.pop_back();
+    } else {
+      if (im_.nodes.size() >= UINT32_MAX - 1) return err("too many containers");
+      idx = static_cast<uint32_t>(im_.nodes.size());
+      im_.nodes.emplace_back();
+    }
+    Node& n = im_.nodes[idx];
+    n.kind = kind;
+    n.consumed = false;
+    n.free = false;
+    n.shared = false;
+    n.depth = 1;
+    n.memo_slot = UINT32_MAX;
+    n.offset = off();
+    n.items.clear();
+    *out = Value{kind, n.gen, idx};
+    return true;
+  }
+
+  // Prepares `v` for insertion into `parent`: resolves consumed nodes, offers finished containers to the consumer,
+  // and enforces the nesting limit.
+  [[gnu::always_inline]] bool prepare(uint32_t parent_idx, Value v, const Value* key, Value* result) {
+    *result = v;
+    if (!v.is_container()) return true;
+    Node* np = nullptr;
+    if (!node_of(v, &np)) return false;
+    Node& n = *np;
+    if (n.consumed) {
+      *result = n.replacement;
+      return true;
+    }
+    if (consumer_) {
+      *pos_out_ = off();
+      Value out;
+      auto c = consumer_->consume(reader_, v, key, &out);
+      if (!c.ok()) {
+        Error e = c.error();
+        if (e.offset == Error::kNoOffset) e.offset = off();
+        return fail(std::move(e));
+      }
+      if (c.value()) {
+        Node& n2 = im_.nodes[v.payload];  // the consumer may not add nodes, but stay safe
+        n2.consumed = true;
+        n2.replacement = out;
+        if (n2.memo_slot < im_.memo.size()) {
+          Value& m = im_.memo[n2.memo_slot];
+          if (m.is_container() && m.payload == v.payload && m.aux == v.aux) m = out;
+        }
+        im_.to_recycle.push_back(static_cast<uint32_t>(v.payload));
+        *result = out;
+        return true;
+      }
+    }
+    Node& parent = im_.nodes[parent_idx];
+    const uint32_t child_depth = im_.nodes[v.payload].depth;
+    if (child_depth + 1 > parent.depth) {
+      parent.depth = child_depth + 1;
+      if (parent.depth > lim_.max_depth)
+        return err("containers nested deeper than " + std::to_string(lim_.max_depth) + " levels (limit)");
+    }
+    return true;
+  }
+
+  // Frees consumed nodes (and the containers inside them) once the opcode that consumed them is done.
+  void recycle() {
+    while (!im_.to_recycle.empty()) {
+      uint32_t idx = im_.to_recycle.back();
+      im_.to_recycle.pop_back();
+      Node& n = im_.nodes[idx];
+      if (n.free || n.shared) continue;
+      for (const Value& c : n.items) {
+        if (c.is_container() && c.payload < im_.nodes.size()) {
+          Node& cn = im_.nodes[c.payload];
+          if (!cn.free && !cn.shared && cn.gen == c.aux) {
+            cn.consumed = true;  // unreachable once its parent is gone (it was never referenced again)
+            im_.to_recycle.push_back(static_cast<uint32_t>(c.payload));
+          }
+        }
+      }
+      if (n.memo_slot < im_.memo.size()) {
+        Value& m = im_.memo[n.memo_slot];
+        if (m.is_container() && m.payload == idx && m.aux == n.gen) m = unset_memo();
+      }
+      n.items.clear();
+      if (n.items.capacity() > 4096) n.items.shrink_to_fit();
+      n.free = true;
+      n.consumed = false;
+      ++n.gen;
+      im_.free_nodes.push_back(idx);
+    }
+  }
+
+  bool check_items(const Node& n, size_t adding) {
+    if (n.items.size() + adding > lim_.max_container_items)
+      return err("container holds more than " + std::to_string(lim_.max_container_items) + " items (limit)");
+    return true;
+  }
+
+  bool append_range(size_t first) {  // APPENDS/ADDITEMS: stack[first..] into stack[first-1]
+    if (first == 0) return err("expected a list below the MARK, found the bottom of the stack");
+    Value target = im_.stack[first - 1];
+    const bool set_op = op_ == kADDITEMS;
+    if (target.tag != (set_op ? Tag::kSet : Tag::kList))
+      return err(std::string("expected a ") + (set_op ? "set" : "list") + " to append to, found " + tag_name(target.tag));
+    Node* tn = nullptr;
+    if (!node_of(target, &tn)) return false;
+    if (tn->consumed) return err("modifies a container after it was placed in its parent (not supported)");
+    if (!check_items(*tn, im_.stack.size() - first)) return false;
+    bool any_container = false;
+    for (size_t i = first; i < im_.stack.size(); ++i) any_container |= im_.stack[i].is_container();
+    if (!any_container) {  // scalars and handles (e.g. a frame list): no consumer, no nesting to track
+      tn->items.insert(tn->items.end(), im_.stack.begin() + static_cast<std::ptrdiff_t>(first), im_.stack.end());
+      im_.stack.resize(first);
+      return true;
+    }
+    const uint32_t ti = static_cast<uint32_t>(target.payload);
+    for (size_t i = first; i < im_.stack.size(); ++i) {
+      Value v;
+      if (!prepare(ti, im_.stack[i], nullptr, &v)) return false;
+      im_.nodes[ti].items.push_back(v);
+    }
+    im_.stack.resize(first);
+    recycle();
+    return true;
+  }
+
+  bool setitems_range(size_t first) {  // SETITEMS: pairs stack[first..] into dict stack[first-1]
+    if (first == 0) return err("expected a dict below the MARK, found the bottom of the stack");
+    if ((im_.stack.size() - first) % 2) return err("expected key/value pairs, found an odd number of items");
+    Value target = im_.stack[first - 1];
+    if (target.tag != Tag::kDict) return err(std::string("expected a dict to set items on, found ") + tag_name(target.tag));
+    Node* tn = nullptr;
+    if (!node_of(target, &tn)) return false;
+    if (tn->consumed) return err("modifies a container after it was placed in its parent (not supported)");
+    if (!check_items(*tn, im_.stack.size() - first)) return false;
+    const uint32_t ti = static_cast<uint32_t>(target.payload);
+    for (size_t i = first; i < im_.stack.size(); i += 2) {
+      Value k, v;
+      if (!prepare(ti, im_.stack[i], nullptr, &k)) return false;
+      if (!prepare(ti, im_.stack[i + 1], &k, &v)) return false;
+      Node& n = im_.nodes[ti];
+      n.items.push_back(k);
+      n.items.push_back(v);
+    }
+    im_.stack.resize(first);
+    recycle();
+    return true;
+  }
+
+  // LIST / DICT / TUPLE / FROZENSET: a new container from the items above the last MARK.
+  bool build_from_mark(Tag kind) {
+    size_t first = 0;
+    if (!pop_mark(&first)) return false;
+    if (kind == Tag::kDict && (im_.stack.size() - first) % 2)
+      return err("expected key/value pairs, found an odd number of items");
+    return build_from(kind, first);
+  }
+  bool build_from(Tag kind, size_t first) {
+    Value target;
+    if (!new_node(kind, &target)) return false;
+    const uint32_t ti = static_cast<uint32_t>(target.payload);
+    if (!check_items(im_.nodes[ti], im_.stack.size() - first)) return false;
+    for (size_t i = first; i < im_.stack.size(); ++i) {
+      const bool is_value = kind == Tag::kDict && (i - first) % 2 == 1;
+      Value key = is_value ? im_.nodes[ti].items.back() : Value{};
+      Value v;
+      if (!prepare(ti, im_.stack[i], is_value ? &key : nullptr, &v)) return false;
+      im_.nodes[ti].items.push_back(v);
+    }
+    im_.stack.resize(first);
+    recycle();
+    return push(target);
+  }
+
+  [[gnu::always_inline]] bool memo_put(uint64_t idx) {
+    if (im_.stack.empty() || (!im_.marks.empty() && im_.marks.back() == im_.stack.size()))
+      return err("expected a value to memoize, found " +
+                 std::string(!im_.marks.empty() && im_.marks.back() == im_.stack.size() ? "a MARK" : "an empty stack"));
+    // Every memo store costs at least two bytes of input (an object and the put), so a real pickle never needs
+    // more slots than half its size; Python numbers slots sequentially, so a far jump means a crafted file.
+    if (idx >= memo_cap_)
+      return err("memo index " + std::to_string(idx) + " exceeds what a " + std::to_string(end_ - begin_) +
+                 "-byte pickle can hold (expected at most " + std::to_string(memo_cap_) + " slots)");
+    if (idx > im_.memo.size() + 256)
+      return err("memo index " + std::to_string(idx) + " is far beyond the " + std::to_string(im_.memo.size()) +
+                 " slots in use (expected sequential memo slots)");
+    const Value& v = im_.stack.back();
+    if (idx == im_.memo.size()) {
+      im_.memo.push_back(v);  // the common case: MEMOIZE / sequential BINPUT
+    } else {
+      if (idx > im_.memo.size()) im_.memo.resize(idx + 1, unset_memo());
+      im_.memo[idx] = v;
+    }
+    if (v.is_container()) im_.nodes[v.payload].memo_slot = static_cast<uint32_t>(idx);
+    return true;
+  }
+
+  [[gnu::always_inline]] bool memo_get(uint64_t idx) {
+    if (idx >= im_.memo.size() || is_unset(im_.memo[idx]))
+      return err("refers to memo slot " + std::to_string(idx) + ", which was never stored (" +
+                 std::to_string(im_.memo.size()) + " slots in use)");
+    const Value& v = im_.memo[idx];
+    if (v.is_container()) {
+      Node* np = nullptr;
+      if (!node_of(v, &np)) return false;
+      np->shared = true;
+    }
+    return push(v);
+  }
+
+  bool push_string(const uint8_t* data, size_t n, Tag tag) {
+    std::string_view s(reinterpret_cast<const char*>(data), n);
+    if (tag == Tag::kStr && !utf8_valid(s)) {
+      utf8_sanitize(s, &im_.scratch);
+      s = im_.scratch;
+    }
+    return push(Value{tag, 0, strings_.intern(s)});
+  }
+
+  bool push_long(const uint8_t* b, size_t n) {
+    if (n == 0) return push(Value::integer(0));
+    uint64_t low = 0;
+    const size_t k = n < 8 ? n : 8;
+    for (size_t i = 0; i < k; ++i) low |= static_cast<uint64_t>(b[i]) << (8 * i);
+    const bool neg = b[n - 1] & 0x80;
+    if (n < 8) {
+      if (neg) low |= ~0ULL << (8 * n);  // sign-extend
+      return push(Value::integer(static_cast<int64_t>(low)));
+    }
+    for (size_t i = 8; i < n; ++i)
+      if (b[i] != (neg ? 0xFF : 0x00)) return err("integer wider than 64 bits (" + std::to_string(n) + " bytes)");
+    if (n == 8) return push(Value::integer(static_cast<int64_t>(low)));
+    const bool low_top = low >> 63;
+    if (!neg) return push(low_top ? Value{Tag::kUInt, 0, low} : Value::integer(static_cast<int64_t>(low)));
+    if (!low_top) return err("negative integer below -2^63");
+    return push(Value::integer(static_cast<int64_t>(low)));
+  }
+
+  bool read_line(std::string_view* out) {
+    const void* nl = std::memchr(p_, '\n', static_cast<size_t>(end_ - p_));
+    if (!nl) return err("expected a newline-terminated argument, but the input ends first (truncated file?)");
+    std::string_view s(reinterpret_cast<const char*>(p_), static_cast<const uint8_t*>(nl) - p_);
+    p_ = static_cast<const uint8_t*>(nl) + 1;
+    if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+    *out = s;
+    return true;
+  }
+
+  bool text_int(std::string_view s, bool is_long) {
+    if (is_long && !s.empty() && s.back() == 'L') s.remove_suffix(1);
+    if (!is_long && s == "00") return push(Value::boolean(false));
+    if (!is_long && s == "01") return push(Value::boolean(true));
+    std::string t(s);
+    if (t.empty()) return err("expected a decimal integer, found an empty line");
+    char* e = nullptr;
+    errno = 0;
+    if (t[0] == '-') {
+      long long v = std::strtoll(t.c_str(), &e, 10);
+      if (errno || *e) return err("expected a decimal integer within 64 bits, found '" + t.substr(0, 40) + "'");
+      return push(Value::integer(v));
+    }
+    unsigned long long v = std::strtoull(t.c_str(), &e, 10);
+    if (errno || *e) return err("expected a decimal integer within 64 bits, found '" + t.substr(0, 40) + "'");
+    return push(v >> 63 ? Value{Tag::kUInt, 0, v} : Value::integer(static_cast<int64_t>(v)));
+  }
+
+  bool push_double(double d) {
+    Value v{Tag::kFloat, 0, 0};
+    std::memcpy(&v.payload, &d, 8);
+    return push(v);
+  }
+
+  bool step();
+
+  Reader& reader_;
+  Reader::Impl& im_;
+  StringTable& strings_;
+  const Limits& lim_;
+  const uint8_t* p_;
+  const uint8_t* begin_;
+  const uint8_t* end_;
+  const uint8_t* op_start_ = nullptr;
+  uint8_t op_ = 0;
+  Consumer* consumer_;
+  uint64_t* pos_out_;
+  bool stopped_ = false;
+  int proto_ = 0;
+  Error error_;
+  const std::function<void(uint64_t, uint64_t)>* progress_ = nullptr;
+  uint64_t memo_cap_ = 0;
+};
+
+}  // namespace detail
+}  // namespace allocscope::pickle
