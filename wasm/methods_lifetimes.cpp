@@ -3,17 +3,19 @@
 #include <algorithm>
 
 #include "allocscope/lifetimes.h"
-#include "lifetimes_cache.h"
+#include "timeline_cache.h"
 #include "methods.h"
 
 namespace allocscope::wasm {
 
-const DeviceLifetimes* lifetimes_of(Loaded& f, int64_t device) {
+const Lifetimes& all_lifetimes(Loaded& f) {
   static const size_t slot = new_cache_slot();
   auto* lt = cached<Lifetimes>(f, slot);
   if (!lt) lt = store(f, slot, std::make_unique<Lifetimes>(build_lifetimes(f.snapshot)));
-  return lt->device(device);
+  return *lt;
 }
+
+const DeviceLifetimes* lifetimes_of(Loaded& f, int64_t device) { return all_lifetimes(f).device(device); }
 
 namespace {
 

@@ -52,9 +52,17 @@ Answer match_rows(const Request& r, std::span<Loaded* const> files) {
   Answer a;
   a.body = {{"matches", matches}, {"rows", lt.count()}};
   a.add<uint8_t>("mask", "u8", mask);
+  t->mark = std::move(mask);  // later draws with "marks" keep these rows out of merged runs
   return a;
 }
 
+// Forgets the search marks of a device.
+Answer clear_marks(const Request& r, std::span<Loaded* const> files) {
+  if (DeviceTimeline* t = timeline_of(*files[0], r.i64("device"))) t->mark.clear();
+  return Answer{};
+}
+
+const RegisterMethod r0({"clear_marks", clear_marks});
 const RegisterMethod r1({"frames", frames});
 const RegisterMethod r2({"match_rows", match_rows});
 

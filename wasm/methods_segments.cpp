@@ -31,6 +31,15 @@ DeviceSegments* segments_of(Loaded& f, int64_t device) {
   return (*m)[device] = std::move(d), (*m)[device].get();
 }
 
+}  // namespace
+
+const SegmentTimeline* segment_bands_of(Loaded& f, int64_t device) {
+  DeviceSegments* d = segments_of(f, device);
+  return d ? &d->bands : nullptr;
+}
+
+namespace {
+
 std::string hex(uint64_t v) {
   char b[32];
   std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));

@@ -41,7 +41,7 @@ static const char* origin_name(LifetimeOrigin o) {
   return "";
 }
 
-json allocation_json(const Loaded& f, const DeviceTimeline& t, uint32_t row) {
+json allocation_json(const Loaded& f, const DeviceTimeline& t, uint32_t row, const Categories* categories) {
   const DeviceLifetimes& lt = *t.lifetimes;
   const Snapshot& s = f.snapshot;
   char hex[32];
@@ -58,6 +58,10 @@ json allocation_json(const Loaded& f, const DeviceTimeline& t, uint32_t row) {
          {"birth_us", lt.step_time_us(s, lt.birth_step(row))},
          {"frames", frames_json(s, lt.stack[row])}};
   if (lt.free_event[row] != kNoEvent) j["death_us"] = lt.step_time_us(s, lt.death_step(row));
+  if (categories && row < categories->category.size()) {
+    j["category"] = category_name(categories->category[row]);
+    j["category_reason"] = category_reason_name(categories->reason[row]);
+  }
   if (lt.alloc_event[row] != kNoEvent) {
     const uint32_t e = lt.event_begin + lt.alloc_event[row];
     if (s.events.compile_context[e]) j["compile_context"] = s.str(s.events.compile_context[e]);
@@ -98,6 +102,7 @@ Answer draw(const Request& r, std::span<Loaded* const> files) {
   uint32_t wmax_step = 0;
   const uint64_t wmax = window_max(*t, q, &wmax_step);
   if (!(q.bytes_per_px > 0)) q.bytes_per_px = std::max(1.0, static_cast<double>(wmax) * 1.06 / q.height_px);
+  if (r.flag("marks") && t->mark.size() == t->layout.rows()) q.row_mark = t->mark.data();
   t->layout.draw(q, &t->scratch);
   const DrawResult& d = t->scratch;
   const uint32_t peak = t->lifetimes->peak_step();
@@ -121,6 +126,7 @@ Answer draw(const Request& r, std::span<Loaded* const> files) {
   a.add<float>("y1", "f32", d.rect_y1);
   a.add<uint32_t>("row", "u32", d.rect_row);
   a.add<uint32_t>("count", "u32", d.rect_count);
+  if (q.row_mark) a.add<uint8_t>("marked", "u8", d.rect_marked);
   return a;
 }
 
@@ -136,7 +142,8 @@ Answer hit(const Request& r, std::span<Loaded* const> files) {
   a.body = {{"step", shown}, {"first_step", first}, {"last_step", last}, {"total", t->layout.total(shown)},
             {"time_us", t->lifetimes->step_time_us(files[0]->snapshot, shown)}};
   const uint32_t row = t->layout.hit_test_px(q, column, r.f64("y_px"));
-  if (row != kNoRow) a.body["allocation"] = allocation_json(*files[0], *t, row);
+  if (row != kNoRow)
+    a.body["allocation"] = allocation_json(*files[0], *t, row, categories_of(*files[0], r.i64("device")));
   return a;
 }
 
@@ -146,7 +153,7 @@ Answer allocation(const Request& r, std::span<Loaded* const> files) {
   const int64_t row = r.i64("row", -1);
   if (row < 0 || row >= t->layout.rows()) return Answer::error("no such allocation");
   Answer a;
-  a.body = allocation_json(*files[0], *t, static_cast<uint32_t>(row));
+  a.body = allocation_json(*files[0], *t, static_cast<uint32_t>(row), categories_of(*files[0], r.i64("device")));
   return a;
 }
 

@@ -4,6 +4,10 @@
 
 #include <map>
 
+#include "allocscope/categories.h"
+#include "allocscope/frame_filter.h"
+#include "allocscope/iterations.h"
+#include "allocscope/segment_timeline.h"
 #include "allocscope/timeline.h"
 #include "lifetimes_cache.h"
 #include "methods.h"
@@ -15,13 +19,22 @@ struct DeviceTimeline {
   StackedTimeline layout;
   TimeAxis time;
   DrawResult scratch;
+  std::vector<uint8_t> mark;  // search hits per row (empty: no search), kept out of merged runs when drawing
 };
 
 // nullptr when the file has no such device.
 DeviceTimeline* timeline_of(Loaded& f, int64_t device);
 
-// Allocation details for hover, pin and the side panels: size, address, steps and times, origin, stream, frames.
-json allocation_json(const Loaded& f, const DeviceTimeline& t, uint32_t row);
+// Allocation details for hover, pin and the side panels: size, address, steps and times, origin, stream, frames,
+// and the category with its evidence when `categories` is given.
+json allocation_json(const Loaded& f, const DeviceTimeline& t, uint32_t row, const Categories* categories = nullptr);
+
+// Per-file and per-device analysis inputs, built on first use (methods_analyses.cpp, methods_segments.cpp).
+const Lifetimes& all_lifetimes(Loaded& f);
+const FrameFilter& frame_filter_of(Loaded& f);
+const Iterations* iterations_of(Loaded& f, int64_t device);
+const Categories* categories_of(Loaded& f, int64_t device);  // nullptr when the device has no trace
+const SegmentTimeline* segment_bands_of(Loaded& f, int64_t device);
 
 // Frames of a stack, innermost first: [name, filename, line, shown] where shown = PyTorch's frame filter keeps it.
 json frames_json(const Snapshot& s, StackId stack);

@@ -102,7 +102,7 @@ function setupChrome() {
     if (!v.available(state)) continue;
     tabs.append(el('button', {
       type: 'button', class: v.id === state.view ? 'tab active' : 'tab', 'data-view': v.id,
-      title: `${v.title} (${v.key})`, onclick: () => selectView(v.id),
+      title: `${v.long || v.title} (key ${v.key})`, onclick: () => selectView(v.id),
     }, v.title));
   }
   const fs = $('file-select');
@@ -150,6 +150,7 @@ function mountView() {
     file: currentFile,
     files: () => state.files,
     device: () => state.device,
+    go(id, patch) { set(Object.assign({ pinned: null }, patch || {}), { quiet: true }); selectView(id); },
     painted() { if (my === mountSeq && html.dataset.state !== 'ready') setPageState('ready'); },
     fail(e) { if (my === mountSeq) showError(`${v.title}: ${e.message || e}`); },
     detail(node) {

@@ -8,7 +8,8 @@ const ROW = 18;
 
 export default {
   id: 'flame',
-  title: 'Flame graph',
+  title: 'Flame',
+  long: 'Flame graph of live memory',
   key: '4',
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
   mount(root, ctx) {

@@ -4,5 +4,10 @@ import overview from './overview.js';
 import timeline, { timelineView } from './timeline.js';
 import state from './state.js';
 import flame from './flame.js';
+import peak from './peak.js';
+import leaks from './leaks.js';
+import oom from './oom.js';
+import diff from './diff.js';
+import ranks from './ranks.js';
 
-export const views = [overview, timeline, timelineView('segments'), state, flame];
+export const views = [overview, timeline, timelineView('segments'), state, flame, peak, leaks, oom, diff, ranks];

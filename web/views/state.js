@@ -10,7 +10,8 @@ const NO_ROW = 0xffffffff;
 
 export default {
   id: 'state',
-  title: 'Allocator State History',
+  title: 'State history',
+  long: 'Allocator State History',
   key: '3',
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
   mount(root, ctx) {

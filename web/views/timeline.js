@@ -12,9 +12,9 @@ const LANE = 14;
 
 // kind 'allocations': the Active Memory Timeline; 'segments': the Active Cached Segment Timeline (reserved memory).
 const KINDS = {
-  allocations: { id: 'timeline', title: 'Active Memory Timeline', key: '1', draw: 'timeline_draw', hit: 'timeline_hit',
+  allocations: { id: 'timeline', title: 'Active memory', long: 'Active Memory Timeline', key: '1', draw: 'timeline_draw', hit: 'timeline_hit',
                  what: 'allocations', search: true },
-  segments: { id: 'segments', title: 'Active Cached Segments', key: '2', draw: 'segment_draw', hit: 'segment_hit',
+  segments: { id: 'segments', title: 'Segments', long: 'Active Cached Segment Timeline', key: '2', draw: 'segment_draw', hit: 'segment_hit',
               what: 'segment ranges', search: false },
 };
 
@@ -23,6 +23,7 @@ export function timelineView(kind) {
   return {
   id: K.id,
   title: K.title,
+  long: K.long,
   key: K.key,
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
   mount(root, ctx) {

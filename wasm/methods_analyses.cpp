@@ -1,0 +1,187 @@
+// The answers: summary, peak, leaks, OOMs, diff of two files and the ranks table of N files. The core computes
+// them and serialises them (its to_json); the bridge caches their inputs per file and adds nothing but plumbing.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "allocscope/diff.h"
+#include "allocscope/leaks.h"
+#include "allocscope/oom.h"
+#include "allocscope/peak.h"
+#include "allocscope/summary.h"
+#include "timeline_cache.h"
+
+namespace allocscope::wasm {
+
+namespace {
+struct DeviceAnalyses {
+  Iterations iterations;
+  std::unique_ptr<Categories> categories;
+};
+struct FileAnalyses {
+  std::unique_ptr<FrameFilter> filter;
+  std::map<int64_t, std::unique_ptr<DeviceAnalyses>> devices;
+};
+FileAnalyses& analyses_of(Loaded& f) {
+  static const size_t slot = new_cache_slot();
+  auto* a = cached<FileAnalyses>(f, slot);
+  if (!a) a = store(f, slot, std::make_unique<FileAnalyses>());
+  return *a;
+}
+DeviceAnalyses* device_analyses(Loaded& f, int64_t device) {
+  FileAnalyses& a = analyses_of(f);
+  auto it = a.devices.find(device);
+  if (it != a.devices.end()) return it->second.get();
+  const DeviceLifetimes* lt = lifetimes_of(f, device);
+  if (!lt) return nullptr;
+  auto d = std::make_unique<DeviceAnalyses>();
+  d->iterations = detect_iterations(f.snapshot, *lt);
+  auto c = categorize(f.snapshot, *lt, d->iterations, frame_filter_of(f));
+  if (c.ok()) d->categories = std::make_unique<Categories>(std::move(c).value());
+  return (a.devices[device] = std::move(d)).get();
+}
+json parse(const std::string& text) { return json::parse(text, nullptr, false); }
+}  // namespace
+
+const FrameFilter& frame_filter_of(Loaded& f) {
+  FileAnalyses& a = analyses_of(f);
+  if (!a.filter) a.filter = std::make_unique<FrameFilter>(f.snapshot);
+  return *a.filter;
+}
+const Iterations* iterations_of(Loaded& f, int64_t device) {
+  DeviceAnalyses* d = device_analyses(f, device);
+  return d ? &d->iterations : nullptr;
+}
+const Categories* categories_of(Loaded& f, int64_t device) {
+  DeviceAnalyses* d = device_analyses(f, device);
+  return d ? d->categories.get() : nullptr;
+}
+
+namespace {
+
+Answer summary(const Request& r, std::span<Loaded* const> files) {
+  Loaded& f = *files[0];
+  Summary s = summarize(f.snapshot, all_lifetimes(f), frame_filter_of(f), static_cast<uint32_t>(r.i64("top", 5)));
+  Answer a;
+  a.body = parse(to_json(f.snapshot, s));
+  return a;
+}
+
+Answer peak(const Request& r, std::span<Loaded* const> files) {
+  Loaded& f = *files[0];
+  const int64_t device = r.i64("device");
+  const DeviceLifetimes* lt = lifetimes_of(f, device);
+  if (!lt) return Answer::error("no trace for that device");
+  PeakOptions o;
+  o.step_begin = static_cast<uint32_t>(std::max<int64_t>(0, r.i64("step_begin", 0)));
+  o.step_end = static_cast<uint32_t>(std::clamp<int64_t>(r.i64("step_end", UINT32_MAX), 0, UINT32_MAX));
+  o.top = static_cast<uint32_t>(std::clamp<int64_t>(r.i64("top", 20), 1, 1000));
+  Peak p = find_peak(f.snapshot, *lt, segment_bands_of(f, device), frame_filter_of(f), categories_of(f, device), o);
+  Answer a;
+  a.body = parse(to_json(f.snapshot, *lt, p, /*with_tree=*/false));
+  a.body["largest_rows"] = p.largest;  // for "show on the timeline"
+  return a;
+}
+
+Answer leaks(const Request& r, std::span<Loaded* const> files) {
+  Loaded& f = *files[0];
+  const int64_t device = r.i64("device");
+  const DeviceLifetimes* lt = lifetimes_of(f, device);
+  const Iterations* it = iterations_of(f, device);
+  const Categories* c = categories_of(f, device);
+  if (!lt || !it || !c) return Answer::error("no trace for that device");
+  LeakReport rep = find_leaks(f.snapshot, *lt, *it, *c, frame_filter_of(f));
+  Answer a;
+  a.body = parse(to_json(f.snapshot, rep));
+  return a;
+}
+
+Answer ooms(const Request&, std::span<Loaded* const> files) {
+  Loaded& f = *files[0];
+  auto reports = analyze_ooms(f.snapshot, all_lifetimes(f));
+  Answer a;
+  a.body = {{"ooms", parse(to_json(f.snapshot, all_lifetimes(f), reports))}};
+  return a;
+}
+
+Answer diff(const Request& r, std::span<Loaded* const> files) {
+  if (files.size() != 2) return Answer::error("diff needs two files");
+  SnapshotDiff d = diff_snapshots(files[0]->snapshot, files[1]->snapshot);
+  Answer a;
+  a.body = parse(to_json(d, static_cast<uint32_t>(r.i64("top", 50))));
+  return a;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// One row per file (its busiest device): peaks, final state, events. A file is an outlier on a measure when it is
+// more than 3 median absolute deviations and more than 5% away from the median of all files (ranks of one job should
+// look alike; the 5% floor keeps identical ranks from flagging noise).
+Answer ranks(const Request&, std::span<Loaded* const> files) {
+  static const char* kMeasures[] = {"peak_allocated", "peak_reserved", "final_allocated", "final_reserved"};
+  json rows = json::array();
+  std::vector<std::vector<double>> values(4);
+  for (Loaded* f : files) {
+    Summary s = summarize(f->snapshot, all_lifetimes(*f), frame_filter_of(*f), 3);
+    const DeviceSummary* best = nullptr;
+    for (const DeviceSummary& d : s.devices)
+      if (!best || d.events > best->events) best = &d;
+    json row{{"name", f->name}, {"device", best ? best->device : 0}};
+    const double v[4] = {best ? static_cast<double>(best->peak_allocated) : 0,
+                         best ? static_cast<double>(best->peak_reserved) : 0,
+                         best ? static_cast<double>(best->final_allocated) : 0,
+                         best ? static_cast<double>(best->final_reserved) : 0};
+    for (int k = 0; k < 4; ++k) row[kMeasures[k]] = v[k], values[k].push_back(v[k]);
+    row["events"] = best ? best->events : 0;
+    row["ooms"] = best ? best->ooms : 0;
+    row["leak_suspected"] = best && best->leak_suspected;
+    row["top_site"] = best && !best->top_site.empty() ? FrameFilter::format(f->snapshot, best->top_site[0]) : "";
+    rows.push_back(row);
+  }
+  json medians = json::object();
+  for (int k = 0; k < 4; ++k) {
+    const double m = median(values[k]);
+    std::vector<double> dev;
+    for (double x : values[k]) dev.push_back(std::fabs(x - m));
+    const double mad = median(dev);
+    medians[kMeasures[k]] = m;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const double d = std::fabs(values[k][i] - m);
+      const bool out = files.size() >= 2 && d > 3 * mad && d > 0.05 * std::max(1.0, m);
+      rows[i]["outlier_" + std::string(kMeasures[k])] = out;
+      if (out) rows[i]["outlier"] = true;
+    }
+  }
+  Answer a;
+  a.body = {{"rows", rows}, {"median", medians}};
+  return a;
+}
+
+// Category totals alive at a step (and over the whole trace).
+Answer categories(const Request& r, std::span<Loaded* const> files) {
+  Loaded& f = *files[0];
+  const int64_t device = r.i64("device");
+  const DeviceLifetimes* lt = lifetimes_of(f, device);
+  const Categories* c = categories_of(f, device);
+  if (!lt || !c) return Answer::error("no trace for that device");
+  const int64_t step = r.i64("step", -1);
+  Answer a;
+  a.body = parse(to_json(f.snapshot, *lt, *c, step < 0 ? lt->peak_step() : static_cast<uint32_t>(step)));
+  return a;
+}
+
+const RegisterMethod r1({"summary", summary});
+const RegisterMethod r2({"peak", peak});
+const RegisterMethod r3({"leaks", leaks});
+const RegisterMethod r4({"ooms", ooms});
+const RegisterMethod r5({"diff", diff});
+const RegisterMethod r6({"ranks", ranks});
+const RegisterMethod r7({"categories", categories});
+
+}  // namespace
+}  // namespace allocscope::wasm

@@ -1,0 +1,67 @@
+// Leaks: does memory left behind by each iteration grow (a leak), which allocation sites grow, and which gradients
+// stay alive across optimizer steps (held, not growing). Iterations come from optimizer annotations or the trace's
+// repeating pattern.
+import { bytes, count, el } from '../format.js';
+import { stackList, sparkline } from './widgets.js';
+
+function groupTable(groups, kind, st) {
+  const t = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'site' }), el('th', { text: 'category' }),
+    el('th', { class: 'num', text: kind === 'growing' ? 'growth / iteration' : 'held' }),
+    el('th', { class: 'num', text: 'allocations' }), el('th', { text: 'alive at each iteration' })));
+  for (const g of groups) {
+    const frames = el('details', null, el('summary', { class: 'mono', text: g.site ? g.site.text : '<no frames>' }), stackList(g.frames, st));
+    t.append(el('tr', null, el('td', null, frames), el('td', { text: g.category }),
+      el('td', { class: 'num', text: bytes(g.bytes_per_iteration) }), el('td', { class: 'num', text: count(g.allocations) }),
+      el('td', { title: g.alive_bytes.map(bytes).join(' → ') }, sparkline(g.alive_bytes, 140, 26))));
+  }
+  return t;
+}
+
+export default {
+  id: 'leaks',
+  title: 'Leaks',
+  key: '6',
+  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  mount(root, ctx) {
+    const f = ctx.file();
+    const device = ctx.device();
+    (async () => {
+      const r = (await ctx.call({ method: 'leaks', id: f.id, device })).body;
+      root.append(el('h2', { text: `Leaks and held memory on cuda:${device}` }));
+      const it = r.iterations;
+      const n = it.boundaries.length;
+      const itText = it.source === 'annotations' ? `${count(n)} iterations found from the "${it.marker}" annotations`
+        : it.source === 'periodic' ? `${count(n)} iterations found from a repeating allocation at ${it.marker}`
+        : 'no repeating iteration found';
+      let verdict;
+      if (r.leak_suspected) {
+        const g = r.growing[0];
+        verdict = el('div', { class: 'verdict bad', 'data-leak': 'yes' },
+          `Leak suspected: memory left after each iteration keeps growing. The largest growing site, `,
+          el('code', { text: g.site ? g.site.text : '<no frames>' }), ` adds ${bytes(g.bytes_per_iteration)} per iteration.`);
+      } else if (r.held.length) {
+        verdict = el('div', { class: 'verdict warn', 'data-leak': 'held' },
+          `No growth, but ${bytes(r.held.reduce((a, g) => a + g.bytes_per_iteration, 0))} of gradients stay alive across optimizer steps (never cleared?).`);
+      } else {
+        verdict = el('div', { class: 'verdict', 'data-leak': 'no', text: n >= 3 ? 'No leak: what each iteration leaves behind does not grow.' : 'Too few iterations to see a trend.' });
+      }
+      root.append(verdict, el('p', { class: 'fine', text: itText + '.' }));
+      if (r.total_at_boundary.length) {
+        root.append(el('h3', { text: 'Active memory at the start of each iteration' }),
+          el('div', { title: r.total_at_boundary.map(bytes).join(' → ') }, sparkline(r.total_at_boundary, 420, 60)),
+          el('p', { class: 'fine', text: `${bytes(r.total_at_boundary[0])} → ${bytes(r.total_at_boundary[r.total_at_boundary.length - 1])}` }));
+      }
+      if (r.growing.length) root.append(el('h3', { text: 'Growing sites' }), groupTable(r.growing, 'growing', ctx.state));
+      if (r.held.length) root.append(el('h3', { text: 'Held across optimizer steps' }), groupTable(r.held, 'held', ctx.state));
+      if (r.survivor_count.length) {
+        const t = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'iteration' }),
+          el('th', { class: 'num', text: 'outlived the next iteration' }), el('th', { class: 'num', text: 'bytes' })));
+        r.survivor_count.forEach((c, i) => t.append(el('tr', null, el('td', { text: i === 0 ? 'prologue' : String(i) }),
+          el('td', { class: 'num', text: count(c) }), el('td', { class: 'num', text: bytes(r.survivor_bytes[i]) }))));
+        root.append(el('h3', { text: 'Allocations that outlive their iteration' }), t);
+      }
+      ctx.painted();
+    })().catch((e) => ctx.fail(e));
+    return { update() {}, destroy() {} };
+  },
+};

@@ -1,0 +1,60 @@
+// Peak: when active memory was highest, what was alive then by category, by allocation site and by size, with
+// links to the flame graph and the allocator state at that moment.
+import { bytes, count, el, micros } from '../format.js';
+import { categoryBar, stackList, card } from './widgets.js';
+
+export default {
+  id: 'peak',
+  title: 'Peak',
+  key: '5',
+  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  mount(root, ctx) {
+    const f = ctx.file();
+    const device = ctx.device();
+    (async () => {
+      const p = (await ctx.call({ method: 'peak', id: f.id, device, top: 25 })).body;
+      const ax = (await ctx.call({ method: 'axis', id: f.id, device })).body;
+      const rel = (us) => `+${micros(us - ax.time_first_us)}`;
+      root.append(el('h2', { text: `Peak memory on cuda:${device}` }));
+      root.append(el('div', { class: 'cards' },
+        card('Peak allocated (active)', bytes(p.allocated.bytes), `after event ${count(p.allocated.step)} at ${rel(p.allocated.time_us)}`,
+             { 'data-peak-allocated': p.allocated.bytes }),
+        card('Reserved at that moment', bytes(p.allocated.reserved_then), `${bytes(p.allocated.reserved_then - p.allocated.bytes)} cached but free`),
+        card('Peak reserved', bytes(p.reserved.bytes), `after event ${count(p.reserved.step)} at ${rel(p.reserved.time_us)}`,
+             { 'data-peak-reserved': p.reserved.bytes }),
+        card('Alive at the peak', count(p.alive), 'allocations')));
+      root.append(el('div', { class: 'toolbar' },
+        el('button', { type: 'button', onclick: () => ctx.go('flame', { step: p.allocated.step }) }, 'Flame graph at the peak'),
+        el('button', { type: 'button', onclick: () => ctx.go('state', { step: p.allocated.step }) }, 'Allocator state at the peak')));
+      if (p.categories) {
+        root.append(el('h3', { text: 'What it was, by category' }), categoryBar(p.categories, p.allocated.bytes));
+        root.append(el('p', { class: 'fine', text: 'Categories are inferred from each allocation\'s stack and lifetime (see docs/analyses.md).' }));
+      }
+      const sites = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'site (deepest user frame)' }),
+        el('th', { class: 'num', text: 'bytes' }), el('th', { class: 'num', text: 'share' }), el('th', { class: 'num', text: 'allocations' })));
+      for (const s of p.sites)
+        sites.append(el('tr', null, el('td', { class: 'mono', text: s.site ? s.site.text : '<no frames>' }),
+          el('td', { class: 'num', text: bytes(s.bytes) }), el('td', { class: 'num', text: `${(100 * s.bytes / Math.max(1, p.allocated.bytes)).toFixed(1)}%` }),
+          el('td', { class: 'num', text: count(s.count) })));
+      root.append(el('h3', { text: 'By allocation site' }), sites);
+      const largest = el('table', { class: 'table' }, el('tr', null, el('th', { class: 'num', text: 'size' }),
+        el('th', { text: 'alive' }), el('th', { text: 'category' }), el('th', { text: 'allocated at' })));
+      p.largest.forEach((a, i) => {
+        const tr = el('tr', { class: 'clickable', title: 'show details' },
+          el('td', { class: 'num', text: bytes(a.size) }),
+          el('td', { class: 'fine', text: `events ${a.birth_step === 0 ? 'before trace' : count(a.birth_step)} – ${a.death_step === null ? 'end' : count(a.death_step)}` }),
+          el('td', { text: a.category || '' }),
+          el('td', { class: 'mono', text: a.frames && a.frames.length ? a.frames[0] : '<no frames>' }));
+        tr.addEventListener('click', async () => {
+          const d = (await ctx.call({ method: 'allocation', id: f.id, device, row: p.largest_rows[i] })).body;
+          ctx.detail(el('div', null, el('h4', { text: `${bytes(d.size)} at ${d.address}` }),
+            el('div', { class: 'fine', text: `${d.category ? d.category + ' · ' : ''}${d.origin}` }), stackList(d.frames, ctx.state)));
+        });
+        largest.append(tr);
+      });
+      root.append(el('h3', { text: 'Largest allocations alive at the peak' }), largest);
+      ctx.painted();
+    })().catch((e) => ctx.fail(e));
+    return { update() {}, destroy() {} };
+  },
+};
