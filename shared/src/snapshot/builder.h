@@ -1,0 +1,215 @@
+// The snapshot builder: the Consumer that turns streamed trace entries, frames and frame lists into model rows and
+// ids, and then reads the rest of the tree (private to shared/src/snapshot).
+#pragma once
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "allocscope/loader.h"
+#include "pickle/opcodes.h"
+#include "snapshot/keys.h"
+#include "util/hash.h"
+
+namespace allocscope {
+
+using pickle::Tag;
+using pickle::Value;
+
+namespace detail {
+
+enum HandleKind : uint32_t { kFrameHandle = 1, kStackHandle = 2, kRowHandle = 3 };
+constexpr size_t kMaxEntryKeys = 32;
+constexpr size_t kMaxSettingNodes = 10000;  // allocator_settings is a few dozen values; shared sub-objects are not
+
+struct FrameHash {
+  size_t operator()(const Frame& f) const {
+    return detail::mix64((static_cast<uint64_t>(f.name) << 32 | f.filename) ^ detail::mix64(static_cast<uint64_t>(f.line)));
+  }
+};
+
+// Identity of a container value (node index + generation), to notice one object shared through the memo.
+inline uint64_t identity(const Value& v) { return v.payload << 32 ^ v.aux; }
+
+// A float time (some tools write them) as whole microseconds, or false when it is not a number in range.
+inline bool float_time(double d, int64_t* out) {
+  if (!(d > -9.2e18 && d < 9.2e18)) return false;  // NaN fails both comparisons
+  *out = static_cast<int64_t>(d);
+  return true;
+}
+
+// The Python type name of a value for messages; handles name what the loader made of a container.
+inline std::string type_of(const Value& v) {
+  if (v.tag != Tag::kHandle) return pickle::tag_name(v.tag);
+  return v.aux == kFrameHandle ? "frame" : v.aux == kStackHandle ? "frame list" : "trace entry";
+}
+
+class Builder : public pickle::Consumer {
+ public:
+  explicit Builder(Snapshot* s) : s_(s), keys_(&s->strings) {}
+
+  Result<bool> consume(const pickle::Reader& r, const Value& c, const Value* key, Value* out) override {
+    if (c.tag == Tag::kDict) {
+      auto items = r.items(c);
+      // Frames have 3 keys and trace entries about 8; anything large is something else (and must stay cheap to
+      // offer again when a crafted file references it many times).
+      if (items.size() > 2 * kMaxEntryKeys) return false;
+      if (items.size() == 6) {
+        FrameId f;
+        if (as_frame(items, &f)) {
+          *out = Value::handle(kFrameHandle, f);
+          return true;
+        }
+      }
+      if (!key && r.find(c, keys_.action)) {
+        auto row = add_row(r, c);
+        if (!row.ok()) return row.error();
+        *out = Value::handle(kRowHandle, row.value());
+        return true;
+      }
+      return false;
+    }
+    if (c.tag == Tag::kList && key && key->tag == Tag::kStr && key->payload == keys_.frames) {
+      auto items = r.items(c);
+      frame_buf_.clear();
+      for (const Value& v : items) {
+        if (v.tag != Tag::kHandle || v.aux != kFrameHandle)
+          return Error{"'frames' holds a " + type_of(v) + "; expected dicts with keys name, filename, line",
+                       r.offset_of(c)};
+        frame_buf_.push_back(static_cast<FrameId>(v.payload));
+      }
+      *out = Value::handle(kStackHandle, s_->stacks.intern(frame_buf_));
+      return true;
+    }
+    return false;
+  }
+
+  Status finish(const pickle::Reader& r, const Value& root);
+
+ private:
+  bool as_frame(std::span<const Value> it, FrameId* out) {
+    Frame f;
+    int seen = 0;
+    for (size_t i = 0; i < 6; i += 2) {
+      const Value& k = it[i];
+      const Value& v = it[i + 1];
+      if (k.tag != Tag::kStr) return false;
+      if (k.payload == keys_.name && v.tag == Tag::kStr) f.name = static_cast<StringId>(v.payload), seen |= 1;
+      else if (k.payload == keys_.filename && v.tag == Tag::kStr) f.filename = static_cast<StringId>(v.payload), seen |= 2;
+      else if (k.payload == keys_.line && v.tag == Tag::kInt) f.line = v.as_int(), seen |= 4;
+      else return false;
+    }
+    if (seen != 7) return false;
+    auto [it2, inserted] = frame_index_.try_emplace(f, static_cast<FrameId>(s_->frames.size()));
+    if (inserted) s_->frames.push_back(f);
+    *out = it2->second;
+    return true;
+  }
+
+  Result<uint64_t> want_int(const pickle::Reader& r, const Value& entry, const Value& k, const Value& v) {
+    if (v.tag == Tag::kInt || v.tag == Tag::kUInt) return v.payload;
+    if (v.tag == Tag::kBool) return v.payload;
+    return Error{"trace entry field '" + std::string(r.str(k)) + "' is a " + type_of(v) + "; expected an int",
+                 r.offset_of(entry)};
+  }
+
+  StringId text_of(const pickle::Reader& r, const Value& v) {
+    if (v.tag == Tag::kNone) return 0;
+    if (v.tag == Tag::kStr) return static_cast<StringId>(v.payload);
+    return s_->strings.intern(pickle::repr(r, v));
+  }
+
+  Result<uint32_t> add_row(const pickle::Reader& r, const Value& entry) {
+    EventColumns& e = s_->events;
+    if (e.action.size() >= UINT32_MAX - 1) return Error{"more than 4 billion trace entries", r.offset_of(entry)};
+    Action action = Action::kUnknown;
+    uint64_t addr = 0, size = 0;
+    int64_t stream = 0, time_us = 0;
+    StackId stack = 0;
+    StringId cc = 0, um = 0;
+    auto items = r.items(entry);
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      const Value& k = items[i];
+      const Value& v = items[i + 1];
+      if (k.tag != Tag::kStr) return Error{"trace entry has a non-string key", r.offset_of(entry)};
+      const StringId key = static_cast<StringId>(k.payload);
+      if (key == keys_.action) {
+        if (v.tag != Tag::kStr)
+          return Error{"trace entry 'action' is a " + type_of(v) + "; expected a str", r.offset_of(entry)};
+        action = action_from_name(r.str(v));
+        if (action == Action::kUnknown) note_unknown_action(r.str(v));
+      } else if (key == keys_.addr || key == keys_.device_free) {
+        auto x = want_int(r, entry, k, v);
+        if (!x.ok()) return x.error();
+        addr = x.value();
+      } else if (key == keys_.size) {
+        auto x = want_int(r, entry, k, v);
+        if (!x.ok()) return x.error();
+        size = x.value();
+        if (v.tag == Tag::kInt && v.as_int() < 0) ++negative_sizes_;
+      } else if (key == keys_.stream) {
+        auto x = want_int(r, entry, k, v);
+        if (!x.ok()) return x.error();
+        stream = static_cast<int64_t>(x.value());
+      } else if (key == keys_.time_us) {
+        if (v.tag == Tag::kFloat) {
+          if (!float_time(v.as_double(), &time_us))
+            return Error{"trace entry 'time_us' is not a finite number of microseconds", r.offset_of(entry)};
+        } else {
+          auto x = want_int(r, entry, k, v);
+          if (!x.ok()) return x.error();
+          time_us = static_cast<int64_t>(x.value());
+        }
+      } else if (key == keys_.frames) {
+        if (v.tag == Tag::kHandle && v.aux == kStackHandle) stack = static_cast<StackId>(v.payload);
+        else if (v.tag != Tag::kNone)
+          return Error{"trace entry 'frames' is a " + type_of(v) + "; expected a list of frames", r.offset_of(entry)};
+      } else if (key == keys_.compile_context) {
+        cc = text_of(r, v);
+      } else if (key == keys_.user_metadata) {
+        um = text_of(r, v);
+      } else {
+        ++unknown_[key];
+      }
+    }
+    e.action.push_back(action);
+    e.addr.push_back(addr);
+    e.size.push_back(size);
+    e.stream.push_back(stream);
+    e.time_us.push_back(time_us);
+    e.stack.push_back(stack);
+    e.compile_context.push_back(cc);
+    e.user_metadata.push_back(um);
+    return static_cast<uint32_t>(e.action.size() - 1);
+  }
+
+  void note_unknown_action(std::string_view name) {
+    for (const auto& n : s_->unknown_action_names)
+      if (n == name) return;
+    if (s_->unknown_action_names.size() < 64) s_->unknown_action_names.emplace_back(name);
+  }
+
+  // Where to point an error about `v`: its own offset when it is a container, else its parent's.
+  static uint64_t where(const pickle::Reader& r, const Value& v, const Value& parent) {
+    uint64_t o = r.offset_of(v);
+    return o != Error::kNoOffset ? o : r.offset_of(parent);
+  }
+  Value root_;
+
+  Status read_segments(const pickle::Reader& r, const Value& list);
+  Status read_traces(const pickle::Reader& r, const Value& list);
+  Status read_annotations(const pickle::Reader& r, const Value& list);
+  Setting to_setting(const pickle::Reader& r, const Value& v, int depth);
+
+  Snapshot* s_;
+  detail::Keys keys_;
+  std::vector<FrameId> frame_buf_;
+  std::unordered_map<Frame, FrameId, FrameHash> frame_index_;
+  std::unordered_set<uint64_t> seen_;  // segments, block lists and blocks already read (sharing is refused)
+  size_t setting_nodes_ = 0;
+  std::unordered_map<StringId, uint64_t> unknown_;
+  uint64_t negative_sizes_ = 0;
+};
+
+}  // namespace detail
+}  // namespace allocscope

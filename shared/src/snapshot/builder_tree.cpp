@@ -1,0 +1,277 @@
+// Reading the non-streamed part of a snapshot: segments and blocks, device trace lists, annotations, settings.
+#include "snapshot/builder.h"
+
+namespace allocscope::detail {
+
+// Field readers for the generic part of the tree; each error names the object's byte offset.
+struct Fields {
+  const pickle::Reader& r;
+  const Value& obj;
+  const char* what;
+
+  Error bad(const Value& k, const Value& v, const char* expected) const {
+    return Error{std::string(what) + " field '" + std::string(r.str(k)) + "' is a " + type_of(v) + "; expected " +
+                     expected,
+                 r.offset_of(obj)};
+  }
+  Status u64(const Value& k, const Value& v, uint64_t* out) const {
+    if (v.tag != Tag::kInt && v.tag != Tag::kUInt && v.tag != Tag::kBool) return bad(k, v, "an int");
+    *out = v.payload;
+    return {};
+  }
+  Status i64(const Value& k, const Value& v, int64_t* out) const {
+    if (v.tag != Tag::kInt && v.tag != Tag::kUInt && v.tag != Tag::kBool) return bad(k, v, "an int");
+    *out = static_cast<int64_t>(v.payload);
+    return {};
+  }
+};
+
+Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
+  if (list.tag != Tag::kList) return Error{"'segments' is a " + type_of(list) + "; expected a list", where(r, list, root_)};
+  for (const Value& sv : r.items(list)) {
+    if (sv.tag != Tag::kDict) return Error{"a segment is a " + type_of(sv) + "; expected a dict", r.offset_of(list)};
+    if (!seen_.insert(identity(sv)).second)
+      return Error{"one segment dict is listed twice (shared through the memo); expected distinct segments",
+                   r.offset_of(sv)};
+    Segment seg;
+    Fields f{r, sv, "segment"};
+    auto items = r.items(sv);
+    Value blocks_v;
+    bool has_blocks = false;
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      const Value& k = items[i];
+      const Value& v = items[i + 1];
+      if (k.tag != Tag::kStr) return Error{"segment has a non-string key", r.offset_of(sv)};
+      const StringId key = static_cast<StringId>(k.payload);
+      if (key == keys_.device) ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &seg.device));
+      else if (key == keys_.address) ALLOCSCOPE_RETURN_IF_ERROR(f.u64(k, v, &seg.address));
+      else if (key == keys_.total_size) ALLOCSCOPE_RETURN_IF_ERROR(f.u64(k, v, &seg.total_size));
+      else if (key == keys_.allocated_size) ALLOCSCOPE_RETURN_IF_ERROR(f.u64(k, v, &seg.allocated_size));
+      else if (key == keys_.active_size) ALLOCSCOPE_RETURN_IF_ERROR(f.u64(k, v, &seg.active_size));
+      else if (key == keys_.requested_size) ALLOCSCOPE_RETURN_IF_ERROR(f.u64(k, v, &seg.requested_size));
+      else if (key == keys_.stream) ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &seg.stream));
+      else if (key == keys_.segment_type) {
+        if (v.tag != Tag::kStr) return f.bad(k, v, "a str");
+        seg.segment_type = static_cast<StringId>(v.payload);
+      } else if (key == keys_.segment_pool_id) {
+        auto p = r.items(v);
+        if (v.tag != Tag::kTuple && v.tag != Tag::kList) return f.bad(k, v, "a tuple of two ints");
+        for (size_t j = 0; j < 2 && j < p.size(); ++j) ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, p[j], &seg.pool_id[j]));
+      } else if (key == keys_.is_expandable) {
+        if (v.tag != Tag::kBool && v.tag != Tag::kInt) return f.bad(k, v, "a bool");
+        seg.is_expandable = v.payload != 0;
+      } else if (key == keys_.frames) {
+        if (v.tag == Tag::kHandle && v.aux == kStackHandle) seg.stack = static_cast<StackId>(v.payload);
+        else if (v.tag != Tag::kNone) return f.bad(k, v, "a list of frames");
+      } else if (key == keys_.blocks) {
+        if (v.tag != Tag::kList) return f.bad(k, v, "a list");
+        blocks_v = v;
+        has_blocks = true;
+      } else {
+        ++unknown_[key];
+      }
+    }
+    seg.first_block = static_cast<uint32_t>(s_->blocks.size());
+    if (has_blocks) {
+      if (!seen_.insert(identity(blocks_v)).second)
+        return Error{"one 'blocks' list belongs to two segments (shared through the memo); expected distinct lists",
+                     r.offset_of(blocks_v)};
+      for (const Value& bv : r.items(blocks_v)) {
+        if (bv.tag != Tag::kDict) return Error{"a block is a " + type_of(bv) + "; expected a dict", r.offset_of(blocks_v)};
+        if (!seen_.insert(identity(bv)).second)
+          return Error{"one block dict is listed twice (shared through the memo); expected distinct blocks",
+                       r.offset_of(bv)};
+        Block b;
+        Fields g{r, bv, "block"};
+        auto bi = r.items(bv);
+        for (size_t i = 0; i + 1 < bi.size(); i += 2) {
+          const Value& k = bi[i];
+          const Value& v = bi[i + 1];
+          if (k.tag != Tag::kStr) return Error{"block has a non-string key", r.offset_of(bv)};
+          const StringId key = static_cast<StringId>(k.payload);
+          if (key == keys_.address) ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &b.address));
+          else if (key == keys_.size) ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &b.size));
+          else if (key == keys_.requested_size) ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &b.requested_size));
+          else if (key == keys_.state) {
+            if (v.tag != Tag::kStr) return g.bad(k, v, "a str");
+            std::string_view st = r.str(v);
+            b.state = st == "active_allocated"      ? BlockState::kActiveAllocated
+                      : st == "active_pending_free" ? BlockState::kActivePendingFree
+                      : st == "inactive"            ? BlockState::kInactive
+                                                    : BlockState::kUnknown;
+          } else if (key == keys_.frames) {
+            if (v.tag == Tag::kHandle && v.aux == kStackHandle) b.stack = static_cast<StackId>(v.payload);
+            else if (v.tag != Tag::kNone) return g.bad(k, v, "a list of frames");
+          } else {
+            ++unknown_[key];
+          }
+        }
+        s_->blocks.push_back(b);
+      }
+    }
+    seg.num_blocks = static_cast<uint32_t>(s_->blocks.size() - seg.first_block);
+    s_->segments.push_back(seg);
+  }
+  return {};
+}
+
+Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
+  if (list.tag != Tag::kList)
+    return Error{"'device_traces' is a " + type_of(list) + "; expected a list", where(r, list, root_)};
+  s_->has_device_traces = true;
+  // Rows were appended in stream order; each device's list normally names a contiguous ascending range.
+  std::vector<uint32_t> order;
+  std::vector<uint8_t> used(s_->events.size_rows(), 0);
+  bool contiguous = true;
+  uint32_t expect = 0;
+  int64_t ordinal = 0;
+  for (const Value& dv : r.items(list)) {
+    if (dv.tag != Tag::kList)
+      return Error{"device trace " + std::to_string(ordinal) + " is a " + type_of(dv) + "; expected a list",
+                   r.offset_of(list)};
+    DeviceTrace d;
+    d.device = ordinal++;
+    d.begin = static_cast<uint32_t>(order.size());
+    for (const Value& ev : r.items(dv)) {
+      if (ev.tag != Tag::kHandle || ev.aux != kRowHandle)
+        return Error{"a trace entry is a " + type_of(ev) + "; expected a dict with an 'action'", r.offset_of(dv)};
+      const uint32_t row = static_cast<uint32_t>(ev.payload);
+      if (row >= used.size() || used[row])
+        return Error{"one trace entry is listed twice (shared through the memo); expected distinct entries",
+                     r.offset_of(dv)};
+      used[row] = 1;
+      if (row != expect) contiguous = false;
+      expect = row + 1;
+      order.push_back(row);
+    }
+    d.end = static_cast<uint32_t>(order.size());
+    s_->devices.push_back(d);
+  }
+  EventColumns& e = s_->events;
+  if (!contiguous || order.size() != e.action.size()) {
+    // Unusual layout (rows shared, interleaved or orphaned): gather into device order.
+    auto gather = [&](auto& col) {
+      std::remove_reference_t<decltype(col)> out;
+      out.reserve(order.size());
+      for (uint32_t row : order) out.push_back(col[row]);
+      col = std::move(out);
+    };
+    gather(e.action), gather(e.addr), gather(e.size), gather(e.stream), gather(e.time_us), gather(e.stack);
+    gather(e.compile_context), gather(e.user_metadata);
+  }
+  return {};
+}
+
+Status Builder::read_annotations(const pickle::Reader& r, const Value& list) {
+  if (list.tag != Tag::kList)
+    return Error{"'external_annotations' is a " + type_of(list) + "; expected a list", where(r, list, root_)};
+  for (const Value& av : r.items(list)) {
+    if (av.tag != Tag::kDict) return Error{"an annotation is a " + type_of(av) + "; expected a dict", r.offset_of(list)};
+    Annotation a;
+    Fields f{r, av, "annotation"};
+    auto items = r.items(av);
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      const Value& k = items[i];
+      const Value& v = items[i + 1];
+      if (k.tag != Tag::kStr) continue;
+      const StringId key = static_cast<StringId>(k.payload);
+      if (key == keys_.stage) {
+        if (v.tag != Tag::kStr) return f.bad(k, v, "a str");
+        a.start = r.str(v) != "END";
+      } else if (key == keys_.name) {
+        a.name = text_of(r, v);
+      } else if (key == keys_.device) {
+        ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &a.device));
+      } else if (key == keys_.time_us) {
+        if (v.tag == Tag::kFloat) {
+          if (!float_time(v.as_double(), &a.time_us))
+            return Error{"annotation 'time_us' is not a finite number of microseconds", r.offset_of(av)};
+        } else {
+          ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &a.time_us));
+        }
+      } else {
+        ++unknown_[key];
+      }
+    }
+    s_->annotations.push_back(a);
+  }
+  return {};
+}
+
+Setting Builder::to_setting(const pickle::Reader& r, const Value& v, int depth) {
+  Setting s;
+  if (++setting_nodes_ > kMaxSettingNodes) {
+    s.kind = Setting::Kind::kOther;
+    s.s = "...";
+    return s;
+  }
+  switch (v.tag) {
+    case Tag::kNone: s.kind = Setting::Kind::kNone; break;
+    case Tag::kBool: s.kind = Setting::Kind::kBool, s.i = v.payload ? 1 : 0; break;
+    case Tag::kInt: s.kind = Setting::Kind::kInt, s.i = v.as_int(); break;
+    case Tag::kFloat: s.kind = Setting::Kind::kFloat, s.f = v.as_double(); break;
+    case Tag::kStr: s.kind = Setting::Kind::kStr, s.s = std::string(r.str(v)); break;
+    case Tag::kDict:
+    case Tag::kList:
+    case Tag::kTuple:
+      if (depth < 16) {
+        auto items = r.items(v);
+        if (v.tag == Tag::kDict) {
+          s.kind = Setting::Kind::kDict;
+          for (size_t i = 0; i + 1 < items.size(); i += 2) {
+            Setting c = to_setting(r, items[i + 1], depth + 1);
+            c.key = items[i].tag == Tag::kStr ? std::string(r.str(items[i])) : pickle::repr(r, items[i]);
+            s.children.push_back(std::move(c));
+          }
+        } else {
+          s.kind = Setting::Kind::kList;
+          for (const Value& c : items) s.children.push_back(to_setting(r, c, depth + 1));
+        }
+        break;
+      }
+      [[fallthrough]];
+    default: s.kind = Setting::Kind::kOther, s.s = pickle::repr(r, v); break;
+  }
+  return s;
+}
+
+Status Builder::finish(const pickle::Reader& r, const Value& root) {
+  root_ = root;
+  if (root.tag == Tag::kList) {  // oldest format: a bare list of segments
+    ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, root));
+  } else if (root.tag == Tag::kDict) {
+    auto items = r.items(root);
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      const Value& k = items[i];
+      if (k.tag != Tag::kStr) return Error{"top-level dict has a non-string key", r.offset_of(root)};
+      const StringId key = static_cast<StringId>(k.payload);
+      if (key != keys_.segments && key != keys_.device_traces && key != keys_.external_annotations &&
+          key != keys_.allocator_settings)
+        ++unknown_[key];
+    }
+    // A key assigned twice keeps its last value, as in Python.
+    if (const Value* v = r.find(root, keys_.segments)) ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, *v));
+    if (const Value* v = r.find(root, keys_.device_traces)) ALLOCSCOPE_RETURN_IF_ERROR(read_traces(r, *v));
+    if (const Value* v = r.find(root, keys_.external_annotations))
+      ALLOCSCOPE_RETURN_IF_ERROR(read_annotations(r, *v));
+    if (const Value* v = r.find(root, keys_.allocator_settings); v && v->tag == Tag::kDict) {
+      Setting all = to_setting(r, *v, 0);
+      s_->allocator_settings = std::move(all.children);
+    }
+  } else {
+    return Error{"the file holds a " + type_of(root) +
+                     "; a memory snapshot is a dict with 'segments' and 'device_traces' (or a list of segments)",
+                 0};
+  }
+  if (!s_->has_device_traces && s_->events.size_rows() > 0) {
+    // Trace rows outside device_traces: keep them on device 0 rather than dropping them.
+    s_->devices.push_back(DeviceTrace{0, 0, static_cast<uint32_t>(s_->events.size_rows())});
+  }
+  for (auto& [key, n] : unknown_) s_->unknown_keys.emplace_back(std::string(s_->strings.get(key)), n);
+  std::sort(s_->unknown_keys.begin(), s_->unknown_keys.end());
+  if (negative_sizes_)
+    s_->warnings.push_back(std::to_string(negative_sizes_) + " trace entries have a negative size");
+  return {};
+}
+
+}  // namespace allocscope::detail
