@@ -148,10 +148,10 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   Categories out;
   out.category.assign(n, Category::kUnknown);
   out.reason.assign(n, CategoryReason::kNoEvidence);
-  // Parameter sizes, to recognise the gradients the engine allocates without frames (a gradient has its
-  // parameter's shape).
+  // Parameter sizes, to recognise gradients among what the backward pass leaves alive (a gradient has its
+  // parameter's shape; cuBLAS workspaces and other caches made on the engine's threads do not).
   std::unordered_set<uint64_t> param_sizes;
-  std::vector<uint32_t> frameless;
+  std::vector<uint32_t> undecided;  // backward-pass rows: gradient or not depends on parameter sizes
   for (uint32_t i = 0; i < n; ++i) {
     const StackId st = lt.stack[i];
     stack_info(st);
@@ -165,7 +165,11 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
       c = options.rules[srule[st]].category;
       why = CategoryReason::kRule;
     } else if (bits & kBwd) {
-      c = outlives_region ? Category::kGradient : Category::kTemporary;
+      if (outlives_region) {
+        undecided.push_back(i);  // a gradient only if it has a parameter's size: decided below
+        continue;
+      }
+      c = Category::kTemporary;
       why = CategoryReason::kBackwardFrame;
     } else if (bits & kOpt) {
       c = outlives_region ? Category::kOptimizerState : Category::kTemporary;
@@ -179,7 +183,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
       c = saved ? Category::kActivation : Category::kTemporary;
       why = CategoryReason::kForwardFrame;
     } else if (python_stacks && st == 0 && lt.origin[i] == LifetimeOrigin::kTraced) {
-      frameless.push_back(i);  // decided below, once all parameter sizes are known
+      undecided.push_back(i);  // decided below, once all parameter sizes are known
       continue;
     } else if (lt.origin[i] == LifetimeOrigin::kTraced && !outlives_region) {
       c = Category::kTemporary;
@@ -188,10 +192,10 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
     out.category[i] = c;
     out.reason[i] = why;
   }
-  for (uint32_t i : frameless) {
+  for (uint32_t i : undecided) {
     const uint32_t region = it.region_of(lt.birth_step(i));
     const bool outlives_region = lt.death_step(i) > it.region_end(region);
-    out.reason[i] = CategoryReason::kEngineThread;
+    out.reason[i] = lt.stack[i] == 0 ? CategoryReason::kEngineThread : CategoryReason::kBackwardFrame;
     if (outlives_region && param_sizes.count(lt.size[i])) {
       out.category[i] = Category::kGradient;
     } else if (!outlives_region) {

@@ -46,7 +46,7 @@ FrameFilter::FrameFilter(const Snapshot& s) {
   site_.assign(ns, kNoFrame);
   site_user_.assign(ns, 0);
   for (uint32_t id = 0; id < ns; ++id) {
-    FrameId first_visible = kNoFrame;
+    FrameId first_visible = kNoFrame, engine = kNoFrame;
     for (FrameId f : s.stack(id)) {  // innermost first
       if (f >= nf) continue;          // malformed ids are skipped, never trusted
       if (user_[f]) {
@@ -54,9 +54,17 @@ FrameFilter::FrameFilter(const Snapshot& s) {
         site_user_[id] = 1;
         break;
       }
-      if (first_visible == kNoFrame && visible_[f]) first_visible = f;
+      if (!visible_[f]) continue;
+      const std::string_view name = s.str(s.frames[f].name);
+      // Without user code, the operator is the best site, not the allocator's own frames.
+      if (first_visible == kNoFrame && !contains(name, "Allocator") && name.rfind("c10::", 0) != 0 &&
+          !contains(name, "at::detail::") && !contains(name, "empty"))
+        first_visible = f;
+      // The backward pass runs on the autograd engine's threads: one site for all of it reads better than one
+      // per ATen operator.
+      if (contains(name, "autograd::Engine::thread_main")) engine = f;
     }
-    if (!site_user_[id]) site_[id] = first_visible;
+    if (!site_user_[id]) site_[id] = engine != kNoFrame ? engine : first_visible;
   }
 }
 

@@ -30,7 +30,7 @@ FlameTree flame_tree(const Snapshot& s, const DeviceLifetimes& lt, const FrameFi
     std::vector<uint32_t> children;
   };
   std::vector<Node> nodes;
-  nodes.push_back({kNoFrame, kNoRow});
+  nodes.push_back({kNoFrame, kNoRow, 0, 0, 0, {}});
   std::unordered_map<uint64_t, uint32_t> child;
   for (uint32_t row : rows) {
     uint32_t cur = 0;
@@ -44,7 +44,7 @@ FlameTree flame_tree(const Snapshot& s, const DeviceLifetimes& lt, const FrameFi
       const uint64_t key = (static_cast<uint64_t>(cur) << 32) | f;
       auto [it, inserted] = child.try_emplace(key, static_cast<uint32_t>(nodes.size()));
       if (inserted) {
-        nodes.push_back({f, cur});
+        nodes.push_back({f, cur, 0, 0, 0, {}});
         nodes[cur].children.push_back(it->second);
       }
       cur = it->second;

@@ -1,0 +1,69 @@
+// What each allocation is (parameter, gradient, optimizer state, activation, temporary, unknown), inferred from its
+// stack and lifetime (heuristics in docs/analyses.md), with user regex rules taking precedence.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "allocscope/frame_filter.h"
+#include "allocscope/iterations.h"
+#include "allocscope/lifetimes.h"
+#include "allocscope/result.h"
+
+namespace allocscope {
+
+enum class Category : uint8_t { kParameter, kGradient, kOptimizerState, kActivation, kTemporary, kUnknown };
+constexpr int kCategoryCount = 6;
+std::string_view category_name(Category c);  // "parameter", "gradient", "optimizer_state", ...
+std::optional<Category> category_from_name(std::string_view name);
+
+// Which evidence decided (shown to users so a wrong guess can be corrected with a rule).
+enum class CategoryReason : uint8_t {
+  kRule,            // a user rule matched a frame
+  kOptimizerFrame,  // a frame in torch/optim (long-lived: state; short-lived: the step's temporaries)
+  kBackwardFrame,   // autograd engine / AccumulateGrad / .backward() frames
+  kParameterFrame,  // module construction or moves: __init__, reset_parameters, _apply, to, cuda
+  kForwardFrame,    // a module's forward (alive when the backward starts: saved for it)
+  kEngineThread,    // no frames at all in a trace that records Python stacks: the autograd engine's threads
+  kLifetime,        // only the lifetime spoke (freed within its iteration)
+  kNoEvidence,
+};
+std::string_view category_reason_name(CategoryReason r);
+
+// `pattern` is an ECMAScript regex searched in each frame's "full/filename.py:LINE:name".
+struct CategoryRule {
+  std::string pattern;
+  Category category = Category::kUnknown;
+};
+struct CategoryOptions {
+  std::vector<CategoryRule> rules;  // first match wins, before any heuristic
+};
+// Parses "REGEX=category" (the CLI's --rule); the category name is after the last '='.
+Result<CategoryRule> parse_category_rule(std::string_view text);
+
+struct Categories {
+  std::vector<Category> category;      // per lifetimes row
+  std::vector<CategoryReason> reason;  // per lifetimes row
+};
+
+// Errors only for rules whose regex does not compile.
+Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it,
+                              const FrameFilter& ff, const CategoryOptions& options = {});
+
+struct CategoryTotals {
+  std::array<uint64_t, kCategoryCount> bytes{};
+  std::array<uint32_t, kCategoryCount> count{};
+};
+// Bytes and allocations of each category alive at `step`.
+CategoryTotals category_totals_at(const DeviceLifetimes& lt, const Categories& c, uint32_t step);
+
+std::string to_json(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, uint32_t step);
+// Bytes per category at `step`, each with its largest sites.
+std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, const FrameFilter& ff,
+                    uint32_t step);
+
+}  // namespace allocscope

@@ -1,0 +1,35 @@
+// Differences between two snapshots (before/after, or two ranks): segments present in only one (PyTorch's
+// `compare` rule: same address and total size) and the live memory of each stack with its size delta.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "allocscope/snapshot.h"
+
+namespace allocscope {
+
+struct SnapshotDiff {
+  // Segments only in A / only in B, in file order.
+  std::vector<uint64_t> only_a_addr, only_a_size;
+  std::vector<uint64_t> only_b_addr, only_b_size;
+  uint64_t reserved_a = 0, reserved_b = 0;
+  uint64_t live_a = 0, live_b = 0;  // requested bytes of active blocks in the final segments
+
+  // Live memory (active blocks of the final segments) per stack, keyed by the stack's visible frames (outermost
+  // first, "file.py:LINE:name;..."), so stacks compare across files. Sorted by |delta| (largest first), then by key.
+  std::vector<std::string> stack;  // the key; "<no frames>" for frameless blocks
+  std::vector<std::string> site;   // the deepest user frame of the stack (what to show first)
+  std::vector<uint64_t> bytes_a, bytes_b;
+  std::vector<uint32_t> count_a, count_b;
+  std::vector<int64_t> delta;      // bytes_b - bytes_a
+  size_t groups() const { return stack.size(); }
+};
+
+SnapshotDiff diff_snapshots(const Snapshot& a, const Snapshot& b);
+
+std::string to_json(const SnapshotDiff& d, uint32_t top = 50);
+std::string to_text(const SnapshotDiff& d, const std::string& name_a, const std::string& name_b, uint32_t top = 15);
+
+}  // namespace allocscope

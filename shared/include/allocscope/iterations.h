@@ -1,0 +1,35 @@
+// The repeating iteration of a training loop, as step boundaries, from optimizer annotations or the trace's period.
+//
+// Boundaries b[0] < b[1] < ... are steps (see lifetimes.h). Region r is [b[r-1], b[r]) with b[-1] = 0 and
+// b[m] = steps(): region 0 is the prologue before the first boundary (model set-up and, with optimizer
+// annotations, the first forward/backward), region m runs from the last boundary to the end of the trace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "allocscope/lifetimes.h"
+#include "allocscope/snapshot.h"
+
+namespace allocscope {
+
+struct Iterations {
+  enum class Source : uint8_t { kNone, kAnnotations, kPeriodic };
+  Source source = Source::kNone;
+  std::string marker;             // the annotation name, or the repeating allocation's site ("file.py:12:fn")
+  std::vector<uint32_t> boundary;  // increasing steps
+  uint32_t steps = 0;              // the device's steps (n + 1)
+
+  uint32_t regions() const { return static_cast<uint32_t>(boundary.size()) + 1; }
+  uint32_t region_of(uint32_t step) const;   // number of boundaries <= step
+  uint32_t region_end(uint32_t region) const { return region < boundary.size() ? boundary[region] : steps; }
+};
+std::string_view iteration_source_name(Iterations::Source s);  // "none", "annotations", "periodic"
+
+// Annotations first: the START of each `Optimizer.step#...` on the device (PyTorch's optimizer emits them while
+// memory history is recorded). Otherwise the periodic pattern: the allocation stack whose occurrence count is the
+// most common count of at least 3 among all stacks, earliest first; its allocations mark iteration starts.
+Iterations detect_iterations(const Snapshot& s, const DeviceLifetimes& lt);
+
+}  // namespace allocscope

@@ -1,0 +1,51 @@
+// Leaks and held memory across iterations: what each iteration leaves behind, which allocation sites grow from one
+// iteration to the next (a leak), and which gradients stay alive across optimizer steps (memory held, not growing).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "allocscope/categories.h"
+#include "allocscope/frame_filter.h"
+#include "allocscope/iterations.h"
+#include "allocscope/lifetimes.h"
+
+namespace allocscope {
+
+struct LeakOptions {
+  uint32_t min_boundaries = 3;  // fewer iterations than this cannot show a trend
+};
+
+// Allocations sharing one site (the deepest user frame; kNoFrame groups the frameless ones).
+struct LeakGroup {
+  FrameId site = kNoFrame;
+  StackId stack = 0;           // the stack of the latest allocation alive at the last boundary (for display)
+  Category category = Category::kUnknown;
+  std::vector<uint32_t> alive_count;  // per boundary: the group's allocations alive at it
+  std::vector<uint64_t> alive_bytes;
+  uint64_t bytes_per_iteration = 0;   // growth: (last - first alive bytes) / (boundaries - 1); held: bytes held
+  uint32_t allocations = 0;           // growth: net new allocations over the trace; held: allocations held
+};
+
+struct LeakReport {
+  int64_t device = 0;
+  Iterations iterations;
+  // Per boundary: total active bytes at it (a leak shows as a rising floor).
+  std::vector<uint64_t> total_at_boundary;
+  // Per region (iterations.regions()): allocations born there that are still alive after the next region ends
+  // (they outlived the iteration after their own), and their bytes.
+  std::vector<uint32_t> survivor_count;
+  std::vector<uint64_t> survivor_bytes;
+  std::vector<LeakGroup> growing;  // largest growth first
+  std::vector<LeakGroup> held;     // gradients alive across optimizer steps, largest first
+  bool leak_suspected() const { return !growing.empty(); }
+};
+
+LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it, const Categories& c,
+                      const FrameFilter& ff, const LeakOptions& options = {});
+
+std::string to_json(const Snapshot& s, const LeakReport& r);
+std::string to_text(const Snapshot& s, const LeakReport& r);
+
+}  // namespace allocscope

@@ -1,0 +1,55 @@
+// The one-screen answer: devices, events, time span, peaks, fragmentation, top sites, OOMs, leaks and warnings,
+// including inconsistent content found in the file (reported, never fatal).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "allocscope/frame_filter.h"
+#include "allocscope/lifetimes.h"
+#include "allocscope/snapshot.h"
+
+namespace allocscope {
+
+struct DeviceSummary {
+  int64_t device = 0;
+  uint32_t events = 0;
+  int64_t first_us = 0, last_us = 0;
+  uint32_t allocations = 0;          // lifetimes rows
+  uint32_t frees_without_alloc = 0;  // allocations the ring buffer cut (allocated before the window)
+  uint64_t peak_allocated = 0;       // active bytes (PyTorch's timeline peak)
+  uint32_t peak_allocated_step = 0;
+  uint64_t peak_reserved = 0;
+  uint32_t peak_reserved_step = 0;
+  // Final state from the file's segments (ground truth): reserved, active, the largest free block.
+  uint64_t final_reserved = 0;
+  uint64_t final_allocated = 0;
+  uint64_t final_largest_free = 0;
+  double fragmentation = 0;  // 1 - largest free block / free bytes in segments (0 = all free space in one block)
+  uint32_t iterations = 0;   // detected iteration boundaries
+  uint32_t ooms = 0;
+  bool leak_suspected = false;
+  std::string leak_site;     // the largest growing site when a leak is suspected
+  // Top sites (deepest user frames) alive at the allocated peak.
+  std::vector<FrameId> top_site;
+  std::vector<uint64_t> top_site_bytes;
+};
+
+struct Summary {
+  std::vector<DeviceSummary> devices;
+  uint64_t segments = 0, blocks = 0, events = 0, source_bytes = 0;
+  std::vector<std::string> warnings;  // human sentences, most important first
+};
+
+// Runs every analysis it needs (segment timelines, iterations, categories, leaks, peaks) on the given lifetimes.
+Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilter& ff, uint32_t top_sites = 5);
+
+// Consistency checks of the file itself (blocks outside their segment, frees of unknown addresses, time going
+// backwards, negative sizes, segments freed twice ...): one sentence per kind of problem, with a count.
+std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes& lifetimes);
+
+std::string to_json(const Snapshot& s, const Summary& sum);
+std::string to_text(const Snapshot& s, const Summary& sum);
+
+}  // namespace allocscope

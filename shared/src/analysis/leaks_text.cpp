@@ -1,0 +1,59 @@
+// Human text for the leak report: the verdict first, then the growing sites, held gradients and per-iteration floor.
+#include "allocscope/leaks.h"
+#include "analysis/frame_filter_text.h"
+
+namespace allocscope {
+
+using namespace text_detail;
+
+namespace {
+
+std::string counts(const std::vector<uint32_t>& v) {
+  std::string o;
+  for (size_t k = 0; k < v.size(); ++k) o += (k ? " " : "") + std::to_string(v[k]);
+  return o;
+}
+
+}  // namespace
+
+std::string to_text(const Snapshot& s, const LeakReport& r) {
+  std::string o = "device " + std::to_string(r.device) + ": ";
+  const uint32_t m = static_cast<uint32_t>(r.iterations.boundary.size());
+  if (r.iterations.source == Iterations::Source::kNone) {
+    return o + "no repeating iteration found (no optimizer annotations, no periodic allocations): cannot judge leaks\n";
+  }
+  if (r.leak_suspected()) {
+    const LeakGroup& g = r.growing.front();
+    o += "LEAK: " + FrameFilter::format(s, g.site, true) + " keeps " + std::to_string(g.allocations) +
+         " more allocation(s) alive over " + std::to_string(m) + " iterations (+" + size(g.bytes_per_iteration) +
+         " per iteration)\n";
+  } else if (!r.held.empty()) {
+    o += "no growing leak; gradients are held across optimizer steps\n";
+  } else {
+    o += "no leak: nothing grows from one iteration to the next\n";
+  }
+  o += "  iterations: " + std::to_string(m) + " boundaries from " +
+       std::string(iteration_source_name(r.iterations.source)) + " (" + r.iterations.marker + ")\n";
+  if (!r.growing.empty()) {
+    o += "\ngrowing sites (alive allocations at each iteration start):\n";
+    for (const LeakGroup& g : r.growing) {
+      o += "  " + rpad("+" + size(g.bytes_per_iteration), 11) + "/iter  " + FrameFilter::format(s, g.site) + "  [" +
+           std::string(category_name(g.category)) + "]  counts: " + counts(g.alive_count) + "\n";
+      const auto frames = s.stack(g.stack);
+      for (size_t k = 0; k < frames.size() && k < 4; ++k) o += "        at " + FrameFilter::format(s, frames[k]) + "\n";
+    }
+  }
+  if (!r.held.empty()) {
+    o += "\nmemory held across optimizer steps (not growing):\n";
+    for (const LeakGroup& g : r.held)
+      o += "  " + rpad(size(g.bytes_per_iteration), 10) + "  " + rpad(std::to_string(g.allocations), 5) +
+           " gradient allocation(s) from " + FrameFilter::format(s, g.site) +
+           " stay alive from one step to the next (gradients never cleared: call optimizer.zero_grad())\n";
+  }
+  o += "\nactive bytes at each iteration start:";
+  for (uint64_t b : r.total_at_boundary) o += " " + size(b);
+  o += "\n";
+  return o;
+}
+
+}  // namespace allocscope

@@ -1,0 +1,40 @@
+// Human text for OOM reports: the request against free memory first, then the verdict, then what was alive.
+#include "allocscope/oom.h"
+#include "allocscope/frame_filter.h"
+#include "analysis/frame_filter_text.h"
+
+namespace allocscope {
+
+using namespace text_detail;
+
+std::string to_text(const Snapshot& s, const Lifetimes& lifetimes, const std::vector<OomReport>& reports) {
+  if (reports.empty()) return "no out-of-memory event in this snapshot\n";
+  std::string o;
+  for (const OomReport& r : reports) {
+    o += "device " + std::to_string(r.device) + ", event " + std::to_string(r.event) + ": OUT OF MEMORY asking for " +
+         size(r.requested) + "; the driver had " + size(r.device_free) + " free\n";
+    o += "  reserved by PyTorch  " + rpad(size(r.reserved), 10) + "\n";
+    o += "  allocated            " + rpad(size(r.allocated), 10) + "  (" + std::to_string(r.live_allocations) +
+         " live blocks, " + size(r.requested_live) + " requested)\n";
+    o += "  cached free          " + rpad(size(r.cached_free), 10) + "  largest free block " + size(r.largest_free_block) + "\n";
+    if (r.fragmentation) {
+      o += "  => fragmentation: the cached free memory could hold the request but no single block can;\n"
+           "     try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n";
+    } else if (r.cached_free + r.device_free < r.requested) {
+      o += "  => the request exceeds all free memory (driver free + cached free): live tensors must shrink\n";
+    } else {
+      o += "  => the request exceeds what the driver could still map\n";
+    }
+    const DeviceLifetimes* lt = lifetimes.device(r.device);
+    if (!lt || r.top_rows.empty()) continue;
+    o += "  largest live allocations:\n";
+    for (uint32_t i : r.top_rows) {
+      const auto frames = s.stack(lt->stack[i]);
+      o += "    " + rpad(size(lt->size[i]), 10) + "  " +
+           (frames.empty() ? std::string("<no frames>") : FrameFilter::format(s, frames[0])) + "\n";
+    }
+  }
+  return o;
+}
+
+}  // namespace allocscope

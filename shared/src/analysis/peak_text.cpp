@@ -1,0 +1,70 @@
+// Human text for peaks and categories: the answer (how much, when) first, then what was alive.
+#include <algorithm>
+#include <cstdio>
+
+#include "allocscope/peak.h"
+#include "analysis/frame_filter_text.h"
+
+namespace allocscope {
+
+using namespace text_detail;
+
+std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p) {
+  std::string o;
+  o += "device " + std::to_string(p.device) + ": peak allocated " + size(p.allocated_bytes) + " at step " +
+       std::to_string(p.allocated_step) + " (event " + std::to_string(p.allocated_step) + " of " +
+       std::to_string(lt.event_count) + ", +" + seconds(p.allocated_time_us - lt.step_time_us(s, 0)) + ")";
+  o += ", reserved then " + size(p.reserved_at_allocated_peak) + "\n";
+  o += "          peak reserved  " + size(p.reserved_bytes) + " at step " + std::to_string(p.reserved_step) + "\n";
+  if (p.step_begin != 0 || p.step_end + 1 != lt.steps())
+    o += "          window: steps " + std::to_string(p.step_begin) + ".." + std::to_string(p.step_end) + "\n";
+  o += "\nalive at the peak: " + std::to_string(p.alive) + " allocations\n";
+  if (p.has_categories) {
+    o += "by category:\n";
+    for (int k = 0; k < kCategoryCount; ++k) {
+      if (!p.category_count[k]) continue;
+      o += "  " + rpad(size(p.category_bytes[k]), 10) + "  " + lpad(std::string(category_name(static_cast<Category>(k))), 16) +
+           std::to_string(p.category_count[k]) + " allocations\n";
+    }
+  }
+  o += "by site (deepest user frame):\n";
+  for (size_t k = 0; k < p.site.size(); ++k)
+    o += "  " + rpad(size(p.site_bytes[k]), 10) + "  " + rpad(std::to_string(p.site_count[k]), 6) + "x  " +
+         FrameFilter::format(s, p.site[k]) + "\n";
+  o += "largest allocations:\n";
+  for (uint32_t i : p.largest) {
+    const auto frames = s.stack(lt.stack[i]);
+    o += "  " + rpad(size(lt.size[i]), 10) + "  " + (frames.empty() ? "<no frames>" : FrameFilter::format(s, frames[0])) + "\n";
+  }
+  return o;
+}
+
+std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, const FrameFilter& ff,
+                    uint32_t step) {
+  const CategoryTotals t = category_totals_at(lt, c, step);
+  uint64_t all = 0;
+  for (uint64_t b : t.bytes) all += b;
+  std::string o = "device " + std::to_string(lt.device) + " at step " + std::to_string(step) + ": " + size(all) +
+                  " alive\n";
+  for (int k = 0; k < kCategoryCount; ++k) {
+    if (!t.count[k]) continue;
+    o += "  " + rpad(size(t.bytes[k]), 10) + "  " + lpad(std::string(category_name(static_cast<Category>(k))), 16) +
+         rpad(std::to_string(t.count[k]), 6) + " allocations\n";
+    // The three largest sites of this category, so a wrong guess is visible at once.
+    std::vector<std::pair<uint64_t, FrameId>> sites;
+    for (uint32_t i = 0; i < lt.count(); ++i) {
+      if (!lt.alive_at(i, step) || static_cast<int>(c.category[i]) != k) continue;
+      const FrameId f = ff.site(lt.stack[i]);
+      bool found = false;
+      for (auto& e : sites)
+        if (e.second == f) e.first += lt.size[i], found = true;
+      if (!found && sites.size() < 64) sites.push_back({lt.size[i], f});
+    }
+    std::sort(sites.begin(), sites.end(), [](auto& a, auto& b) { return a.first > b.first; });
+    for (size_t j = 0; j < sites.size() && j < 3; ++j)
+      o += "      " + rpad(size(sites[j].first), 10) + "  " + FrameFilter::format(s, sites[j].second) + "\n";
+  }
+  return o;
+}
+
+}  // namespace allocscope

@@ -1,0 +1,37 @@
+// Human text for the summary: warnings that need action first, then per-device numbers.
+#include "allocscope/summary.h"
+#include "analysis/frame_filter_text.h"
+
+namespace allocscope {
+
+using namespace text_detail;
+
+std::string to_text(const Snapshot& s, const Summary& sum) {
+  std::string o;
+  o += std::to_string(sum.devices.size()) + " device(s), " + std::to_string(sum.events) + " events, " +
+       std::to_string(sum.segments) + " segments, " + std::to_string(sum.blocks) + " blocks\n";
+  for (const DeviceSummary& d : sum.devices) {
+    o += "\ndevice " + std::to_string(d.device) + ": " + std::to_string(d.events) + " events over " +
+         seconds(d.last_us - d.first_us) + ", " + std::to_string(d.allocations) + " allocations";
+    if (d.iterations) o += ", " + std::to_string(d.iterations) + " iterations";
+    o += "\n";
+    o += "  peak allocated   " + rpad(size(d.peak_allocated), 10) + "  at step " + std::to_string(d.peak_allocated_step) + "\n";
+    o += "  peak reserved    " + rpad(size(d.peak_reserved), 10) + "  at step " + std::to_string(d.peak_reserved_step) + "\n";
+    o += "  at the end       " + rpad(size(d.final_reserved), 10) + "  reserved, " + size(d.final_allocated) +
+         " allocated, largest free block " + size(d.final_largest_free) + " (fragmentation " + percent(d.fragmentation) + ")\n";
+    if (!d.top_site.empty()) {
+      o += "  top sites at the peak:\n";
+      for (size_t k = 0; k < d.top_site.size(); ++k)
+        o += "    " + rpad(size(d.top_site_bytes[k]), 10) + "  " + FrameFilter::format(s, d.top_site[k]) + "\n";
+    }
+  }
+  if (!sum.warnings.empty()) {
+    o += "\nwarnings:\n";
+    for (const std::string& w : sum.warnings) o += "  - " + w + "\n";
+  } else {
+    o += "\nno warnings\n";
+  }
+  return o;
+}
+
+}  // namespace allocscope
