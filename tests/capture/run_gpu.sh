@@ -12,6 +12,9 @@ for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64 /usr/local/cud
   [ -d "$d" ] && LDP="$LDP$d:"
 done
 export LD_LIBRARY_PATH="$LDP$S"
+# libdw (elfutils) gives frames file:line; use the machine's, else the copy staged from the build machine.
+if ldconfig -p | grep -q "libdw.so.1"; then echo "libdw: the machine's"; else
+  echo "libdw: staged copy"; export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$S/dw"; fi
 echo "== machine"
 nvidia-smi -L
 python3 -c 'import torch; print("torch", torch.__version__)'
