@@ -1,0 +1,48 @@
+// `allocscope summary FILE [--json]`: the one-screen answer (peaks, fragmentation, top sites, warnings).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "allocscope/summary.h"
+#include "cli_common.h"
+#include "verbs.h"
+
+namespace allocscope::cli {
+namespace {
+
+int run_summary(const std::vector<std::string>& argv) {
+  const Args args = parse_args(argv, {"top"});
+  for (const auto& [name, value] : args.options)
+    if (name != "json" && name != "top") return fail("summary: unknown option --" + name);
+  if (args.positional.size() != 1) return fail("usage: allocscope summary FILE [--json] [--top N]");
+  const std::string top = args.get("top", "5");
+  if (top.empty() || top.size() > 6 || top.find_first_not_of("0123456789") != std::string::npos)
+    return fail("summary: --top needs a number");
+  Snapshot s;
+  if (!load_or_report(args.positional[0], &s)) return 1;
+  const Lifetimes lt = build_lifetimes(s);
+  const FrameFilter ff(s);
+  const Summary sum = summarize(s, lt, ff, static_cast<uint32_t>(std::stoul(top)));
+  const std::string out = args.has("json") ? to_json(s, sum) + "\n" : args.positional[0] + ": " + to_text(s, sum);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+const RegisterVerb kRegister({
+    "summary",
+    "one screen: peaks, fragmentation, top sites, OOMs, leaks and file warnings",
+    "usage: allocscope summary FILE [--json] [--top N]\n\n"
+    "Per device: events and time span, peak allocated (active) and reserved bytes with their steps, the final\n"
+    "reserved/allocated bytes with the largest free block and fragmentation (1 - largest free / free), the top\n"
+    "N (default 5) allocation sites alive at the peak (deepest user frame), then warnings: OOMs, suspected\n"
+    "leaks, gradients held across steps, a wrapped ring buffer (frees without allocs) and inconsistent content\n"
+    "(blocks outside segments, repeated frees, time going backwards, negative sizes).\n\n"
+    "  --json     one JSON object (devices[], warnings[]) instead of text\n\n"
+    "example:\n"
+    "  allocscope summary tests/fixtures/transformer_leak.pickle\n",
+    run_summary,
+    10,
+});
+
+}  // namespace
+}  // namespace allocscope::cli
