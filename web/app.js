@@ -233,6 +233,13 @@ function wire() {
   });
 }
 
+// Back/forward and edited hashes switch views (the rest of the hash is read when a view mounts).
+window.addEventListener('hashchange', () => {
+  if (!state.files.length) return;
+  const h = readHash();
+  if (h.view && h.view !== state.view && views.some((v) => v.id === h.view && v.available(state))) selectView(h.view);
+});
+
 async function start() {
   wire();
   const urls = new URLSearchParams(location.search).getAll('url');

@@ -1,22 +1,121 @@
-// Browser tests of the views: each view paints for a real fixture, and its headline numbers equal the golden files.
+// Browser tests of the views on real fixtures: each view paints (data-state=ready), its headline numbers equal the
+// golden files where PyTorch has an answer, and the interactions work (hover, pin, search, keys, axis toggle).
 'use strict';
 const path = require('path');
 const { watchedPage, waitState } = require('./browser.js');
 
-async function run(browser, origin, { fixturesDir, artifacts, ok, eq, golden }) {
+async function run(browser, origin, { artifacts, ok, eq, golden }) {
   console.log('views');
   const { context, page, watch } = await watchedPage(browser, origin);
-  for (const base of ['resnet50_train', 'linear_seed']) {
+  const open = async (files, view) => {
+    const q = files.map((f) => 'url=' + encodeURIComponent('/fixtures/' + f)).join('&');
+    await page.goto('about:blank');  // a hash-only change would not reload the page
+    await page.goto(`${origin}/app/?${q}#view=${view}`);
+    const st = await waitState(page, ['ready', 'error'], 90000);
+    if (st !== 'ready') console.log('    ' + (await page.textContent('#error-message')));
+    return st;
+  };
+  const attr = (sel, name) => page.getAttribute(sel, name).catch(() => null);
+
+  // Active Memory Timeline: PyTorch's peak for every small fixture with a trace.
+  for (const f of ['resnet50_train.pickle', 'linear_seed.pickle', 'gpt2_cpp.pickle.gz', 'expandable_segments.pickle']) {
+    const base = f.replace(/\.pickle(\.gz)?$/, '');
     const mv = golden(base, 'memoryviz.json');
-    await page.goto(`${origin}/app/?url=${encodeURIComponent('/fixtures/' + base + '.pickle')}#view=timeline`);
-    eq(await waitState(page, ['ready', 'error'], 60000), 'ready', `${base} timeline reaches ready`);
-    const peak = await page.getAttribute('[data-peak-bytes]', 'data-peak-bytes').catch(() => null);
-    eq(Number(peak), mv.devices['0'].peak_active_bytes, `${base} timeline peak equals PyTorch's`);
+    eq(await open([f], 'timeline'), 'ready', `${base} timeline reaches ready`);
+    const dev = Object.keys(mv.devices)[0];
+    eq(Number(await attr('[data-peak-bytes]', 'data-peak-bytes')), mv.devices[dev].peak_active_bytes, `${base} timeline peak equals PyTorch's`);
+    await page.waitForTimeout(300);
     await page.screenshot({ path: path.join(artifacts, `timeline-${base}.png`) });
   }
+
+  // Interactions on resnet50: hover shows a stack, click pins, keys zoom, t toggles the axis, search marks hits.
+  await open(['resnet50_train.pickle'], 'timeline');
+  await page.waitForTimeout(300);
+  const box = await page.locator('.canvas-wrap canvas').boundingBox();
+  await page.mouse.move(box.x + box.width * 0.45, box.y + box.height * 0.8);
+  await page.waitForSelector('#detail:not(.hidden) .alloc-card', { timeout: 10000 }).catch(() => null);
+  const card = await page.textContent('#detail').catch(() => '');
+  ok(/address/.test(card) && /0x[0-9a-f]+/.test(card), 'hovering a band shows its address');
+  ok(/Stack/.test(card), 'hover card shows the stack');
+  await page.mouse.click(box.x + box.width * 0.45, box.y + box.height * 0.8);
+  await page.waitForTimeout(300);
+  ok(/pinned/.test(await page.textContent('#detail')), 'click pins the allocation');
+  await page.screenshot({ path: path.join(artifacts, 'timeline-hover.png') });
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('+');
+  await page.keyboard.press('+');
+  await page.waitForTimeout(400);
+  ok(/window=/.test(await page.evaluate(() => location.hash)), 'zoom keys put the window in the URL hash');
+  await page.keyboard.press('t');
+  await page.waitForTimeout(400);
+  ok(/axis=time/.test(await page.evaluate(() => location.hash)), 't switches to the time axis');
+  await page.fill('#search', 'conv2d|batch_norm');
+  await page.waitForTimeout(800);
+  const info = await page.textContent('.timeline-info');
+  ok(/\d[\d,]* of [\d,]+ allocations match/.test(info), `regex search reports matches (${info.trim().slice(-40)})`);
+  await page.screenshot({ path: path.join(artifacts, 'timeline-search.png') });
+  await page.fill('#search', '0x7f');
+  await page.waitForTimeout(500);
+  ok(/allocations match/.test(await page.textContent('.timeline-info')), 'hex address search runs');
+  await page.fill('#search', '');
+  await page.locator('#search').blur();
+  await page.keyboard.press('?');
+  ok(await page.isVisible('#help'), '? opens the keyboard help');
+  await page.keyboard.press('Escape');
+
+  // Segments, allocator state, flame graph.
+  eq(await open(['expandable_segments.pickle'], 'segments'), 'ready', 'segment timeline reaches ready');
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: path.join(artifacts, 'segments-expandable.png') });
+  eq(await open(['resnet50_train.pickle'], 'state'), 'ready', 'allocator state history reaches ready');
+  const reserved = Number(await attr('[data-state-value="reserved"]', 'data-value'));
+  ok(reserved > 0, `allocator state shows reserved bytes (${reserved})`);
+  await page.keyboard.press('ArrowRight');
+  await page.waitForTimeout(300);
+  ok(/step=/.test(await page.evaluate(() => location.hash)), 'arrow keys move the state and the hash follows');
+  await page.screenshot({ path: path.join(artifacts, 'state-resnet50.png') });
+  eq(await open(['resnet50_train.pickle'], 'flame'), 'ready', 'flame graph reaches ready');
+  await page.waitForTimeout(300);
+  eq(Number(await attr('[data-total]', 'data-total')), golden('resnet50_train', 'memoryviz.json').devices['0'].peak_active_bytes,
+     'flame graph at the peak holds exactly the peak bytes');
+  await page.screenshot({ path: path.join(artifacts, 'flame-resnet50.png') });
+
+  // Answers: peak, leaks, OOM.
+  eq(await open(['transformer_leak.pickle'], 'peak'), 'ready', 'peak view reaches ready');
+  eq(Number(await attr('[data-peak-allocated]', 'data-peak-allocated')),
+     golden('transformer_leak', 'memoryviz.json').devices['0'].peak_active_bytes, 'peak view equals PyTorch\'s peak');
+  await page.screenshot({ path: path.join(artifacts, 'peak-transformer_leak.png') });
+  for (const [f, want] of [['transformer_leak.pickle', 'yes'], ['resnet18_grad_bug.pickle', 'held'], ['resnet50_train.pickle', 'no']]) {
+    eq(await open([f], 'leaks'), 'ready', `${f} leaks view reaches ready`);
+    eq(await attr('[data-leak]', 'data-leak'), want, `${f}: leak verdict`);
+    if (want !== 'no') await page.screenshot({ path: path.join(artifacts, `leaks-${f.replace('.pickle', '')}.png`) });
+  }
+  eq(await open(['oom.pickle'], 'oom'), 'ready', 'OOM view reaches ready');
+  eq(Number(await attr('[data-ooms]', 'data-ooms')), golden('oom', 'facts.json').actions.oom, 'OOM view lists every oom event');
+  await page.screenshot({ path: path.join(artifacts, 'oom.png') });
+
+  // Two files: diff; three: ranks with rank 1 the outlier.
+  eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle'], 'diff'), 'ready', 'diff reaches ready');
+  const fa = golden('ddp_rank0', 'facts.json'), fb = golden('ddp_rank1', 'facts.json');
+  eq(Number(await attr('[data-diff-live]', 'data-diff-live')), fb.total_allocated - fa.total_allocated, 'diff of live bytes equals the facts\' difference');
+  eq(Number(await attr('[data-diff-reserved]', 'data-diff-reserved')), fb.total_reserved - fa.total_reserved, 'diff of reserved bytes equals the facts\' difference');
+  await page.screenshot({ path: path.join(artifacts, 'diff-ddp.png') });
+  eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle', 'ddp_rank0.pickle'], 'ranks'), 'ready', 'ranks reaches ready');
+  eq(Number(await attr('[data-outliers]', 'data-outliers')), 1, 'one outlier rank');
+  ok(await page.$eval('[data-rank-row="1"]', (e) => e.classList.contains('outlier')).catch(() => false), 'rank 1 is the marked outlier');
+  await page.screenshot({ path: path.join(artifacts, 'ranks-ddp.png') });
+
   eq(watch.foreign, [], 'no request left the origin');
   eq(watch.errors, [], 'no console errors');
   await context.close();
+
+  // Dark mode timeline for the docs.
+  const dark = await watchedPage(browser, origin, null, 'dark');
+  await dark.page.goto(`${origin}/app/?url=${encodeURIComponent('/fixtures/transformer_leak.pickle')}#view=timeline`);
+  await waitState(dark.page, ['ready', 'error'], 60000);
+  await dark.page.waitForTimeout(300);
+  await dark.page.screenshot({ path: path.join(artifacts, 'timeline-dark.png') });
+  await dark.context.close();
 }
 
 module.exports = { run };

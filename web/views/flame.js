@@ -43,6 +43,7 @@ export default {
       info.textContent = `${bytes(data.body.total)} in ${count(data.body.allocations)} live allocations after event ` +
         `${count(data.body.step)} (+${micros(data.body.time_us - data.body.time_first_us)})` +
         (data.body.step === data.body.peak_step ? ' — the peak' : '');
+      info.dataset.total = data.body.total;
       ctx.set({ step: data.body.step }, { quiet: true });
       draw();
     }

@@ -32,7 +32,7 @@ export function timelineView(kind) {
     const st = ctx.state;
     const peakLabel = el('span', { class: 'peak' });
     const axisBtn = el('button', { type: 'button', title: 'event axis ↔ time axis (t)' });
-    const info = el('span', { class: 'fine' });
+    const info = el('span', { class: 'fine timeline-info' });
     const toolbar = el('div', { class: 'toolbar' },
       axisBtn,
       el('button', { type: 'button', title: 'zoom out to everything (Home)', onclick: () => zoom && zoom.reset() }, 'Reset zoom'),
@@ -78,7 +78,8 @@ export function timelineView(kind) {
 
     function req(extra) {
       return Object.assign({ method: K.draw, id: f.id, device, axis: st.axis === 'time' ? 'time' : 'step',
-                             x0: zoom.x0, x1: zoom.x1, width: Math.round(plotW()), height: Math.round(plotH()) }, extra);
+                             x0: zoom.x0, x1: zoom.x1, width: Math.round(plotW()), height: Math.round(plotH()),
+                             marks: K.search && !!mask }, extra);
     }
 
     const request = latest(async () => {
@@ -132,11 +133,12 @@ export function timelineView(kind) {
       }
       // bands
       const hl = mask;
+      const marked = frame.blobs.marked;  // per rectangle: holds a search hit (the core keeps hits out of merged runs)
       const hoverRow = hover && hover.answer.allocation ? hover.answer.allocation.row : -1;
       const pinRow = pinned ? pinned.row : -1;
       for (let i = 0; i < row.length; ++i) {
         const r = row[i];
-        const dim = hl && !hl[r];
+        const dim = hl ? (marked ? !marked[i] : !hl[r]) : false;
         g.fillStyle = cnt[i] > 1 ? (th.dark ? `hsl(220 8% ${dim ? 22 : 42}%)` : `hsl(220 8% ${dim ? 88 : 70}%)`)
                                  : colour(r, th.dark, dim ? 0.18 : 1);
         g.fillRect(L + x0[i], B - y1[i], x1[i] - x0[i], y1[i] - y0[i]);
@@ -255,7 +257,7 @@ export function timelineView(kind) {
           searchInfo = `${count(r.body.matches)} of ${count(r.body.rows)} allocations match`;
         } catch (e) { searchInfo = e.message; }
       }
-      draw();
+      if (zoom) request(); else draw();
     }
 
     function onPointer(e) {
