@@ -29,6 +29,21 @@ TEST(FlameGraph, EscapesNamesAndStaysWellFormed) {
   EXPECT_EQ(count_of(svg, "<rect x="), 4u + 1u);  // all, a&b, <c>..., d + the background
 }
 
+// The click-to-zoom script is inline (no network), CDATA-wrapped, and valid JavaScript (node --check, when present).
+TEST(FlameGraph, ZoomScriptIsSelfContained) {
+  const std::string svg = fg::render_svg("main;alloc 100\nmain;free 50\n");
+  EXPECT_NE(svg.find("<g class=\"f\" data-n=\"alloc\">"), std::string::npos);
+  EXPECT_NE(svg.find("id=\"reset\""), std::string::npos);
+  EXPECT_EQ(svg.find("http://www.w3.org/2000/svg"), svg.rfind("http"));  // no other URL: nothing is fetched
+  const size_t begin = svg.find("<![CDATA["), end = svg.find("]]>");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  if (!clitest::file_exists("/usr/bin/node")) GTEST_SKIP() << "node not installed";
+  const std::string js = clitest::temp_path("zoom.js");
+  clitest::write_bytes(js, svg.substr(begin + 9, end - begin - 9));
+  EXPECT_EQ(std::system(("/usr/bin/node --check '" + js + "'").c_str()), 0);
+}
+
 TEST(FlameGraph, EmptyInputIsStillAnSvg) {
   const std::string svg = fg::render_svg("");
   EXPECT_EQ(clitest::xml_problem(svg), "");

@@ -171,6 +171,13 @@ std::string xml_problem(const std::string& x) {
       i = end + 2;
       continue;
     }
+    if (x.compare(i, 9, "<![CDATA[") == 0) {
+      const size_t end = x.find("]]>", i);
+      if (end == std::string::npos) return "unterminated CDATA at " + std::to_string(i);
+      if (open.empty()) return "CDATA outside the root at " + std::to_string(i);
+      i = end + 3;
+      continue;
+    }
     if (x.compare(i, 4, "<!--") == 0) {
       const size_t end = x.find("-->", i);
       if (end == std::string::npos) return "unterminated comment at " + std::to_string(i);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allocscope/flamegraph.h"
+#include "flamegraph/zoom.h"
 
 namespace allocscope::flamegraph {
 namespace {
@@ -108,19 +109,21 @@ struct Layout {
     const double y1 = y2 - o.frame_height + 1;
     const std::string name = xml_escape(n.name);
     const double pct = 100.0 * static_cast<double>(n.total) / static_cast<double>(grand_total);
-    *out += "<g><title>" + name + " (" + std::to_string(n.total) + " " + xml_escape(o.count_name) + ", " +
-            fmt("%.2f", pct) + "%)</title>";
-    *out += "<rect x=\"" + fmt("%.1f", x1) + "\" y=\"" + fmt("%.1f", y1) + "\" width=\"" + fmt("%.1f", w) +
+    // data-n keeps the full name for the zoom script, which re-cuts labels to the zoomed width.
+    *out += "<g class=\"f\" data-n=\"" + name + "\"><title>" + name + " (" + std::to_string(n.total) + " " +
+            xml_escape(o.count_name) + ", " + fmt("%.2f", pct) + "%)</title>";
+    *out += "<rect x=\"" + fmt("%.2f", x1) + "\" y=\"" + fmt("%.1f", y1) + "\" width=\"" + fmt("%.2f", w) +
             "\" height=\"" + std::to_string(o.frame_height - 1) + "\" fill=\"" + color_for(n.name) +
             "\" rx=\"2\" ry=\"2\"/>";
     // Label only what fits (flamegraph.pl's 0.59 em per character), ending in ".." when cut.
     const auto fit = static_cast<size_t>(w / (o.font_size * 0.59));
+    std::string label;
     if (fit >= 3) {
-      std::string label = n.name;
+      label = n.name;
       if (utf8_length(label) > fit) label = std::string(utf8_prefix(label, fit - 2)) + "..";
-      *out += "<text x=\"" + fmt("%.1f", x1 + 3) + "\" y=\"" + fmt("%.1f", y1 + o.frame_height / 2.0 + 3) + "\">" +
-              xml_escape(label) + "</text>";
     }
+    *out += "<text x=\"" + fmt("%.2f", x1 + 3) + "\" y=\"" + fmt("%.1f", y1 + o.frame_height / 2.0 + 3) + "\">" +
+            xml_escape(label) + "</text>";
     *out += "</g>\n";
     uint64_t child_start = start;
     for (const auto& [child_name, child] : n.children) {
@@ -175,17 +178,20 @@ std::string render_svg(std::string_view folded, const Options& o) {
          "\" viewBox=\"0 0 " + std::to_string(o.width) + " " + fmt("%.0f", height) +
          "\" xmlns=\"http://www.w3.org/2000/svg\">\n";
   out += "<style>text { font-family: Verdana, sans-serif; font-size: " + std::to_string(o.font_size) +
-         "px; fill: #000; } g:hover rect { stroke: #000; stroke-width: 0.5; }</style>\n";
+         "px; fill: #000; } g.f { cursor: pointer; } g.f:hover rect { stroke: #000; stroke-width: 0.5; }"
+         " #reset { cursor: pointer; fill: #336; }</style>\n";
   out += "<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#f8f8f0\"/>\n";
   out += "<text x=\"" + fmt("%.1f", o.width / 2.0) + "\" y=\"" + std::to_string(o.font_size * 2) +
          "\" text-anchor=\"middle\" style=\"font-size: " + std::to_string(o.font_size + 5) + "px\">" +
          xml_escape(o.title) + "</text>\n";
+  out += "<text id=\"reset\" x=\"10\" y=\"" + std::to_string(o.font_size * 2) + "\">Reset Zoom</text>\n";
   if (nodes[0].total == 0) {
     out += "<text x=\"10\" y=\"" + fmt("%.0f", ypad1 + o.frame_height) + "\">no samples</text>\n";
   } else {
     const double per_unit = (o.width - 20) / static_cast<double>(nodes[0].total);
     Layout{nodes, o, per_unit, height, ypad2, &out}.draw(0, 0, 0, nodes[0].total);
   }
+  out += zoom_script(o.width, o.font_size * 0.59);
   out += "</svg>\n";
   return out;
 }

@@ -102,7 +102,8 @@ void write_blocks(const Snapshot& s, StackFormatter* fmt, const std::string& pre
       *out += ';';
       *out += state;
       *out += ";<gaps> ";
-      *out += gaps < 0 ? "-" + py_int(static_cast<uint64_t>(-gaps)) : py_int(static_cast<uint64_t>(gaps));
+      if (gaps < 0) out->push_back('-');
+      *out += py_int(static_cast<uint64_t>(gaps < 0 ? -gaps : gaps));
       *out += '\n';
     }
   }
