@@ -1,0 +1,51 @@
+// Loads each fixture once per test binary and builds the per-device analyses the answers need.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "allocscope/categories.h"
+#include "allocscope/frame_filter.h"
+#include "allocscope/iterations.h"
+#include "allocscope/lifetimes.h"
+#include "allocscope/loader.h"
+#include "allocscope/segment_timeline.h"
+
+namespace allocscope::test {
+
+inline std::string fixture_path(const std::string& name) {
+  const bool gz = name.rfind("gpt2", 0) == 0;
+  return std::string(ALLOCSCOPE_FIXTURES) + "/" + name + (gz ? ".pickle.gz" : ".pickle");
+}
+
+struct Loaded {
+  Snapshot s;
+  Lifetimes lifetimes;
+  FrameFilter ff;
+};
+
+// nullptr when loading fails (the caller asserts).
+inline const Loaded* load(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second.get();
+  auto r = load_snapshot_file(fixture_path(name));
+  std::unique_ptr<Loaded> p;
+  if (r.ok()) {
+    p = std::make_unique<Loaded>();
+    p->s = std::move(r).value();
+    p->lifetimes = build_lifetimes(p->s);
+    p->ff = FrameFilter(p->s);
+  }
+  return cache.emplace(name, std::move(p)).first->second.get();
+}
+
+// The device with events (ddp_rank1 traces device 1).
+inline const DeviceLifetimes& traced_device(const Loaded& l) {
+  for (const auto& d : l.lifetimes.devices)
+    if (d.event_count) return d;
+  return l.lifetimes.devices.front();
+}
+
+}  // namespace allocscope::test

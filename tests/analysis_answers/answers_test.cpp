@@ -1,0 +1,364 @@
+// Behaviour of each answer on the real fixtures: the leak line, held gradients, a clean loop, OOM numbers, the
+// DDP diff order, PyTorch's peak, and the invariants of the stack tree.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "allocscope/diff.h"
+#include "allocscope/leaks.h"
+#include "allocscope/oom.h"
+#include "allocscope/peak.h"
+#include "allocscope/summary.h"
+#include "answers_fixtures.h"
+
+namespace allocscope::test {
+namespace {
+
+struct DeviceAnswers {
+  Iterations it;
+  Categories c;
+  LeakReport leaks;
+};
+
+DeviceAnswers answers(const Loaded& l, const DeviceLifetimes& lt, const CategoryOptions& co = {}) {
+  DeviceAnswers a;
+  a.it = detect_iterations(l.s, lt);
+  auto c = categorize(l.s, lt, a.it, l.ff, co);
+  EXPECT_TRUE(c.ok());
+  if (c.ok()) a.c = c.value();
+  a.leaks = find_leaks(l.s, lt, a.it, a.c, l.ff);
+  return a;
+}
+
+TEST(Leaks, TransformerLeakIsFlaggedAtTheLossLine) {
+  const Loaded* l = load("transformer_leak");
+  ASSERT_TRUE(l);
+  const DeviceLifetimes& lt = traced_device(*l);
+  const DeviceAnswers a = answers(*l, lt);
+  EXPECT_EQ(a.it.source, Iterations::Source::kAnnotations);
+  EXPECT_EQ(a.it.marker, "Optimizer.step#AdamW.step");
+  EXPECT_EQ(a.it.boundary.size(), 8u);
+  ASSERT_TRUE(a.leaks.leak_suspected());
+  ASSERT_EQ(a.leaks.growing.size(), 1u);
+  const LeakGroup& g = a.leaks.growing.front();
+  // `loss = model(x).mean()` (line 74 of gen_snapshots.py) allocates the loss that `hist.append(loss)` (line 75,
+  // which allocates nothing itself) keeps alive: the deepest user frame of what survives is line 74.
+  ASSERT_LT(g.site, l->s.frames.size());
+  const Frame& f = l->s.frames[g.site];
+  EXPECT_EQ(l->s.str(f.name), "transformer_leak");
+  EXPECT_EQ(f.line, 74);
+  EXPECT_NE(l->s.str(f.filename).find("gen_snapshots.py"), std::string_view::npos);
+  // One more loss alive at each optimizer step.
+  for (size_t j = 1; j < g.alive_count.size(); ++j) EXPECT_EQ(g.alive_count[j], g.alive_count[j - 1] + 1);
+  EXPECT_EQ(g.allocations, 7u);
+  EXPECT_TRUE(a.leaks.held.empty());
+}
+
+TEST(Leaks, Resnet18HoldsGradientsAcrossStepsWithoutGrowing) {
+  const Loaded* l = load("resnet18_grad_bug");
+  ASSERT_TRUE(l);
+  const DeviceLifetimes& lt = traced_device(*l);
+  const DeviceAnswers a = answers(*l, lt);
+  EXPECT_EQ(a.it.boundary.size(), 4u);
+  EXPECT_FALSE(a.leaks.leak_suspected());
+  ASSERT_EQ(a.leaks.held.size(), 1u);
+  const LeakGroup& g = a.leaks.held.front();
+  EXPECT_EQ(g.category, Category::kGradient);
+  EXPECT_EQ(g.allocations, 62u);  // ResNet-18 has 62 parameter tensors, each with its gradient
+  // Held at every optimizer step, the same 62 each time.
+  for (uint32_t c : g.alive_count) EXPECT_EQ(c, 62u);
+  // The gradients are exactly as large as the parameters they belong to (BN buffers have no gradient).
+  uint64_t param_bytes = 0;
+  for (uint32_t i = 0; i < lt.count(); ++i)
+    if (a.c.category[i] == Category::kParameter) param_bytes += lt.size[i];
+  EXPECT_GT(g.bytes_per_iteration, param_bytes * 99 / 100);
+  EXPECT_LE(g.bytes_per_iteration, param_bytes);
+}
+
+TEST(Leaks, Resnet50IsClean) {
+  const Loaded* l = load("resnet50_train");
+  ASSERT_TRUE(l);
+  const DeviceAnswers a = answers(*l, traced_device(*l));
+  EXPECT_EQ(a.it.boundary.size(), 5u);
+  EXPECT_FALSE(a.leaks.leak_suspected());
+  EXPECT_TRUE(a.leaks.held.empty());  // zero_grad(set_to_none=True) frees the gradients every step
+  const Summary sum = summarize(l->s, l->lifetimes, l->ff);
+  for (const std::string& w : sum.warnings) {
+    EXPECT_EQ(w.find("leak"), std::string::npos) << w;
+    EXPECT_EQ(w.find("held"), std::string::npos) << w;
+  }
+}
+
+TEST(Leaks, OtherHealthyLoopsAreClean) {
+  for (const char* name : {"gpt2_cpp", "expandable_segments", "linear_seed", "ddp_rank0"}) {
+    const Loaded* l = load(name);
+    ASSERT_TRUE(l) << name;
+    const DeviceAnswers a = answers(*l, traced_device(*l));
+    EXPECT_FALSE(a.leaks.leak_suspected()) << name;
+    EXPECT_TRUE(a.leaks.held.empty()) << name;
+  }
+}
+
+TEST(Leaks, DdpRank1HoardIsALeakAtTheAppendLine) {
+  const Loaded* l = load("ddp_rank1");
+  ASSERT_TRUE(l);
+  const DeviceAnswers a = answers(*l, traced_device(*l));
+  ASSERT_TRUE(a.leaks.leak_suspected());
+  const LeakGroup& g = a.leaks.growing.front();
+  EXPECT_EQ(l->s.frames[g.site].line, 13);  // hoard.append(torch.empty(64 << 20, ...))
+  EXPECT_EQ(g.bytes_per_iteration, 64ull << 20);
+}
+
+TEST(Iterations, PeriodicWithoutAnnotations) {
+  const Loaded* l = load("linear_seed");  // 3 loop iterations, no optimizer
+  ASSERT_TRUE(l);
+  const Iterations it = detect_iterations(l->s, traced_device(*l));
+  EXPECT_EQ(it.source, Iterations::Source::kPeriodic);
+  EXPECT_EQ(it.boundary.size(), 3u);
+  for (uint32_t r = 0; r < it.regions(); ++r) EXPECT_LE(it.region_end(r), it.steps);
+}
+
+TEST(Peak, LinearSeedEqualsPyTorchViewer) {
+  const Loaded* l = load("linear_seed");
+  ASSERT_TRUE(l);
+  std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/expected/linear_seed.memoryviz.json");
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  const DeviceLifetimes& lt = traced_device(*l);
+  const SegmentTimeline st = build_segment_timeline(l->s, lt.device);
+  const Peak p = find_peak(l->s, lt, &st, l->ff, nullptr);
+  EXPECT_EQ(p.allocated_bytes, expected["devices"]["0"]["peak_active_bytes"].get<uint64_t>());
+  EXPECT_EQ(p.allocated_bytes, 4434803008u);
+  // Two 1 GB outputs and two 200 MB inputs alive with the 2 GB weight: 8 allocations.
+  EXPECT_EQ(p.alive, 8u);
+  EXPECT_GE(p.reserved_bytes, p.allocated_bytes);
+  EXPECT_GE(p.reserved_at_allocated_peak, p.allocated_bytes);
+}
+
+TEST(Peak, EveryFixtureMatchesPyTorchPeakAndWindowsStayInside) {
+  for (const std::string name : {"linear_seed", "oom", "resnet50_train", "transformer_leak", "gpt2_cpp", "ddp_rank1"}) {
+    const Loaded* l = load(name);
+    ASSERT_TRUE(l) << name;
+    std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/expected/" + name + ".memoryviz.json");
+    const nlohmann::json expected = nlohmann::json::parse(in);
+    const DeviceLifetimes& lt = traced_device(*l);
+    const SegmentTimeline st = build_segment_timeline(l->s, lt.device);
+    const Peak p = find_peak(l->s, lt, &st, l->ff, nullptr);
+    EXPECT_EQ(p.allocated_bytes,
+              expected["devices"][std::to_string(lt.device)]["peak_active_bytes"].get<uint64_t>()) << name;
+    // A window that excludes the global peak finds a lower (or equal) one inside the window.
+    PeakOptions w;
+    w.step_begin = lt.steps() / 4;
+    w.step_end = lt.steps() / 2;
+    const Peak q = find_peak(l->s, lt, &st, l->ff, nullptr, w);
+    EXPECT_GE(q.allocated_step, w.step_begin);
+    EXPECT_LE(q.allocated_step, w.step_end);
+    EXPECT_GE(q.reserved_step, w.step_begin);
+    EXPECT_LE(q.reserved_step, w.step_end);
+    EXPECT_LE(q.allocated_bytes, p.allocated_bytes);
+    for (uint32_t s = w.step_begin; s <= w.step_end; ++s) {
+      EXPECT_LE(lt.total[s], q.allocated_bytes);
+      EXPECT_LE(st.total[s], q.reserved_bytes);
+    }
+  }
+}
+
+TEST(Peak, TreeIsConsistent) {
+  const Loaded* l = load("resnet50_train");
+  ASSERT_TRUE(l);
+  const DeviceLifetimes& lt = traced_device(*l);
+  const Peak p = find_peak(l->s, lt, nullptr, l->ff, nullptr);
+  const FlameTree& t = p.tree;
+  ASSERT_GT(t.size(), 1u);
+  EXPECT_EQ(t.total_bytes[0], p.allocated_bytes);
+  EXPECT_EQ(t.count[0], p.alive);
+  EXPECT_EQ(t.end[0], t.size());
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    uint64_t children = 0;
+    uint64_t prev = UINT64_MAX;
+    for (uint32_t c = i + 1; c < t.end[i]; c = t.end[c]) {
+      EXPECT_EQ(t.parent[c], i);
+      EXPECT_EQ(t.depth[c], t.depth[i] + 1);
+      EXPECT_LE(t.total_bytes[c], prev);  // largest child first
+      prev = t.total_bytes[c];
+      children += t.total_bytes[c];
+    }
+    EXPECT_EQ(children + t.self_bytes[i], t.total_bytes[i]) << i;
+    if (i) EXPECT_TRUE(l->ff.visible(t.frame[i]));
+  }
+  // Sites add up to everything alive (the list is cut at `top`, so compare with a large top).
+  PeakOptions o;
+  o.top = 1000;
+  const Peak all = find_peak(l->s, lt, nullptr, l->ff, nullptr, o);
+  uint64_t sum = 0;
+  for (uint64_t b : all.site_bytes) sum += b;
+  EXPECT_EQ(sum, all.allocated_bytes);
+}
+
+TEST(Categories, Resnet50AtPeak) {
+  const Loaded* l = load("resnet50_train");
+  ASSERT_TRUE(l);
+  const DeviceLifetimes& lt = traced_device(*l);
+  const DeviceAnswers a = answers(*l, lt);
+  const CategoryTotals t = category_totals_at(lt, a.c, lt.peak_step());
+  const auto bytes = [&](Category c) { return t.bytes[static_cast<int>(c)]; };
+  // ResNet-50: 25.6M parameters (97.5 MiB in fp32) plus BN buffers; SGD momentum has one buffer per parameter.
+  EXPECT_GT(bytes(Category::kParameter), 97ull << 20);
+  EXPECT_LT(bytes(Category::kParameter), 100ull << 20);
+  EXPECT_GT(bytes(Category::kOptimizerState), 97ull << 20);
+  EXPECT_LE(bytes(Category::kOptimizerState), bytes(Category::kParameter));
+  // The peak is in the backward pass: activations dominate.
+  for (Category c : {Category::kParameter, Category::kGradient, Category::kOptimizerState, Category::kTemporary})
+    EXPECT_GT(bytes(Category::kActivation), bytes(c));
+  uint64_t all = 0;
+  for (uint64_t b : t.bytes) all += b;
+  EXPECT_EQ(all, lt.total[lt.peak_step()]);
+}
+
+TEST(Categories, RulesComeFirstAndBadRegexIsAnError) {
+  const Loaded* l = load("resnet50_train");
+  ASSERT_TRUE(l);
+  const DeviceLifetimes& lt = traced_device(*l);
+  auto rule = parse_category_rule("gen_snapshots\\.py:49:=temporary");
+  ASSERT_TRUE(rule.ok());
+  CategoryOptions co;
+  co.rules.push_back(rule.value());
+  const DeviceAnswers a = answers(*l, lt, co);
+  const CategoryTotals t = category_totals_at(lt, a.c, lt.peak_step());
+  EXPECT_EQ(t.bytes[static_cast<int>(Category::kActivation)] < (100ull << 20), true);
+  EXPECT_GT(t.bytes[static_cast<int>(Category::kTemporary)], 600ull << 20);
+
+  co.rules = {CategoryRule{"([unclosed", Category::kTemporary}};
+  const Iterations it = detect_iterations(l->s, lt);
+  auto bad = categorize(l->s, lt, it, l->ff, co);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("invalid regex"), std::string::npos);
+  EXPECT_FALSE(parse_category_rule("no-equals-sign").ok());
+  EXPECT_FALSE(parse_category_rule("x=notacategory").ok());
+}
+
+TEST(Oom, NumbersFromOomPickle) {
+  const Loaded* l = load("oom");
+  ASSERT_TRUE(l);
+  const auto reports = analyze_ooms(l->s, l->lifetimes);
+  ASSERT_EQ(reports.size(), 1u);
+  const OomReport& r = reports[0];
+  EXPECT_EQ(r.event, 30u);
+  EXPECT_EQ(r.requested, 9381867520u);
+  EXPECT_EQ(r.device_free, 8492548096u);
+  // 15 segments of 9382658048 made in the trace plus the three made before it (2 x 32 MiB, 2 MiB).
+  EXPECT_EQ(r.reserved, 15 * 9382658048ull + 2 * 33554432ull + 2097152ull);
+  EXPECT_GE(r.allocated, 15 * 9381867520ull);
+  EXPECT_LE(r.allocated, r.reserved);
+  EXPECT_EQ(r.cached_free, r.reserved - r.allocated);
+  EXPECT_LT(r.largest_free_block, r.requested);
+  EXPECT_FALSE(r.fragmentation);  // too little free anywhere, not a fragmented cache
+  ASSERT_EQ(r.top_rows.size(), 10u);
+  const DeviceLifetimes& lt = traced_device(*l);
+  EXPECT_EQ(lt.size[r.top_rows[0]], 9381867520u);
+  const auto frames = l->s.stack(lt.stack[r.top_rows[0]]);
+  ASSERT_FALSE(frames.empty());
+  EXPECT_EQ(l->s.frames[frames[0]].line, 98);  // keep.append(torch.empty(total // 16, ...))
+  EXPECT_TRUE(analyze_ooms(load("resnet50_train")->s, load("resnet50_train")->lifetimes).empty());
+}
+
+TEST(Diff, DdpRank1HoardComesFirst) {
+  const Loaded* a = load("ddp_rank0");
+  const Loaded* b = load("ddp_rank1");
+  ASSERT_TRUE(a && b);
+  const SnapshotDiff d = diff_snapshots(a->s, b->s);
+  ASSERT_GT(d.groups(), 0u);
+  EXPECT_EQ(d.delta[0], 6 * (64ll << 20));
+  EXPECT_EQ(d.count_a[0], 0u);
+  EXPECT_EQ(d.count_b[0], 6u);
+  EXPECT_NE(d.site[0].find("gen_ddp.py:13"), std::string::npos) << d.site[0];
+  for (size_t k = 1; k < d.groups(); ++k) EXPECT_LT(std::llabs(d.delta[k]), d.delta[0]);
+  EXPECT_EQ(static_cast<int64_t>(d.live_b - d.live_a), [&] {
+    int64_t s = 0;
+    for (int64_t x : d.delta) s += x;
+    return s;
+  }());
+  // Different devices: every segment is in only one of them (PyTorch's compare rule).
+  EXPECT_EQ(d.only_a_addr.size(), a->s.segments.size());
+  EXPECT_EQ(d.only_b_addr.size(), b->s.segments.size());
+  // A file against itself: nothing differs.
+  const SnapshotDiff same = diff_snapshots(b->s, b->s);
+  EXPECT_TRUE(same.only_a_addr.empty() && same.only_b_addr.empty());
+  for (int64_t x : same.delta) EXPECT_EQ(x, 0);
+}
+
+TEST(Summary, WarningsOnRealFixtures) {
+  const Loaded* oom = load("oom");
+  ASSERT_TRUE(oom);
+  const Summary s = summarize(oom->s, oom->lifetimes, oom->ff);
+  ASSERT_FALSE(s.warnings.empty());
+  EXPECT_NE(s.warnings[0].find("out-of-memory"), std::string::npos);  // the reason people open it, first
+  const Loaded* leak = load("transformer_leak");
+  const Summary t = summarize(leak->s, leak->lifetimes, leak->ff);
+  ASSERT_EQ(t.devices.size(), 1u);
+  EXPECT_TRUE(t.devices[0].leak_suspected);
+  EXPECT_NE(t.devices[0].leak_site.find("gen_snapshots.py:74"), std::string::npos);
+  EXPECT_EQ(t.devices[0].peak_allocated, leak->lifetimes.devices[0].total[leak->lifetimes.devices[0].peak_step()]);
+  const Loaded* held = load("resnet18_grad_bug");
+  const Summary h = summarize(held->s, held->lifetimes, held->ff);
+  bool found = false;
+  for (const auto& w : h.warnings) found = found || w.find("gradients held") != std::string::npos;
+  EXPECT_TRUE(found);
+}
+
+TEST(Summary, InconsistentContentIsWarnedNeverFatal) {
+  auto r = load_snapshot_file(fixture_path("linear_seed"));
+  ASSERT_TRUE(r.ok());
+  Snapshot s = std::move(r).value();
+  // A block moved outside its segment, time running backwards, and a second free of a freed address.
+  ASSERT_FALSE(s.segments.empty());
+  s.blocks[s.segments[0].first_block].address = s.segments[0].address + s.segments[0].total_size + 4096;
+  const DeviceTrace& d = s.devices[0];
+  s.events.time_us[d.begin + 5] = s.events.time_us[d.begin] - 1000;
+  uint32_t freed = UINT32_MAX;
+  for (uint32_t i = d.begin; i < d.end; ++i)
+    if (s.events.action[i] == Action::kFreeCompleted && freed == UINT32_MAX) freed = i;
+  ASSERT_NE(freed, UINT32_MAX);
+  s.events.action[d.end - 1] = Action::kFreeCompleted;
+  s.events.addr[d.end - 1] = s.events.addr[freed];
+  const Lifetimes lt = build_lifetimes(s);
+  const FrameFilter ff(s);
+  const Summary sum = summarize(s, lt, ff);
+  std::string all;
+  for (const auto& w : sum.warnings) all += w + "\n";
+  EXPECT_NE(all.find("outside their segment"), std::string::npos) << all;
+  EXPECT_NE(all.find("earlier than the event before"), std::string::npos) << all;
+  EXPECT_NE(all.find("already freed"), std::string::npos) << all;
+  EXPECT_FALSE(to_text(s, sum).empty());
+}
+
+TEST(Json, EveryAnswerParses) {
+  for (const std::string name : {"transformer_leak", "oom", "gpt2_cpp", "ddp_rank1"}) {
+    const Loaded* l = load(name);
+    ASSERT_TRUE(l);
+    const DeviceLifetimes& lt = traced_device(*l);
+    const DeviceAnswers a = answers(*l, lt);
+    const SegmentTimeline st = build_segment_timeline(l->s, lt.device);
+    const Peak p = find_peak(l->s, lt, &st, l->ff, &a.c);
+    const auto peak = nlohmann::json::parse(to_json(l->s, lt, p, true));
+    EXPECT_EQ(peak["allocated"]["bytes"].get<uint64_t>(), p.allocated_bytes);
+    EXPECT_EQ(peak["tree"]["total_bytes"][0].get<uint64_t>(), p.allocated_bytes);
+    EXPECT_EQ(peak["tree"]["parent"][0].get<int64_t>(), -1);
+    const auto leaks = nlohmann::json::parse(to_json(l->s, a.leaks));
+    EXPECT_EQ(leaks["leak_suspected"].get<bool>(), a.leaks.leak_suspected());
+    const auto cats = nlohmann::json::parse(to_json(l->s, lt, a.c, p.allocated_step));
+    uint64_t sum = 0;
+    for (auto& [k, v] : cats["alive"].items()) sum += v["bytes"].get<uint64_t>();
+    EXPECT_EQ(sum, p.allocated_bytes);
+    const auto summary = nlohmann::json::parse(to_json(l->s, summarize(l->s, l->lifetimes, l->ff)));
+    EXPECT_TRUE(summary["warnings"].is_array());
+    const auto ooms = nlohmann::json::parse(to_json(l->s, l->lifetimes, analyze_ooms(l->s, l->lifetimes)));
+    EXPECT_EQ(ooms.size(), name == "oom" ? 1u : 0u);
+  }
+  const auto diff = nlohmann::json::parse(to_json(diff_snapshots(load("ddp_rank0")->s, load("ddp_rank1")->s)));
+  EXPECT_EQ(diff["stacks"][0]["delta"].get<int64_t>(), 6 * (64ll << 20));
+}
+
+}  // namespace
+}  // namespace allocscope::test
