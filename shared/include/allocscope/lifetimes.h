@@ -62,6 +62,10 @@ struct DeviceLifetimes {
   bool alive_at(uint32_t i, uint32_t step) const { return birth_step(i) <= step && step < death_step(i); }
   // Real time of a step: the time_us of the event that produced it (step 0: the first event's time).
   int64_t step_time_us(const Snapshot& s, uint32_t step) const;
+  // Real times of an allocation: its alloc event (the first event's time when allocated before the trace) and its
+  // free_completed (the last event's time when still alive).
+  int64_t alloc_time_us(const Snapshot& s, uint32_t i) const { return step_time_us(s, birth_step(i)); }
+  int64_t free_time_us(const Snapshot& s, uint32_t i) const { return step_time_us(s, death_step(i)); }
   uint32_t peak_step() const;  // first step with the highest total
 };
 
