@@ -55,6 +55,7 @@ self.onmessage = async (event) => {
   try {
     if (msg.op === 'open') {
       const { ids, infos } = await open(msg.seq, msg.files);
+      self.allocscopeEngine = await engine();  // for benchmarks and debugging (worker.evaluate)
       reply({ op: 'opened', seq: msg.seq, ids, infos });
     } else if (msg.op === 'unload') {
       const eng = await engine();

@@ -1,0 +1,55 @@
+// Benchmark: drop -> first paint of the Active Memory Timeline for a big snapshot in headless Chromium, plus memory
+// (main-thread JS heap, the worker's wasm heap, Chromium's total RSS) and the cost of one full-width redraw.
+// usage: node bench_first_paint.js SITE_DIR FILE [runs]   Prints a Markdown table row per run.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const { execSync } = require('child_process');
+const { serve } = require('./serve.js');
+const { launch, watchedPage, waitState } = require('./browser.js');
+
+function chromiumRss() {
+  // Sum of resident memory of every Chromium process (renderer + GPU + browser), in bytes.
+  try {
+    const out = execSync("ps -C chromium -o rss=", { encoding: 'utf8' });
+    return out.split('\n').filter(Boolean).reduce((a, x) => a + Number(x) * 1024, 0);
+  } catch (e) { return 0; }
+}
+
+async function main() {
+  const [site, file, runsText] = process.argv.slice(2);
+  const runs = Number(runsText || 1);
+  const { server, origin } = await serve({ '/app/': site });
+  const mb = (b) => (b / (1 << 20)).toFixed(0);
+  console.log(`| run | file | drop → first paint (s) | JS heap main (MiB) | wasm heap (MiB) | Chromium RSS (MiB) | redraw 1600 px (ms) | rects |`);
+  console.log('|---|---|---|---|---|---|---|---|');
+  for (let r = 1; r <= runs; ++r) {
+    const browser = await launch();
+    const { page, watch } = await watchedPage(browser, origin, { width: 1800, height: 1000 });
+    await page.goto(origin + '/app/#view=timeline');
+    await waitState(page, ['empty']);
+    const t0 = Date.now();
+    await page.setInputFiles('#file-input', file);
+    const st = await waitState(page, ['ready', 'error'], 300000);
+    const seconds = (Date.now() - t0) / 1000;
+    if (st !== 'ready') { console.log('error:', await page.textContent('#error-message')); process.exit(1); }
+    const heap = await page.evaluate(() => (performance.memory ? performance.memory.usedJSHeapSize : 0));
+    const worker = page.workers()[0];
+    const wasm = await worker.evaluate(() => self.allocscopeEngine.m.HEAPU8.length);
+    const draw = await worker.evaluate(() => {
+      const e = self.allocscopeEngine;
+      const t = performance.now();
+      let rects = 0;
+      for (let i = 0; i < 5; ++i) rects = e.call({ method: 'timeline_draw', id: 1, device: 0, x0: i * 1000, x1: 1000000, width: 1600, height: 700 }).body.rects;
+      return { ms: (performance.now() - t) / 5, rects };
+    });
+    const rss = chromiumRss();
+    await page.screenshot({ path: path.join(__dirname, 'artifacts', 'bench-first-paint.png') });
+    console.log(`| ${r} | ${path.basename(file)} (${mb(fs.statSync(file).size)} MiB) | ${seconds.toFixed(1)} | ${mb(heap)} | ${mb(wasm)} | ${mb(rss)} | ${draw.ms.toFixed(1)} | ${draw.rects} |`);
+    if (watch.foreign.length) console.log('foreign requests!', watch.foreign);
+    await browser.close();
+  }
+  server.close();
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
