@@ -10,7 +10,14 @@ namespace {
 
 std::string counts(const std::vector<uint32_t>& v) {
   std::string o;
-  for (size_t k = 0; k < v.size(); ++k) o += (k ? " " : "") + std::to_string(v[k]);
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (v.size() > 12 && k == 5) {
+      o += " ...";
+      k = v.size() - 6;
+      continue;
+    }
+    o += (k ? " " : "") + std::to_string(v[k]);
+  }
   return o;
 }
 
@@ -50,8 +57,17 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
            " gradient allocation(s) from " + FrameFilter::format(s, g.site) +
            " stay alive from one step to the next (gradients never cleared: call optimizer.zero_grad())\n";
   }
+  // A long run prints its ends: the floor's trend shows there, and 600 numbers help nobody.
   o += "\nactive bytes at each iteration start:";
-  for (uint64_t b : r.total_at_boundary) o += " " + size(b);
+  const size_t n = r.total_at_boundary.size();
+  for (size_t k = 0; k < n; ++k) {
+    if (n > 12 && k == 5) {
+      o += " ...";
+      k = n - 6;
+      continue;
+    }
+    o += " " + size(r.total_at_boundary[k]);
+  }
   o += "\n";
   return o;
 }

@@ -1,0 +1,172 @@
+// The answer verbs through the built `allocscope` binary: text answers first, --json parses and carries the same
+// numbers as the library, exit codes and one-line errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "answers_fixtures.h"
+
+namespace allocscope::test {
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+CliRun run(const std::vector<std::string>& args) {
+  static int n = 0;
+  const std::string err_path = ::testing::TempDir() + "answers_cli_err_" + std::to_string(n++);
+  std::string cmd = quote(ALLOCSCOPE_CLI);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " 2>" + quote(err_path) + " </dev/null";
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[65536];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (FILE* e = fopen(err_path.c_str(), "r")) {
+    while ((got = fread(buf, 1, sizeof buf, e)) > 0) r.err.append(buf, got);
+    fclose(e);
+  }
+  std::remove(err_path.c_str());
+  return r;
+}
+
+nlohmann::json json_of(const CliRun& r) {
+  EXPECT_EQ(r.code == 0 || r.code == 3, true) << r.err;
+  try {
+    return nlohmann::json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not JSON: " << e.what() << "\n" << r.out.substr(0, 400);
+    return {};
+  }
+}
+
+TEST(CliAnswers, SummaryTextAndJson) {
+  const CliRun t = run({"summary", fixture_path("transformer_leak")});
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("peak allocated"), std::string::npos);
+  EXPECT_NE(t.out.find("leak suspected: gen_snapshots.py:74:transformer_leak"), std::string::npos) << t.out;
+  const nlohmann::json j = json_of(run({"summary", "--json", fixture_path("linear_seed")}));
+  EXPECT_EQ(j["devices"][0]["peak_allocated"]["bytes"].get<uint64_t>(), 4434803008u);
+  EXPECT_TRUE(j["warnings"].is_array());
+}
+
+TEST(CliAnswers, LeaksExitCodeAndLine) {
+  const CliRun t = run({"leaks", fixture_path("transformer_leak")});
+  EXPECT_EQ(t.code, 3) << t.err;  // a suspected leak, for CI gating
+  EXPECT_EQ(t.out.rfind("device 0: LEAK: ", 0), 0u) << t.out;  // the answer first
+  EXPECT_NE(t.out.find("gen_snapshots.py:74:transformer_leak"), std::string::npos);
+  const nlohmann::json j = json_of(run({"leaks", "--json", fixture_path("transformer_leak")}));
+  EXPECT_TRUE(j["devices"][0]["leak_suspected"].get<bool>());
+  EXPECT_EQ(j["devices"][0]["growing"][0]["site"]["line"].get<int>(), 74);
+  const CliRun clean = run({"leaks", fixture_path("resnet50_train")});
+  EXPECT_EQ(clean.code, 0);
+  EXPECT_NE(clean.out.find("no leak"), std::string::npos) << clean.out;
+  const CliRun held = run({"leaks", fixture_path("resnet18_grad_bug")});
+  EXPECT_EQ(held.code, 0);
+  EXPECT_NE(held.out.find("gradients are held across optimizer steps"), std::string::npos) << held.out;
+  const nlohmann::json h = json_of(run({"leaks", "--json", fixture_path("resnet18_grad_bug")}));
+  EXPECT_EQ(h["devices"][0]["held"][0]["allocations"].get<int>(), 62);
+}
+
+TEST(CliAnswers, PeakWindowAndTree) {
+  const CliRun t = run({"peak", fixture_path("linear_seed"), "--tree"});
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("peak allocated 4.1GiB"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("stack tree"), std::string::npos);
+  const nlohmann::json j = json_of(run({"peak", "--json", "--from", "3", "--to", "10", fixture_path("linear_seed")}));
+  const auto& d = j["devices"][0];
+  EXPECT_GE(d["allocated"]["step"].get<int>(), 3);
+  EXPECT_LE(d["allocated"]["step"].get<int>(), 10);
+  EXPECT_FALSE(d.contains("tree"));
+  const nlohmann::json tree = json_of(run({"peak", "--json", "--tree", fixture_path("linear_seed")}));
+  EXPECT_EQ(tree["devices"][0]["tree"]["total_bytes"][0].get<uint64_t>(), 4434803008u);
+  const CliRun bad = run({"peak", "--from", "x", fixture_path("linear_seed")});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--from"), std::string::npos);
+}
+
+TEST(CliAnswers, Oom) {
+  const CliRun t = run({"oom", fixture_path("oom")});
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_EQ(t.out.rfind("device 0, event 30: OUT OF MEMORY asking for 8.7GiB", 0), 0u) << t.out;
+  const nlohmann::json j = json_of(run({"oom", "--json", fixture_path("oom")}));
+  ASSERT_EQ(j["ooms"].size(), 1u);
+  EXPECT_EQ(j["ooms"][0]["requested"].get<uint64_t>(), 9381867520u);
+  EXPECT_EQ(j["ooms"][0]["device_free"].get<uint64_t>(), 8492548096u);
+  EXPECT_EQ(j["ooms"][0]["largest_live"].size(), 10u);
+  const CliRun none = run({"oom", fixture_path("linear_seed")});
+  EXPECT_EQ(none.code, 0);
+  EXPECT_NE(none.out.find("no out-of-memory"), std::string::npos);
+}
+
+TEST(CliAnswers, DiffRanks) {
+  const CliRun t = run({"diff", fixture_path("ddp_rank0"), fixture_path("ddp_rank1")});
+  ASSERT_EQ(t.code, 0) << t.err;
+  const size_t first = t.out.find("+384.0MiB");
+  ASSERT_NE(first, std::string::npos) << t.out;
+  EXPECT_LT(first, t.out.find("gen_ddp.py:13:<module>") + 1);
+  const nlohmann::json j = json_of(run({"diff", "--json", fixture_path("ddp_rank0"), fixture_path("ddp_rank1")}));
+  EXPECT_EQ(j["stacks"][0]["delta"].get<int64_t>(), 6 * (64ll << 20));
+  EXPECT_EQ(j["stacks"][0]["count_b"].get<int>(), 6);
+  EXPECT_EQ(run({"diff", fixture_path("ddp_rank0")}).code, 1);
+}
+
+TEST(CliAnswers, CategoriesAndRules) {
+  const CliRun t = run({"categories", fixture_path("resnet50_train")});
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("optimizer_state"), std::string::npos);
+  EXPECT_NE(t.out.find("activation"), std::string::npos);
+  const nlohmann::json j =
+      json_of(run({"categories", "--json", "--rule", "gen_snapshots\\.py:49:=temporary", fixture_path("resnet50_train")}));
+  EXPECT_GT(j["devices"][0]["alive"]["temporary"]["bytes"].get<uint64_t>(), 600ull << 20);
+  const CliRun bad = run({"categories", "--rule", "([=gradient", fixture_path("resnet50_train")});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("invalid regex"), std::string::npos) << bad.err;
+  const CliRun badcat = run({"categories", "--rule", "x=nonsense", fixture_path("resnet50_train")});
+  EXPECT_EQ(badcat.code, 1);
+  EXPECT_NE(badcat.err.find("unknown category"), std::string::npos) << badcat.err;
+}
+
+TEST(CliAnswers, ExportIsOneDocument) {
+  const nlohmann::json j = json_of(run({"export", "--json", fixture_path("oom")}));
+  EXPECT_EQ(j["file"].get<std::string>(), fixture_path("oom"));
+  EXPECT_TRUE(j["summary"]["devices"].is_array());
+  ASSERT_EQ(j["devices"].size(), 1u);
+  EXPECT_TRUE(j["devices"][0].contains("peak"));
+  EXPECT_TRUE(j["devices"][0].contains("categories"));
+  EXPECT_TRUE(j["devices"][0].contains("leaks"));
+  EXPECT_EQ(j["ooms"].size(), 1u);
+  EXPECT_EQ(run({"export", fixture_path("oom")}).code, 1);  // --json is required: the only format
+}
+
+TEST(CliAnswers, HelpHasExamplesAndErrorsAreOneLine) {
+  for (const char* verb : {"summary", "peak", "leaks", "oom", "diff", "categories", "export"}) {
+    const CliRun h = run({verb, "--help"});
+    EXPECT_EQ(h.code, 0) << verb;
+    EXPECT_EQ(h.out.rfind(std::string("usage: allocscope ") + verb, 0), 0u) << verb;
+    EXPECT_NE(h.out.find("example:"), std::string::npos) << verb;
+    const CliRun missing = run({verb, "/nonexistent/file.pickle", "/nonexistent/other.pickle"});
+    EXPECT_EQ(missing.code, 1) << verb;
+    EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << verb << ": " << missing.err;
+  }
+}
+
+}  // namespace
+}  // namespace allocscope::test
