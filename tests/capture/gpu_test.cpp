@@ -264,6 +264,25 @@ void check_snapshot(const Snapshot& s, const Facts& f) {
     EXPECT_NE(g.address, f.at("managed_addr"));
   }
   EXPECT_TRUE(keep);
+  // Live driver objects: both streams (created, never destroyed) in allocator_settings; the VMM reservation and the
+  // physical handle were released, so they are not.
+  const Setting* cap = nullptr;
+  for (const Setting& st : s.allocator_settings)
+    if (st.key == "allocscope_capture") cap = &st;
+  ASSERT_NE(cap, nullptr);
+  std::string streams, reservations;
+  for (const Setting& c : cap->children) {
+    if (c.key == "streams") streams = c.repr();
+    if (c.key == "va_reservations") reservations = c.repr();
+  }
+  char hex[2][32];
+  std::snprintf(hex[0], sizeof hex[0], "0x%llx", static_cast<unsigned long long>(f.at("stream1")));
+  std::snprintf(hex[1], sizeof hex[1], "0x%llx", static_cast<unsigned long long>(f.at("stream2")));
+  EXPECT_NE(streams.find(hex[0]), std::string::npos) << streams;
+  EXPECT_NE(streams.find(hex[1]), std::string::npos) << streams;
+  char vmm[32];
+  std::snprintf(vmm, sizeof vmm, "0x%llx", static_cast<unsigned long long>(f.at("vmm_addr")));
+  EXPECT_EQ(reservations.find(vmm), std::string::npos) << reservations;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <generated_nvtx_meta.h>
 
 #include <atomic>
+#include <initializer_list>
 #include <cstdio>
 #include <cstdlib>
 
@@ -170,8 +171,12 @@ void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
     return;
   }
   if (rc != CUDA_SUCCESS) return;
+  if (id == CUPTI_DRIVER_TRACE_CBID_cuMemCreate) {  // a physical handle is not addressable until cuMemMap
+    const auto* a = static_cast<const cuMemCreate_params*>(cb->functionParams);
+    if (a->handle) r->note_created({HandleKind::kPhysical, *a->handle, a->size, site.context, site.device, now_us()});
+    return;
+  }
   if (is_alloc(id)) {
-    if (id == CUPTI_DRIVER_TRACE_CBID_cuMemCreate) return;  // a physical handle is not addressable until cuMemMap
     const AllocCall c = alloc_call(id, cb->functionParams);
     if (!c.dptr) return;
     site.api = c.api;
@@ -200,6 +205,27 @@ void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
       if (a->dptr) r->on_free(site, a->dptr, size_hint(cb), true, 0);
       break;
     }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
+      r->note_destroyed(HandleKind::kPhysical, static_cast<const cuMemRelease_params*>(cb->functionParams)->handle);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: {
+      const auto* a = static_cast<const cuMemAddressReserve_params*>(cb->functionParams);
+      if (a->ptr) r->note_created({HandleKind::kReservation, *a->ptr, a->size, site.context, site.device, now_us()});
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree:
+      r->note_destroyed(HandleKind::kReservation, static_cast<const cuMemAddressFree_params*>(cb->functionParams)->ptr);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate: {
+      const auto* a = static_cast<const cuMemPoolCreate_params*>(cb->functionParams);
+      if (a->pool)
+        r->note_created({HandleKind::kPool, reinterpret_cast<uint64_t>(*a->pool), 0, site.context, site.device, now_us()});
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy:
+      r->note_destroyed(HandleKind::kPool,
+                        reinterpret_cast<uint64_t>(static_cast<const cuMemPoolDestroy_params*>(cb->functionParams)->pool));
+      break;
     case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
       site.api = Api::kMemMap;
       const auto* a = static_cast<const cuMemMap_params*>(cb->functionParams);
@@ -260,6 +286,15 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, 
     const auto* rd = static_cast<const CUpti_ResourceData*>(data);
     uint32_t uid = 0;
     if (cuptiGetContextId(rd->context, &uid) == CUPTI_SUCCESS) r->on_context_destroy(uid, device_of(nullptr));
+  } else if (domain == CUPTI_CB_DOMAIN_RESOURCE && id == CUPTI_CBID_RESOURCE_STREAM_CREATED) {
+    const auto* rd = static_cast<const CUpti_ResourceData*>(data);
+    uint32_t uid = 0;
+    cuptiGetContextId(rd->context, &uid);
+    r->note_created({HandleKind::kStream, reinterpret_cast<uint64_t>(rd->resourceHandle.stream), 0, uid,
+                     device_of(nullptr), now_us()});
+  } else if (domain == CUPTI_CB_DOMAIN_RESOURCE && id == CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING) {
+    const auto* rd = static_cast<const CUpti_ResourceData*>(data);
+    r->note_destroyed(HandleKind::kStream, reinterpret_cast<uint64_t>(rd->resourceHandle.stream));
   } else if (domain == CUPTI_CB_DOMAIN_NVTX) {
     on_nvtx(r, id, static_cast<const CUpti_NvtxData*>(data));
   }
@@ -277,8 +312,13 @@ const CUpti_CallbackId kDriverCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync,
     CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
+    CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
     CUPTI_DRIVER_TRACE_CBID_cuMemMap,
     CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree,
+    CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate,
+    CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy,
 };
 
 Status subscribe() {
@@ -299,7 +339,9 @@ Status subscribe() {
   add_skip_modules_named("libcuda.so");
   add_skip_modules_named("libcupti.so");
   for (CUpti_CallbackId id : kDriverCallbacks) cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
-  cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+  for (CUpti_CallbackId id : {CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, CUPTI_CBID_RESOURCE_STREAM_CREATED,
+                              CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING})
+    cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, id);
   cuptiEnableDomain(1, g_subscriber, CUPTI_CB_DOMAIN_NVTX);
   return {};
 }

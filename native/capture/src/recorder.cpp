@@ -219,6 +219,20 @@ bool Recorder::is_live(uint64_t addr) {
   return live_.find(addr) != nullptr;
 }
 
+namespace {
+uint64_t handle_key(HandleKind kind, uint64_t id) { return id ^ (static_cast<uint64_t>(kind) << 60); }
+}  // namespace
+
+void Recorder::note_created(const HandleInfo& h) {
+  std::lock_guard<std::mutex> lock(mu_);
+  handles_[handle_key(h.kind, h.id)] = h;
+}
+
+void Recorder::note_destroyed(HandleKind kind, uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  handles_.erase(handle_key(kind, id));
+}
+
 uint32_t Recorder::intern_string_locked(const std::string& s) {
   auto [it, inserted] = string_ids_.emplace(s, static_cast<uint32_t>(strings_.size()));
   if (inserted) strings_.push_back(s);
@@ -277,6 +291,8 @@ Frozen Recorder::freeze() {
   live_.for_each([&](const LiveEntry& e) { f.live.push_back(e); });
   f.stacks = stacks_;
   f.strings = strings_;
+  f.handles.reserve(handles_.size());
+  for (const auto& [k, h] : handles_) f.handles.push_back(h);
   const size_t acap = options_.max_entries;
   if (annotations_pushed_ <= acap) {
     f.annotations = annotations_;

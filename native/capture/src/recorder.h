@@ -47,6 +47,19 @@ struct RawEvent {
   Api api = Api::kUser;
 };
 
+// Driver objects that hold or shape memory without being trace entries: listed live at dump time in
+// allocator_settings (PyTorch's tools show it verbatim), so VMM reservations, physical handles, pools and streams
+// are visible next to the segments.
+enum class HandleKind : uint8_t { kStream, kPool, kReservation, kPhysical };
+struct HandleInfo {
+  HandleKind kind = HandleKind::kStream;
+  uint64_t id = 0;    // stream / pool / physical handle, or the reservation's address
+  uint64_t size = 0;  // reservation and physical handle sizes
+  uint32_t context = 0;
+  int16_t device = 0;
+  int64_t time_us = 0;
+};
+
 struct RawAnnotation {
   bool start = true;
   uint32_t name = 0;  // index into Frozen::strings
@@ -61,6 +74,7 @@ struct Frozen {
   StackInterner stacks;
   std::vector<std::string> strings;  // range names and paths; [0] = ""
   std::vector<RawAnnotation> annotations;
+  std::vector<HandleInfo> handles;
   uint64_t recorded = 0;  // events ever pushed
   uint64_t dropped = 0;   // pushed out of the ring
   Options options;
@@ -83,6 +97,9 @@ class Recorder {
   void on_oom(const Site& site, uint64_t size, uint64_t device_free, int skip);
   void on_context_destroy(uint32_t context, int16_t device);  // frees what the context still held
   bool is_live(uint64_t addr);
+  // Driver objects created / destroyed (rare calls: these may allocate).
+  void note_created(const HandleInfo& h);
+  void note_destroyed(HandleKind kind, uint64_t id);
 
   // Named ranges of the calling thread (user scopes and NVTX): external_annotations + the path in metadata.
   void push_range(const char* name, int16_t device);
@@ -108,6 +125,7 @@ class Recorder {
   std::unordered_map<std::string, uint32_t> string_ids_;
   std::vector<RawAnnotation> annotations_;
   uint64_t annotations_pushed_ = 0;
+  std::unordered_map<uint64_t, HandleInfo> handles_;  // key: id ^ kind in the top bits
 };
 
 int64_t now_us();

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <thread>
 
 #include "allocscope/writer.h"
@@ -26,8 +27,10 @@ void dump_at_exit() {
   Session& s = Session::get();
   Recorder* r = s.last_recorder();
   if (!r || !r->options().dump_at_exit) return;
-  const Status st = s.dump();
+  std::string summary;
+  const Status st = s.dump("", &summary);
   if (!st.ok()) std::fprintf(stderr, "allocscope capture: dump at exit failed: %s\n", st.error().describe().c_str());
+  else std::fprintf(stderr, "allocscope capture: %s\n", summary.c_str());
 }
 
 }  // namespace
@@ -77,21 +80,32 @@ Status Session::stop() {
   return {};
 }
 
-Status Session::dump(const std::string& path) {
+Status Session::dump(const std::string& path, std::string* summary) {
   Recorder* r = last_recorder();
   if (!r) return Error{"nothing recorded: capture was never started"};
   std::lock_guard<std::mutex> lock(dump_mu_);
+  const auto t0 = std::chrono::steady_clock::now();
   const std::string out = expand_output_path(path.empty() ? r->options().output_path : path);
   Frozen frozen = r->freeze();
   const Snapshot snap = build_snapshot(frozen);
-  return write_snapshot_file(snap, out);
+  Status st = write_snapshot_file(snap, out);
+  if (st.ok() && summary) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.0f ms", ms);
+    *summary = "wrote " + out + " (" + std::to_string(snap.events.size_rows()) + " trace entries, " +
+               std::to_string(snap.segments.size()) + " live segments) in " + buf;
+  }
+  return st;
 }
 
 void Session::after_oom() {
   Recorder* r = recorder();
   if (!r || !r->options().dump_on_oom) return;
-  const Status st = dump();
+  std::string summary;
+  const Status st = dump("", &summary);
   if (!st.ok()) std::fprintf(stderr, "allocscope capture: dump on OOM failed: %s\n", st.error().describe().c_str());
+  else std::fprintf(stderr, "allocscope capture: out of memory: %s\n", summary.c_str());
 }
 
 void Session::on_signal(int) {
@@ -109,9 +123,10 @@ void Session::helper_loop(int fd) {
     const ssize_t n = read(fd, &c, 1);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
-    const Status st = get().dump();
+    std::string summary;
+    const Status st = get().dump("", &summary);
     if (!st.ok()) std::fprintf(stderr, "allocscope capture: dump on signal failed: %s\n", st.error().describe().c_str());
-    else std::fprintf(stderr, "allocscope capture: dumped on signal\n");
+    else std::fprintf(stderr, "allocscope capture: on signal: %s\n", summary.c_str());
   }
 }
 

@@ -28,7 +28,8 @@ class Session {
   Status start(const Options& options);
   Status stop();
   // Writes a snapshot to `path` ("" = the configured output path, "%p" expanded). Never call from a signal handler.
-  Status dump(const std::string& path = "");
+  // `summary` (optional) receives "wrote PATH (N trace entries, M segments) in T ms" for the log line.
+  Status dump(const std::string& path = "", std::string* summary = nullptr);
   // Called by hooks after an OOM event: dumps now when configured (we are on an ordinary thread, not in a handler).
   void after_oom();
 

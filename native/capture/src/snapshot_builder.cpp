@@ -185,6 +185,29 @@ class Builder {
       mods.children.push_back(str_setting("", m.path + " " + hex(m.lo) + "-" + hex(m.hi)));
     }
     cap.children.push_back(std::move(mods));
+    // Live driver objects at dump time, oldest first.
+    std::vector<HandleInfo> hs = f_.handles;
+    std::sort(hs.begin(), hs.end(), [](const HandleInfo& a, const HandleInfo& b) {
+      return std::tie(a.time_us, a.id) < std::tie(b.time_us, b.id);
+    });
+    const struct { HandleKind kind; const char* key; } kinds[] = {{HandleKind::kStream, "streams"},
+                                                                  {HandleKind::kPool, "memory_pools"},
+                                                                  {HandleKind::kReservation, "va_reservations"},
+                                                                  {HandleKind::kPhysical, "physical_handles"}};
+    for (const auto& k : kinds) {
+      Setting list;
+      list.key = k.key;
+      list.kind = Setting::Kind::kList;
+      for (const HandleInfo& h : hs) {
+        if (h.kind != k.kind) continue;
+        std::string t = hex(h.id);
+        if (h.size) t += " size=" + std::to_string(h.size);
+        t += " device=" + std::to_string(h.device);
+        if (h.context) t += " ctx=" + std::to_string(h.context);
+        list.children.push_back(str_setting("", t));
+      }
+      cap.children.push_back(std::move(list));
+    }
     s_.allocator_settings.push_back(std::move(cap));
   }
 
