@@ -37,6 +37,7 @@ SegmentTimeline build_segment_timeline(const Snapshot& s, int64_t device) {
     const uint32_t r = begin + i;
     const Action act = ev.action[r];
     const uint64_t a = ev.addr[r], e = ev.addr[r] + ev.size[r];
+    if ((act == Action::kSegmentAlloc || act == Action::kSegmentMap) && a == e) continue;  // nothing mapped
     if (act == Action::kSegmentAlloc || act == Action::kSegmentMap) {
       auto next = live.lower_bound(a);
       bool overlap = next != live.end() && next->first < e;
@@ -51,6 +52,10 @@ SegmentTimeline build_segment_timeline(const Snapshot& s, int64_t device) {
       continue;
     }
     if (act != Action::kSegmentFree && act != Action::kSegmentUnmap) continue;
+    if (a == e) {  // an empty range would split the band around it for nothing
+      out.warnings.push_back("event " + std::to_string(i) + ": segment release of 0 bytes ignored");
+      continue;
+    }
     const uint8_t expandable = act == Action::kSegmentUnmap;
     auto it = live.upper_bound(a);
     if (it != live.begin()) {
