@@ -126,12 +126,34 @@ async function fixtureTests(browser, origin) {
   await context.close();
 }
 
+// The 1M-event file (162 MB inflated from 12 MB of gzip): facts and PyTorch's peak, through the file input.
+async function bigTest(browser, origin) {
+  console.log('big');
+  const { context, page, watch } = await watchedPage(browser, origin);
+  await page.goto(origin + '/app/#view=overview');
+  await waitState(page, ['empty']);
+  const st = await openViaInput(page, path.join(fixturesDir, 'gpt2_big_1M.pickle.gz'));
+  eq(st, 'ready', 'gpt2_big_1M.pickle.gz reaches ready');
+  const facts = golden('gpt2_big_1M', 'facts.json');
+  const shown = await readFacts(page);
+  eq([shown.total_reserved, shown.total_allocated, shown.segments, shown.active_blocks, shown.actions],
+     [facts.total_reserved, facts.total_allocated, facts.segments, facts.active_blocks, facts.actions], 'gpt2_big_1M facts');
+  await page.click('[data-view="timeline"]');
+  await page.waitForSelector('[data-peak-bytes]', { timeout: 120000 });
+  eq(Number(await page.getAttribute('[data-peak-bytes]', 'data-peak-bytes')),
+     golden('gpt2_big_1M', 'memoryviz.json').devices['0'].peak_active_bytes, 'gpt2_big_1M timeline peak equals PyTorch\'s');
+  eq(watch.foreign, [], 'no request left the origin');
+  eq(watch.errors, [], 'no console errors');
+  await context.close();
+}
+
 async function main() {
   const { server, origin } = await serve({ '/app/': siteDir, '/fixtures/': fixturesDir, '/': siteDir });
   const browser = await launch();
   try {
     if (!group || group === 'shell') await shellTests(browser, origin);
     if (!group || group === 'fixtures') await fixtureTests(browser, origin);
+    if (group === 'big') await bigTest(browser, origin);
     if (!group || group === 'views') await require('./views_test.js').run(browser, origin, { fixturesDir, artifacts, ok, eq, golden });
   } catch (e) {
     ++failed;

@@ -1,6 +1,5 @@
 // Small DOM pieces the answer views share: cards, a category bar with legend, a stack list.
 import { bytes, count, el } from '../format.js';
-import { colour } from '../canvas.js';
 
 export function card(label, value, sub, attrs) {
   return el('div', Object.assign({ class: 'card' }, attrs || {}),
@@ -67,4 +66,3 @@ export function sparkline(values, width, height, colourCss) {
   return c;
 }
 
-export { colour };

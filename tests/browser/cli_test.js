@@ -1,0 +1,95 @@
+// The CLI's viewer verbs in real Chromium: `allocscope view` serves the files and prints a URL that opens them;
+// `allocscope plot` writes one HTML that opens from disk with no request but itself and its worker blob.
+// usage: node cli_test.js ALLOCSCOPE_BINARY SITE_DIR FIXTURES_DIR
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const { spawn, spawnSync } = require('child_process');
+const { launch, waitState } = require('./browser.js');
+
+const [cli, site, fixtures] = process.argv.slice(2);
+const artifacts = path.join(__dirname, 'artifacts');
+fs.mkdirSync(artifacts, { recursive: true });
+let passed = 0, failed = 0;
+const ok = (c, what) => { if (c) { ++passed; console.log(`  ok   ${what}`); } else { ++failed; console.log(`  FAIL ${what}`); } };
+
+async function pageFor(browser) {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 860 } });
+  const page = await context.newPage();
+  const requests = [], errors = [];
+  context.on('request', (r) => requests.push(r.url()));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  return { context, page, requests, errors };
+}
+
+async function viewTest(browser) {
+  console.log('allocscope view');
+  const files = ['ddp_rank0.pickle', 'ddp_rank1.pickle'].map((f) => path.join(fixtures, f));
+  const child = spawn(cli, ['view', '--port', '0', '--web-root', site, ...files], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d; });
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; if (out.includes('\n')) resolve(out.split('\n')[0].trim()); });
+    child.on('exit', (code) => reject(new Error(`view exited ${code}: ${stderr}`)));
+    setTimeout(() => reject(new Error('no URL printed in 10 s')), 10000);
+  });
+  ok(/^http:\/\/127\.0\.0\.1:\d+\/\?url=files%2F0%2Fddp_rank0\.pickle&url=files%2F1%2Fddp_rank1\.pickle$/.test(url), `prints the URL (${url})`);
+  const { context, page, requests, errors } = await pageFor(browser);
+  await page.goto(url);
+  ok((await waitState(page, ['ready', 'error'], 60000)) === 'ready', 'the printed URL opens both files');
+  const names = await page.$$eval('#file-select option', (o) => o.map((x) => x.textContent));
+  ok(JSON.stringify(names) === JSON.stringify(['ddp_rank0.pickle', 'ddp_rank1.pickle']), `both files are offered (${names})`);
+  const origin = new URL(url).origin;
+  ok(requests.every((u) => u.startsWith(origin + '/') || u.startsWith('blob:')), 'every request went to the local server');
+  ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
+  const r = await fetch(origin + '/../../etc/passwd').then((x) => x.status).catch(() => 0);
+  const r2 = await fetch(origin + '/files/7/x').then((x) => x.status).catch(() => 0);
+  ok(r === 404 && r2 === 404, 'nothing outside the site and the named files is served');
+  await context.close();
+  const exit = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  child.kill('SIGINT');
+  ok((await exit) === 0 && /stopped/.test(stderr), 'Ctrl-C stops it cleanly');
+}
+
+async function plotTest(browser) {
+  console.log('allocscope plot');
+  const out = path.join(artifacts, 'report-oom.html');
+  const res = spawnSync(cli, ['plot', path.join(fixtures, 'oom.pickle'), '-o', out, '--web-root', site], { encoding: 'utf8' });
+  ok(res.status === 0 && fs.existsSync(out), `writes the report (${res.stderr.trim()})`);
+  const html = fs.readFileSync(out, 'utf8');
+  ok(!/src="http|href="http|<script[^>]+src=/.test(html), 'the report references no external file');
+  ok(/connect-src 'none'/.test(html), 'its CSP forbids all connections');
+  const { context, page, requests, errors } = await pageFor(browser);
+  await page.goto('file://' + out + '#view=overview');
+  ok((await waitState(page, ['ready', 'error'], 60000)) === 'ready', 'the report opens from disk');
+  const facts = JSON.parse(fs.readFileSync(path.join(fixtures, 'expected', 'oom.facts.json'), 'utf8'));
+  const segs = Number(await page.getAttribute('[data-fact="segments"]', 'data-value'));
+  ok(segs === facts.segments, `the report shows the golden facts (segments ${segs})`);
+  ok(requests.every((u) => u.startsWith('file://') || u.startsWith('blob:')), `no network request (${requests.length} requests)`);
+  ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
+  await page.screenshot({ path: path.join(artifacts, 'report-oom.png') });
+  await context.close();
+
+  const bad = path.join(artifacts, 'half.pickle');
+  const good = fs.readFileSync(path.join(fixtures, 'linear_seed.pickle'));
+  fs.writeFileSync(bad, good.subarray(0, good.length >> 1));
+  const r2 = spawnSync(cli, ['plot', bad, '-o', path.join(artifacts, 'bad.html'), '--web-root', site], { encoding: 'utf8' });
+  ok(r2.status !== 0 && /at byte \d+/.test(r2.stderr), `a corrupt file fails at the command line (${r2.stderr.trim()})`);
+}
+
+(async () => {
+  const browser = await launch();
+  try {
+    await viewTest(browser);
+    await plotTest(browser);
+  } catch (e) {
+    ++failed;
+    console.log(`  FAIL ${e && e.stack ? e.stack : e}`);
+  } finally {
+    await browser.close();
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+})();
