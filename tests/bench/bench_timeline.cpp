@@ -1,6 +1,7 @@
 // Timeline benchmarks on the 1M-event fixture: lifetimes build, layout build, hover, 2000-px draws at several zooms.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -91,6 +92,24 @@ void BM_Draw(benchmark::State& st) {
   st.counters["rects"] = static_cast<double>(r.rects());
 }
 BENCHMARK(BM_Draw)->Arg(1)->Arg(10)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
+
+// Any zoom: each iteration draws a random window (1 to 1/10000 of the trace, random position), half of them zoomed
+// vertically into a random 1/8 of the peak.
+void BM_DrawRandomWindows(benchmark::State& st) {
+  const Fixture& f = big();
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<double> u(0, 1);
+  DrawResult r;
+  for (auto _ : st) {
+    DrawRequest req = request(f, std::pow(10.0, -4 * u(rng)), u(rng) * f.timeline.steps());
+    if (rng() % 2) {
+      req.bytes_per_px /= 8;
+      req.y_min_bytes = u(rng) * 7 / 8 * f.timeline.total(f.lifetimes.peak_step());
+    }
+    f.timeline.draw(req, &r);
+  }
+}
+BENCHMARK(BM_DrawRandomWindows)->Unit(benchmark::kMillisecond);
 
 void BM_DrawTimeAxis(benchmark::State& st) {
   const Fixture& f = big();
