@@ -2,7 +2,6 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "allocscope/memviz.h"
 #include "memviz/first_cover.h"
