@@ -24,11 +24,13 @@ bool parse_u32(const std::string& s, uint32_t* out) {
 }
 
 std::string tree_text(const Snapshot& s, const FlameTree& t, uint32_t max_depth) {
-  std::string o = "stack tree (visible frames, outermost first; total / self):\n";
+  auto col = [](std::string v) { return v.size() < 10 ? std::string(10 - v.size(), ' ') + v : v; };
+  std::string o = "\nstack tree of the allocations alive at the peak (visible frames, outermost first):\n" +
+                  col("total") + "  " + col("self") + "  frame\n";
   for (uint32_t i = 1; i < t.size(); ++i) {
     if (t.depth[i] > max_depth) continue;
-    o += std::string(2 * t.depth[i], ' ') + memviz::format_size(t.total_bytes[i]) + " / " +
-         memviz::format_size(t.self_bytes[i]) + "  " + FrameFilter::format(s, t.frame[i]) + "\n";
+    o += col(memviz::format_size(t.total_bytes[i])) + "  " + col(memviz::format_size(t.self_bytes[i])) + "  " +
+         std::string(2 * (t.depth[i] - 1), ' ') + FrameFilter::format(s, t.frame[i]) + "\n";
   }
   return o;
 }

@@ -362,3 +362,28 @@ TEST(Json, EveryAnswerParses) {
 
 }  // namespace
 }  // namespace allocscope::test
+
+namespace allocscope::test {
+namespace {
+
+// The 1M-event file: the ring buffer wrapped (frees without allocs), 600 GPT-2 steps with varying batch sizes.
+TEST(Big, WrappedRingBufferIsWarnedAndTheLoopIsClean) {
+  const Loaded* l = load("gpt2_big_1M");
+  ASSERT_TRUE(l);
+  const Summary sum = summarize(l->s, l->lifetimes, l->ff);
+  ASSERT_EQ(sum.devices.size(), 1u);
+  EXPECT_GT(sum.devices[0].frees_without_alloc, 0u);
+  bool wrapped = false;
+  for (const auto& w : sum.warnings) {
+    wrapped = wrapped || w.find("ring buffer wrapped") != std::string::npos;
+    EXPECT_EQ(w.find("leak suspected"), std::string::npos) << w;
+  }
+  EXPECT_TRUE(wrapped);
+  std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/expected/gpt2_big_1M.memoryviz.json");
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  EXPECT_EQ(sum.devices[0].peak_allocated, expected["devices"]["0"]["peak_active_bytes"].get<uint64_t>());
+  EXPECT_GT(sum.devices[0].iterations, 100u);
+}
+
+}  // namespace
+}  // namespace allocscope::test

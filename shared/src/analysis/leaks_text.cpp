@@ -54,7 +54,8 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
     o += "\nmemory held across optimizer steps (not growing):\n";
     for (const LeakGroup& g : r.held)
       o += "  " + rpad(size(g.bytes_per_iteration), 10) + "  " + rpad(std::to_string(g.allocations), 5) +
-           " gradient allocation(s) from " + FrameFilter::format(s, g.site) +
+           " gradient allocation(s) from " +
+           (g.site == kNoFrame ? std::string("the backward pass (no frames)") : FrameFilter::format(s, g.site)) +
            " stay alive from one step to the next (gradients never cleared: call optimizer.zero_grad())\n";
   }
   // A long run prints its ends: the floor's trend shows there, and 600 numbers help nobody.

@@ -12,8 +12,8 @@ using namespace text_detail;
 std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p) {
   std::string o;
   o += "device " + std::to_string(p.device) + ": peak allocated " + size(p.allocated_bytes) + " at step " +
-       std::to_string(p.allocated_step) + " (event " + std::to_string(p.allocated_step) + " of " +
-       std::to_string(lt.event_count) + ", +" + seconds(p.allocated_time_us - lt.step_time_us(s, 0)) + ")";
+       std::to_string(p.allocated_step) + " (after " + std::to_string(p.allocated_step) + " of " +
+       std::to_string(lt.event_count) + " events, +" + seconds(p.allocated_time_us - lt.step_time_us(s, 0)) + ")";
   o += ", reserved then " + size(p.reserved_at_allocated_peak) + "\n";
   o += "          peak reserved  " + size(p.reserved_bytes) + " at step " + std::to_string(p.reserved_step) + "\n";
   if (p.step_begin != 0 || p.step_end + 1 != lt.steps())

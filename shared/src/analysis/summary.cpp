@@ -91,7 +91,9 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
       for (const LeakGroup& g : lr.held) {
         leak_warnings.push_back(dev(lt.device) + "gradients held across optimizer steps: " +
                                 std::to_string(g.allocations) + " allocation(s), " +
-                                memviz::format_size(g.bytes_per_iteration) + " from " + FrameFilter::format(s, g.site) +
+                                memviz::format_size(g.bytes_per_iteration) + " from " +
+                                (g.site == kNoFrame ? std::string("the backward pass (no frames)")
+                                                    : FrameFilter::format(s, g.site)) +
                                 " (never freed between steps: is zero_grad missing?)");
       }
     }
