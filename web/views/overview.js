@@ -32,6 +32,34 @@ export default {
         el('div', { class: 'card-value', 'data-fact': 'events', 'data-value': events }, count(events)),
         el('div', { class: 'card-label', text: 'Trace events' })));
       root.append(grid);
+      const glance = el('div', { class: 'glance' }, el('p', { class: 'fine', text: 'Analysing…' }));
+      root.append(glance);
+      // The one-screen answer (peaks, leaks, OOMs, warnings) arrives after the counts have painted.
+      ctx.call({ method: 'summary', id: f.id, top: 5 }).then(({ body }) => {
+        glance.replaceChildren();
+        for (const d of body.devices) {
+          if (!d.events) continue;
+          const notes = [];
+          notes.push(`peak ${bytes(d.peak_allocated.bytes)} allocated, ${bytes(d.peak_reserved.bytes)} reserved`);
+          if (d.iterations) notes.push(`${count(d.iterations)} iterations`);
+          if (d.frees_without_alloc) notes.push(`${count(d.frees_without_alloc)} allocations began before the trace window`);
+          notes.push(`fragmentation at the end ${(100 * d.final.fragmentation).toFixed(0)}% (largest free block ${bytes(d.final.largest_free_block)})`);
+          glance.append(el('h3', { text: `cuda:${d.device}` }), el('p', { text: notes.join(' · ') }));
+          if (d.leak_suspected) glance.append(el('div', { class: 'verdict bad', text: `Leak suspected at ${d.leak_site} — see Leaks.` }));
+          if (d.ooms) glance.append(el('div', { class: 'verdict bad', text: `${count(d.ooms)} out-of-memory event(s) — see OOM.` }));
+          if (d.top_sites.length) {
+            const t = el('table', { class: 'table' });
+            for (const s of d.top_sites) t.append(el('tr', null, el('td', { class: 'num', text: bytes(s.bytes) }),
+              el('td', { class: 'mono', text: s.site ? s.site.text : '<no frames>' })));
+            glance.append(el('div', { class: 'fine', text: 'Largest allocation sites at the peak' }), t);
+          }
+        }
+        if (body.warnings.length) {
+          const u = el('ul');
+          for (const w of body.warnings) u.append(el('li', { text: w }));
+          glance.append(el('h3', { text: 'Warnings about this file' }), u);
+        }
+      }).catch((e) => { glance.replaceChildren(el('p', { class: 'fine', text: `summary unavailable: ${e.message}` })); });
 
       const devs = el('table', { class: 'table' },
         el('thead', null, el('tr', null, el('th', { text: 'device' }), el('th', { text: 'events' }),

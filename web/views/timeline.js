@@ -102,6 +102,8 @@ export function timelineView(kind) {
     }, (a, h) => {
       if (destroyed || !a) return;
       hover = { column: h.column, y: h.y, answer: a.body };
+      // The cursor's event is where the flame graph and the allocator state open next.
+      ctx.set({ step: a.body.step }, { quiet: true });
       showDetail();
       draw();
     });
