@@ -152,7 +152,7 @@ void write_facts(const Facts& f, const std::string& path) {
   for (const auto& [k, v] : f) out << k << " " << v << "\n";
 }
 
-Facts read_facts(const std::string& path) {
+[[maybe_unused]] Facts read_facts(const std::string& path) {
   Facts f;
   std::ifstream in(path);
   std::string k;
