@@ -39,6 +39,12 @@ async function readFacts(page) {
   });
 }
 
+// A navigation that differs only in the hash would not reload the page: go through about:blank.
+async function fresh(page, url) {
+  await page.goto('about:blank');
+  await page.goto(url);
+}
+
 async function openViaInput(page, files) {
   await page.setInputFiles('#file-input', files);
   return waitState(page, ['ready', 'error'], 120000);
@@ -47,7 +53,7 @@ async function openViaInput(page, files) {
 async function shellTests(browser, origin) {
   console.log('shell');
   const { context, page, watch } = await watchedPage(browser, origin);
-  await page.goto(origin + '/app/');
+  await fresh(page, origin + '/app/');
   eq(await waitState(page, ['empty']), 'empty', 'fresh page is data-state=empty');
   await page.screenshot({ path: path.join(artifacts, 'welcome.png') });
 
@@ -71,15 +77,15 @@ async function shellTests(browser, origin) {
   ok(/gzip|inflate/i.test(await page.textContent('#error-message')), 'broken gzip error says gzip');
 
   // The built-in example.
-  await page.goto(origin + '/app/');
+  await fresh(page, origin + '/app/');
   await waitState(page, ['empty']);
   await page.click('#example-button');
   eq(await waitState(page, ['ready', 'error'], 60000), 'ready', '"Try an example" reaches ready');
 
   // ?url= opens hosted files (same origin), and refuses others.
-  await page.goto(origin + '/app/?url=' + encodeURIComponent('/fixtures/oom.pickle'));
+  await fresh(page, origin + '/app/?url=' + encodeURIComponent('/fixtures/oom.pickle'));
   eq(await waitState(page, ['ready', 'error'], 60000), 'ready', '?url= opens a same-origin file');
-  await page.goto(origin + '/app/?url=' + encodeURIComponent('http://example.invalid/x.pickle'));
+  await fresh(page, origin + '/app/?url=' + encodeURIComponent('http://example.invalid/x.pickle'));
   eq(await waitState(page, ['ready', 'error'], 60000), 'error', '?url= refuses another origin');
 
   // Dark mode follows prefers-color-scheme.
@@ -102,7 +108,7 @@ async function fixtureTests(browser, origin) {
   const { context, page, watch } = await watchedPage(browser, origin);
   for (const f of SMALL) {
     const base = baseOf(f);
-    await page.goto(origin + '/app/#view=overview');
+    await fresh(page, origin + '/app/#view=overview');
     await waitState(page, ['empty']);
     const st = await openViaInput(page, path.join(fixturesDir, f));
     eq(st, 'ready', `${f} reaches ready`);
@@ -117,7 +123,7 @@ async function fixtureTests(browser, origin) {
   }
   // Several files at once.
   const two = ['ddp_rank0.pickle', 'ddp_rank1.pickle'].map((f) => path.join(fixturesDir, f));
-  await page.goto(origin + '/app/');
+  await fresh(page, origin + '/app/');
   await waitState(page, ['empty']);
   eq(await openViaInput(page, two), 'ready', 'two files at once reach ready');
   eq(await page.$$eval('#file-select option', (o) => o.map((x) => x.textContent)), ['ddp_rank0.pickle', 'ddp_rank1.pickle'], 'both files are offered');
@@ -130,7 +136,7 @@ async function fixtureTests(browser, origin) {
 async function bigTest(browser, origin) {
   console.log('big');
   const { context, page, watch } = await watchedPage(browser, origin);
-  await page.goto(origin + '/app/#view=overview');
+  await fresh(page, origin + '/app/#view=overview');
   await waitState(page, ['empty']);
   const st = await openViaInput(page, path.join(fixturesDir, 'gpt2_big_1M.pickle.gz'));
   eq(st, 'ready', 'gpt2_big_1M.pickle.gz reaches ready');
