@@ -31,7 +31,11 @@ struct Value {
   uint32_t aux = 0;      // node generation for containers; handle kind for kHandle
   uint64_t payload = 0;  // int/uint bits, double bits, string id, node index, handle id
 
-  bool is_container() const { return tag == Tag::kList || tag == Tag::kDict || tag == Tag::kTuple || tag == Tag::kSet; }
+  bool is_container() const {
+    constexpr unsigned kContainers = 1u << static_cast<int>(Tag::kList) | 1u << static_cast<int>(Tag::kDict) |
+                                     1u << static_cast<int>(Tag::kTuple) | 1u << static_cast<int>(Tag::kSet);
+    return (kContainers >> static_cast<int>(tag)) & 1u;
+  }
   int64_t as_int() const { return static_cast<int64_t>(payload); }
   uint64_t as_uint() const { return payload; }
   double as_double() const;

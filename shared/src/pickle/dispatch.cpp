@@ -1,4 +1,6 @@
 // The opcode dispatch loop of the pickle machine.
+#include <algorithm>
+
 #include "pickle/machine.h"
 
 namespace allocscope::pickle::detail {
@@ -290,9 +292,11 @@ bool Machine::step() {
       // Runs of memo references (a frame list is dozens in a row) go through one tight loop with the cursor in a
       // register; any problem falls back to the general path for the exact error.
       const uint8_t* p = op_start_;
-      auto& memo = im_.memo;
+      const Value* memo = im_.memo.data();
+      const uint64_t memo_size = im_.memo.size();
       auto& stack = im_.stack;
-      for (;;) {
+      size_t room = lim_.max_stack > stack.size() ? lim_.max_stack - stack.size() : 0;
+      while (room) {
         uint64_t idx;
         const uint8_t* q = p;
         if (*q == kBINGET && end_ - q >= 2) {
@@ -306,10 +310,12 @@ bool Machine::step() {
         } else {
           break;
         }
-        if (idx >= memo.size()) break;
+        if (idx >= memo_size) break;
         const Value v = memo[idx];
-        if (is_unset(v) || v.is_container() || stack.size() >= lim_.max_stack) break;
+        // Scalars and handles only; unset slots and containers take the general path below.
+        if (v.tag == Tag::kNone ? v.aux == kUnsetMemo : v.is_container()) break;
         stack.push_back(v);
+        --room;
         p = q;
         if (p >= end_) break;
       }

@@ -21,6 +21,7 @@ struct Node {
   bool consumed = false;
   bool free = false;
   bool shared = false;  // referenced again through the memo or DUP: never recycled, its replacement stays valid
+  bool has_children = false;  // holds a container (not a handle): recycling must visit its items
   uint32_t gen = 0;
   uint32_t depth = 1;
   uint32_t memo_slot = UINT32_MAX;
@@ -129,6 +130,7 @@ class Machine {
     n.consumed = false;
     n.free = false;
     n.shared = false;
+    n.has_children = false;
     n.depth = 1;
     n.memo_slot = UINT32_MAX;
     n.offset = off();
@@ -172,6 +174,7 @@ class Machine {
       }
     }
     Node& parent = im_.nodes[parent_idx];
+    parent.has_children = true;
     const uint32_t child_depth = im_.nodes[v.payload].depth;
     if (child_depth + 1 > parent.depth) {
       parent.depth = child_depth + 1;
@@ -188,7 +191,8 @@ class Machine {
       im_.to_recycle.pop_back();
       Node& n = im_.nodes[idx];
       if (n.free || n.shared) continue;
-      for (const Value& c : n.items) {
+      for (size_t k = 0; n.has_children && k < n.items.size(); ++k) {
+        const Value& c = n.items[k];
         if (c.is_container() && c.payload < im_.nodes.size()) {
           Node& cn = im_.nodes[c.payload];
           if (!cn.free && !cn.shared && cn.gen == c.aux) {
@@ -341,11 +345,11 @@ class Machine {
     if (n == 0) return push(Value::integer(0));
     uint64_t low = 0;
     const size_t k = n < 8 ? n : 8;
-    for (size_t i = 0; i < k; ++i) low |= static_cast<uint64_t>(b[i]) << (8 * i);
+    std::memcpy(&low, b, k);  // little-endian two's complement, as pickle stores it (x86 and wasm are little-endian)
     const bool neg = b[n - 1] & 0x80;
     if (n < 8) {
-      if (neg) low |= ~0ULL << (8 * n);  // sign-extend
-      return push(Value::integer(static_cast<int64_t>(low)));
+      const int shift = static_cast<int>(64 - 8 * n);
+      return push(Value::integer(static_cast<int64_t>(low << shift) >> shift));  // sign-extend
     }
     for (size_t i = 8; i < n; ++i)
       if (b[i] != (neg ? 0xFF : 0x00)) return err("integer wider than 64 bits (" + std::to_string(n) + " bytes)");

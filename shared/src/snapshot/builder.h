@@ -46,7 +46,15 @@ inline std::string type_of(const Value& v) {
 
 class Builder : public pickle::Consumer {
  public:
-  explicit Builder(Snapshot* s) : s_(s), keys_(&s->strings) {}
+  explicit Builder(Snapshot* s) : s_(s), keys_(&s->strings) {
+    const std::pair<StringId, Field> fields[] = {
+        {keys_.action, kAction},   {keys_.addr, kAddr},       {keys_.device_free, kAddr},
+        {keys_.size, kSize},       {keys_.stream, kStream},   {keys_.time_us, kTime},
+        {keys_.frames, kFrames},   {keys_.compile_context, kCompileContext},
+        {keys_.user_metadata, kUserMetadata}};
+    for (auto [id, f] : fields)
+      if (id < kFieldTable) field_[id] = f;
+  }
 
   Result<bool> consume(const pickle::Reader& r, const Value& c, const Value* key, Value* out) override {
     if (c.tag == Tag::kDict) {
@@ -61,7 +69,10 @@ class Builder : public pickle::Consumer {
           return true;
         }
       }
-      if (!key && r.find(c, keys_.action)) {
+      // PyTorch writes 'action' first; other writers may not, so fall back to a lookup.
+      const bool entry = !key && !items.empty() &&
+                         ((items[0].tag == Tag::kStr && items[0].payload == keys_.action) || r.find(c, keys_.action));
+      if (entry) {
         auto row = add_row(r, c);
         if (!row.ok()) return row.error();
         *out = Value::handle(kRowHandle, row.value());
@@ -71,12 +82,14 @@ class Builder : public pickle::Consumer {
     }
     if (c.tag == Tag::kList && key && key->tag == Tag::kStr && key->payload == keys_.frames) {
       auto items = r.items(c);
-      frame_buf_.clear();
-      for (const Value& v : items) {
+      frame_buf_.resize(items.size());
+      FrameId* ids = frame_buf_.data();
+      for (size_t i = 0; i < items.size(); ++i) {
+        const Value& v = items[i];
         if (v.tag != Tag::kHandle || v.aux != kFrameHandle)
           return Error{"'frames' holds a " + type_of(v) + "; expected dicts with keys name, filename, line",
                        r.offset_of(c)};
-        frame_buf_.push_back(static_cast<FrameId>(v.payload));
+        ids[i] = static_cast<FrameId>(v.payload);
       }
       *out = Value::handle(kStackHandle, s_->stacks.intern(frame_buf_));
       return true;
@@ -133,43 +146,49 @@ class Builder : public pickle::Consumer {
       const Value& v = items[i + 1];
       if (k.tag != Tag::kStr) return Error{"trace entry has a non-string key", r.offset_of(entry)};
       const StringId key = static_cast<StringId>(k.payload);
-      if (key == keys_.action) {
-        if (v.tag != Tag::kStr)
-          return Error{"trace entry 'action' is a " + type_of(v) + "; expected a str", r.offset_of(entry)};
-        action = action_from_name(r.str(v));
-        if (action == Action::kUnknown) note_unknown_action(r.str(v));
-      } else if (key == keys_.addr || key == keys_.device_free) {
-        auto x = want_int(r, entry, k, v);
-        if (!x.ok()) return x.error();
-        addr = x.value();
-      } else if (key == keys_.size) {
-        auto x = want_int(r, entry, k, v);
-        if (!x.ok()) return x.error();
-        size = x.value();
-        if (v.tag == Tag::kInt && v.as_int() < 0) ++negative_sizes_;
-      } else if (key == keys_.stream) {
-        auto x = want_int(r, entry, k, v);
-        if (!x.ok()) return x.error();
-        stream = static_cast<int64_t>(x.value());
-      } else if (key == keys_.time_us) {
-        if (v.tag == Tag::kFloat) {
-          if (!float_time(v.as_double(), &time_us))
-            return Error{"trace entry 'time_us' is not a finite number of microseconds", r.offset_of(entry)};
-        } else {
+      switch (field_of(key)) {
+        case kAction:
+          if (v.tag != Tag::kStr)
+            return Error{"trace entry 'action' is a " + type_of(v) + "; expected a str", r.offset_of(entry)};
+          action = action_of(r, v);
+          break;
+        case kAddr: {
           auto x = want_int(r, entry, k, v);
           if (!x.ok()) return x.error();
-          time_us = static_cast<int64_t>(x.value());
+          addr = x.value();
+          break;
         }
-      } else if (key == keys_.frames) {
-        if (v.tag == Tag::kHandle && v.aux == kStackHandle) stack = static_cast<StackId>(v.payload);
-        else if (v.tag != Tag::kNone)
-          return Error{"trace entry 'frames' is a " + type_of(v) + "; expected a list of frames", r.offset_of(entry)};
-      } else if (key == keys_.compile_context) {
-        cc = text_of(r, v);
-      } else if (key == keys_.user_metadata) {
-        um = text_of(r, v);
-      } else {
-        ++unknown_[key];
+        case kSize: {
+          auto x = want_int(r, entry, k, v);
+          if (!x.ok()) return x.error();
+          size = x.value();
+          if (v.tag == Tag::kInt && v.as_int() < 0) ++negative_sizes_;
+          break;
+        }
+        case kStream: {
+          auto x = want_int(r, entry, k, v);
+          if (!x.ok()) return x.error();
+          stream = static_cast<int64_t>(x.value());
+          break;
+        }
+        case kTime:
+          if (v.tag == Tag::kFloat) {
+            if (!float_time(v.as_double(), &time_us))
+              return Error{"trace entry 'time_us' is not a finite number of microseconds", r.offset_of(entry)};
+          } else {
+            auto x = want_int(r, entry, k, v);
+            if (!x.ok()) return x.error();
+            time_us = static_cast<int64_t>(x.value());
+          }
+          break;
+        case kFrames:
+          if (v.tag == Tag::kHandle && v.aux == kStackHandle) stack = static_cast<StackId>(v.payload);
+          else if (v.tag != Tag::kNone)
+            return Error{"trace entry 'frames' is a " + type_of(v) + "; expected a list of frames", r.offset_of(entry)};
+          break;
+        case kCompileContext: cc = text_of(r, v); break;
+        case kUserMetadata: um = text_of(r, v); break;
+        case kOther: ++unknown_[key]; break;
       }
     }
     e.action.push_back(action);
@@ -181,6 +200,17 @@ class Builder : public pickle::Consumer {
     e.compile_context.push_back(cc);
     e.user_metadata.push_back(um);
     return static_cast<uint32_t>(e.action.size() - 1);
+  }
+
+  // Action strings repeat a handful of interned ids: remember what each id means.
+  Action action_of(const pickle::Reader& r, const Value& v) {
+    const StringId id = static_cast<StringId>(v.payload);
+    for (const auto& [known, a] : action_ids_)
+      if (known == id) return a;
+    Action a = action_from_name(r.str(v));
+    if (a == Action::kUnknown) note_unknown_action(r.str(v));
+    if (action_ids_.size() < 64) action_ids_.emplace_back(id, a);
+    return a;
   }
 
   void note_unknown_action(std::string_view name) {
@@ -201,9 +231,16 @@ class Builder : public pickle::Consumer {
   Status read_annotations(const pickle::Reader& r, const Value& list);
   Setting to_setting(const pickle::Reader& r, const Value& v, int depth);
 
+  // Trace entry keys are interned first, so their ids are small: a table maps id -> field without comparisons.
+  enum Field : uint8_t { kOther, kAction, kAddr, kSize, kStream, kTime, kFrames, kCompileContext, kUserMetadata };
+  static constexpr uint32_t kFieldTable = 64;
+  Field field_[kFieldTable] = {};
+  Field field_of(StringId key) const { return key < kFieldTable ? field_[key] : kOther; }
+
   Snapshot* s_;
   detail::Keys keys_;
   std::vector<FrameId> frame_buf_;
+  std::vector<std::pair<StringId, Action>> action_ids_;
   std::unordered_map<Frame, FrameId, FrameHash> frame_index_;
   std::unordered_set<uint64_t> seen_;  // segments, block lists and blocks already read (sharing is refused)
   size_t setting_nodes_ = 0;

@@ -19,15 +19,17 @@ inline uint64_t mix64(uint64_t x) {
 inline uint64_t hash_bytes(const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
   uint64_t h = 0x9e3779b97f4a7c15ULL ^ (n * 0x100000001b3ULL);
+  // Multiply-rotate per word (cheap: stacks hash dozens of words per trace entry); mix64 at the end spreads it.
   while (n >= 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);
-    h = mix64(h ^ w) + 0x9e3779b97f4a7c15ULL;
+    h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+    h = (h << 31) | (h >> 33);
     p += 8;
     n -= 8;
   }
   uint64_t tail = 0;
-  std::memcpy(&tail, p, n);
+  if (n) std::memcpy(&tail, p, n);  // p may be null when n == 0 (the empty stack)
   return mix64(h ^ tail ^ (n << 56));
 }
 
