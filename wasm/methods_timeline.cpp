@@ -174,6 +174,27 @@ Answer axis(const Request& r, std::span<Loaded* const> files) {
   return a;
 }
 
+// A selected allocation's band over its whole life (its bottom only drops, as bands below it are freed), so the page
+// can outline it at any zoom even where it merges into sub-pixel runs.
+Answer outline(const Request& r, std::span<Loaded* const> files) {
+  DeviceTimeline* t = timeline_of(*files[0], r.i64("device"));
+  if (!t) return Answer::error("no trace for that device");
+  const int64_t row = r.i64("row", -1);
+  if (row < 0 || row >= t->layout.rows()) return Answer::error("no such allocation");
+  std::vector<uint32_t> steps;
+  std::vector<uint64_t> offsets;
+  t->layout.band_outline(static_cast<uint32_t>(row), &steps, &offsets);
+  std::vector<double> s(steps.begin(), steps.end()), o(offsets.begin(), offsets.end()), us(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) us[i] = static_cast<double>(t->lifetimes->step_time_us(files[0]->snapshot, steps[i]));
+  Answer a;
+  a.body = {{"row", row}, {"size", t->layout.size(static_cast<uint32_t>(row))}};
+  a.add<double>("steps", "f64", s);
+  a.add<double>("times", "f64", us);
+  a.add<double>("offsets", "f64", o);
+  return a;
+}
+
+const RegisterMethod r0({"band_outline", outline});
 const RegisterMethod r1({"timeline_draw", draw});
 const RegisterMethod r2({"timeline_hit", hit});
 const RegisterMethod r3({"allocation", allocation});

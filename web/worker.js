@@ -66,6 +66,15 @@ self.onmessage = async (event) => {
       reply({ op: 'answer', seq: msg.seq, body, blobs }, Object.values(blobs).map((b) => b.buffer));
     }
   } catch (e) {
-    reply({ op: 'error', seq: msg.seq, message: describe(e) });
+    let message = describe(e);
+    // A wasm abort (out of memory past the 4 GB heap, or a bug) leaves the module unusable: start a fresh one next
+    // time, and say so in words.
+    if (e instanceof WebAssembly.RuntimeError || /abort|out of memory|Cannot enlarge memory/i.test(message)) {
+      enginePromise = null;
+      self.allocscopeEngine = null;
+      message = `the WebAssembly core stopped (${message}); files larger than about 2 GB uncompressed do not fit in ` +
+                'its 4 GB memory. Reload the page to open other files.';
+    }
+    reply({ op: 'error', seq: msg.seq, message });
   }
 };

@@ -55,6 +55,7 @@ export function timelineView(kind) {
     let laneCount = 0;
     let hover = null;       // {column, y, answer}
     let pinned = null;      // allocation JSON
+    let outline = null;     // the pinned band's life: {steps, times, offsets, size}
     let mask = null;        // Uint8Array over rows, from search
     let searchInfo = '';
     let destroyed = false;
@@ -144,6 +145,26 @@ export function timelineView(kind) {
         g.fillStyle = cnt[i] > 1 ? (th.dark ? `hsl(220 8% ${dim ? 22 : 42}%)` : `hsl(220 8% ${dim ? 88 : 70}%)`)
                                  : colour(r, th.dark, dim ? 0.18 : 1);
         g.fillRect(L + x0[i], B - y1[i], x1[i] - x0[i], y1[i] - y0[i]);
+      }
+      // the pinned allocation's whole life, even where it is thinner than a pixel
+      if (outline && pinned && outline.row === pinned.row) {
+        const xs = st.axis === 'time' ? outline.times : outline.steps;
+        const yOf = (b) => B - (b - frame.body.y_min) / bpp;
+        g.save();
+        g.beginPath();
+        g.rect(L, T, W, H);
+        g.clip();
+        g.strokeStyle = th.bad;
+        g.lineWidth = 2;
+        g.beginPath();
+        for (let i = 0; i + 1 < xs.length; ++i) {
+          const xa = L + zoom.toX(xs[i], W), xb = L + zoom.toX(xs[i + 1], W);
+          const y0p = yOf(outline.offsets[i]), y1p = yOf(outline.offsets[i] + outline.size);
+          g.rect(xa, Math.min(y1p, y0p - 1), Math.max(1, xb - xa), Math.max(1, y0p - y1p));
+        }
+        g.stroke();
+        g.restore();
+        g.lineWidth = 1;
       }
       // hovered / pinned allocation outlined
       for (const [target, stroke] of [[hoverRow, th.fg], [pinRow, th.bad]]) {
@@ -301,6 +322,13 @@ export function timelineView(kind) {
         pinned = a && (!pinned || pinned.row !== a.row) ? a : null;
         showDetail();
         draw();
+        if (pinned && K.id === 'timeline') {
+          const row = pinned.row;
+          ctx.call({ method: 'band_outline', id: f.id, device, row }).then(({ body, blobs }) => {
+            outline = { row, size: body.size, steps: blobs.steps, times: blobs.times, offsets: blobs.offsets };
+            draw();
+          }).catch(() => {});
+        }
       });
       canvas.addEventListener('pointermove', onPointer);
       canvas.addEventListener('pointerleave', () => { hover = null; showDetail(); draw(); });
