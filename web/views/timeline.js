@@ -287,7 +287,23 @@ export function timelineView(kind) {
       if (!frame) return;
       const r = canvas.getBoundingClientRect();
       const x = e.clientX - r.left - M.left, y = e.clientY - r.top - M.top - stripH();
-      if (x < 0 || x >= frame.r.width || y < 0 || y >= frame.r.height) return;
+      if (x >= 0 && x < frame.r.width && y < 0 && y >= -stripH()) {  // the annotations strip
+        const lane = Math.floor((y + stripH()) / LANE);
+        const v = zoom.fromX(x, frame.r.width);
+        const i = annRanges.findIndex((a, k) => a.lane === lane &&
+          (st.axis === 'time' ? a.t0 <= v && v <= a.t1 : annStep && annStep[k][0] <= v && v <= annStep[k][1]));
+        if (i >= 0) {
+          const a = annRanges[i];
+          ctx.detail(el('div', null, el('h4', { text: a.name }), el('div', { class: 'fine', text:
+            `external annotation · +${micros(a.t0 - axisInfo.time_first_us)}` +
+            (Number.isFinite(a.t1) ? ` – +${micros(a.t1 - axisInfo.time_first_us)} (${micros(a.t1 - a.t0)})` : ' – end') })));
+          return;
+        }
+      }
+      if (x < 0 || x >= frame.r.width || y < 0 || y >= frame.r.height) {
+        if (hover) { hover = null; showDetail(); draw(); }
+        return;
+      }
       hoverQuery({ column: Math.floor(x), y: frame.r.height - y });
     }
 
