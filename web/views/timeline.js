@@ -348,11 +348,16 @@ export function timelineView(kind) {
       });
       canvas.addEventListener('pointermove', onPointer);
       canvas.addEventListener('pointerleave', () => { hover = null; showDetail(); draw(); });
-      mini.addEventListener('pointerdown', (e) => {
+      // Minimap: press or drag to move the window there.
+      let miniDrag = false;
+      const miniGo = (e) => {
         const r = mini.getBoundingClientRect();
         const [a, b] = axisRange();
         zoom.centre(a + ((e.clientX - r.left) / r.width) * (b - a));
-      });
+      };
+      mini.addEventListener('pointerdown', (e) => { miniDrag = true; mini.setPointerCapture(e.pointerId); miniGo(e); });
+      mini.addEventListener('pointermove', (e) => { if (miniDrag) miniGo(e); });
+      mini.addEventListener('pointerup', () => { miniDrag = false; });
       if (st.search) await runSearch();
       request();
       requestMini();
