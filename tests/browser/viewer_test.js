@@ -76,6 +76,35 @@ async function shellTests(browser, origin) {
   eq(await openViaInput(page, badgz), 'error', 'a broken gzip ends in data-state=error');
   ok(/gzip|inflate/i.test(await page.textContent('#error-message')), 'broken gzip error says gzip');
 
+  // Snapshot strings are text, never HTML: frame names, file names, annotations and settings full of markup.
+  const evil = path.join(artifacts, 'markup.pickle');
+  const py = `import pickle,sys
+f={'name':'<img src=x onerror="document.title=1">','filename':'<b>evil</b>.py','line':1}
+snap={'segments':[{'device':0,'address':1048576,'total_size':2097152,'allocated_size':512,'active_size':512,'requested_size':512,
+ 'stream':0,'segment_type':'small','segment_pool_id':(0,0),'is_expandable':False,'frames':[f],
+ 'blocks':[{'address':1048576,'size':512,'requested_size':512,'state':'active_allocated','frames':[f]}]}],
+ 'device_traces':[[{'action':'alloc','addr':1048576,'size':512,'stream':0,'time_us':5,'frames':[f]}]],
+ 'external_annotations':[{'stage':'START','name':'<script>document.title=2</script>','device':0,'time_us':0},
+                         {'stage':'END','name':'<script>document.title=2</script>','device':0,'time_us':9}],
+ 'allocator_settings':{'<i>key</i>':'<u>value</u>'}}
+pickle.dump(snap, open(sys.argv[1],'wb'), protocol=4)`;
+  require('child_process').execFileSync('python3', ['-c', py, evil]);
+  await fresh(page, origin + '/app/#view=overview');
+  eq(await openViaInput(page, evil), 'ready', 'a snapshot full of markup opens');
+  for (const view of ['overview', 'timeline', 'peak', 'flame']) {
+    await page.click(`[data-view="${view}"]`);
+    await page.waitForTimeout(400);
+    if (view === 'timeline') {
+      const b = await page.locator('.canvas-wrap canvas').boundingBox();
+      await page.mouse.move(b.x + b.width * 0.6, b.y + b.height - 30);
+      await page.waitForTimeout(400);
+    }
+    const injected = await page.evaluate(() => document.querySelectorAll('main img, main b, main i, main u, main script, #detail img, #detail b, #detail script').length);
+    eq(injected, 0, `${view}: no element made from snapshot strings`);
+    if (view === 'overview') ok((await page.textContent('main')).includes('<i>key</i>'), 'markup shows as text');
+  }
+  ok(!['1', '2'].includes(await page.title()), 'no injected script ran');
+
   // The built-in example.
   await fresh(page, origin + '/app/');
   await waitState(page, ['empty']);
