@@ -105,6 +105,21 @@ pickle.dump(snap, open(sys.argv[1],'wb'), protocol=4)`;
   }
   ok(!['1', '2'].includes(await page.title()), 'no injected script ran');
 
+  // A real drop event anywhere on the page (two files at once).
+  await fresh(page, origin + '/app/#view=overview');
+  await waitState(page, ['empty']);
+  const dropped = ['ddp_rank0.pickle', 'ddp_rank1.pickle'].map((f) => Array.from(fs.readFileSync(path.join(fixturesDir, f))));
+  await page.evaluate((files) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([new Uint8Array(files[0])], 'ddp_rank0.pickle'));
+    dt.items.add(new File([new Uint8Array(files[1])], 'ddp_rank1.pickle'));
+    const target = document.querySelector('.fine');
+    target.dispatchEvent(new DragEvent('dragenter', { bubbles: true, dataTransfer: dt }));
+    target.dispatchEvent(new DragEvent('drop', { bubbles: true, cancelable: true, dataTransfer: dt }));
+  }, dropped);
+  eq(await waitState(page, ['ready', 'error'], 60000), 'ready', 'dropping two files anywhere opens them');
+  ok(await page.isVisible('[data-view="diff"]') && await page.isVisible('[data-view="ranks"]'), 'two files offer Diff and Ranks');
+
   // The built-in example.
   await fresh(page, origin + '/app/');
   await waitState(page, ['empty']);
@@ -167,8 +182,16 @@ async function bigTest(browser, origin) {
   const { context, page, watch } = await watchedPage(browser, origin);
   await fresh(page, origin + '/app/#view=overview');
   await waitState(page, ['empty']);
+  await page.evaluate(() => {
+    window.__progress = [];
+    setInterval(() => window.__progress.push([document.documentElement.dataset.state, document.getElementById('progress').value,
+                                              document.getElementById('loading-label').textContent]), 25);
+  });
   const st = await openViaInput(page, path.join(fixturesDir, 'gpt2_big_1M.pickle.gz'));
   eq(st, 'ready', 'gpt2_big_1M.pickle.gz reaches ready');
+  const seen = await page.evaluate(() => window.__progress.filter((p) => p[0] === 'loading'));
+  ok(seen.some((p) => p[1] > 0.05 && p[1] < 0.95), `the progress bar moves while loading (${seen.length} samples)`);
+  ok(seen.some((p) => /Inflating/.test(p[2])) && seen.some((p) => /Parsing/.test(p[2])), 'it names the inflate and parse phases');
   const facts = golden('gpt2_big_1M', 'facts.json');
   const shown = await readFacts(page);
   eq([shown.total_reserved, shown.total_allocated, shown.segments, shown.active_blocks, shown.actions],
