@@ -387,3 +387,49 @@ TEST(Big, WrappedRingBufferIsWarnedAndTheLoopIsClean) {
 
 }  // namespace
 }  // namespace allocscope::test
+
+#include <random>
+#include <regex>
+
+namespace allocscope::test {
+namespace {
+
+// The wasm build cannot catch std::regex's exceptions, so every pattern std::regex rejects must be caught by
+// regex_problem first (it may refuse more, never less). Random patterns over the metacharacters probe the grammar.
+TEST(Categories, RegexPrecheckRefusesEverythingStdRegexRejects) {
+  const std::string alphabet = "ab.*+?|()[]{}^$\\-,0123dwsbcxu:=!";
+  std::mt19937 rng(12345);
+  int accepted = 0;
+  for (int n = 0; n < 40000; ++n) {
+    std::string p;
+    const int len = 1 + static_cast<int>(rng() % 9);
+    for (int k = 0; k < len; ++k) p += alphabet[rng() % alphabet.size()];
+    bool throws = false;
+    try {
+      std::regex re(p, std::regex::ECMAScript);
+      (void)std::regex_search("a.py:12:b", re);
+    } catch (const std::exception&) {
+      throws = true;
+    }
+    const bool refused = !regex_problem(p).empty();
+    if (throws) EXPECT_TRUE(refused) << "std::regex rejects '" << p << "' but the precheck accepts it";
+    if (!refused) ++accepted;
+  }
+  EXPECT_GT(accepted, 1000);  // the precheck is not simply refusing everything
+  // Patterns that compile but are too large for libstdc++ (error_space) must be refused too.
+  for (const char* big : {"(a{1000}){1000}", "((ab{100}){100}){100}", "(x{999}|y{999}){50}"}) {
+    bool throws = false;
+    try {
+      std::regex re(big, std::regex::ECMAScript);
+    } catch (const std::exception&) {
+      throws = true;
+    }
+    if (throws) EXPECT_NE(regex_problem(big), "") << big;
+  }
+  EXPECT_NE(regex_problem("(a{1000}){1000}"), "");
+  for (const char* good : {"gen_snapshots\\.py:49:", "optim/(adam|sgd)\\.py", "^/work/.*:1[0-9]+:fwd$", "[a-z_]+\\d{2,3}"})
+    EXPECT_EQ(regex_problem(good), "") << good;
+}
+
+}  // namespace
+}  // namespace allocscope::test

@@ -42,6 +42,9 @@ struct CategoryRule {
 struct CategoryOptions {
   std::vector<CategoryRule> rules;  // first match wins, before any heuristic
 };
+// Why `pattern` is not an ECMAScript regex std::regex accepts ("" when it is), found without exceptions: the wasm
+// build cannot catch std::regex's syntax errors. Conservative: backreferences and repeat counts above 1000 are refused.
+std::string regex_problem(std::string_view pattern);
 // Parses "REGEX=category" (the CLI's --rule); the category name is after the last '='.
 Result<CategoryRule> parse_category_rule(std::string_view text);
 

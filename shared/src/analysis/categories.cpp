@@ -2,6 +2,7 @@
 #include "allocscope/categories.h"
 
 #include <algorithm>
+#include <cctype>
 #include <regex>
 #include <unordered_set>
 
@@ -78,6 +79,143 @@ uint8_t frame_bits(std::string_view name, std::string_view file) {
   return b;
 }
 
+
+}  // namespace
+
+// std::regex reports syntax errors only by throwing, and the wasm build cannot catch (DISABLE_EXCEPTION_CATCHING
+// turns a throw into an abort). So the pattern is checked against the ECMAScript grammar's error cases first and a
+// bad user rule is an Error value on every platform; the native try/catch stays as a second net.
+std::string regex_problem(std::string_view p) {
+  if (p.size() > 1000) return "pattern longer than 1000 characters";
+  auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  // Checks an escape at p[i] == '\\'; returns false on error and moves i to its last character. `*cls` is set
+  // when it stands for a class (\d, \w, \s ...), which cannot be a range end.
+  auto escape = [&](size_t& i, std::string* err, bool* cls, bool* assertion) -> bool {
+    if (i + 1 >= p.size()) return *err = "trailing backslash", false;
+    const char e = p[++i];
+    *cls = e == 'd' || e == 'D' || e == 'w' || e == 'W' || e == 's' || e == 'S';
+    *assertion = e == 'b' || e == 'B';
+    if (e == 'c') {
+      if (i + 1 >= p.size() || !std::isalpha(static_cast<unsigned char>(p[i + 1]))) return *err = "\\c needs a letter", false;
+      ++i;
+    } else if (e == 'x' || e == 'u') {
+      const size_t n = e == 'x' ? 2 : 4;
+      for (size_t k = 1; k <= n; ++k)
+        if (i + k >= p.size() || !hex(p[i + k])) return *err = std::string("\\") + e + " needs hex digits", false;
+      i += n;
+    } else if (e >= '1' && e <= '9') {
+      return *err = "backreferences are not supported", false;
+    }
+    return true;
+  };
+  std::string err;
+  int depth = 0;
+  bool can_repeat = false;
+  // An upper bound of the automaton's size: libstdc++ throws error_space past 100,000 states, and a counted repeat
+  // of a group copies the group (so "(a{1000}){1000}" is a million states).
+  uint64_t size = 0, last = 0;
+  std::vector<uint64_t> outer;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (size > 20000) return "pattern too large once its repeats are expanded";
+    const char c = p[i];
+    if (c != '(' && c != ')' && c != '*' && c != '+' && c != '?' && c != '{') {
+      size += 2;
+      last = 2;
+    }
+    if (c == '\\') {
+      bool cls = false, assertion = false;
+      if (!escape(i, &err, &cls, &assertion)) return err;
+      can_repeat = !assertion;
+    } else if (c == '(') {
+      if (i + 1 < p.size() && p[i + 1] == '?') {
+        if (i + 2 >= p.size() || (p[i + 2] != ':' && p[i + 2] != '=' && p[i + 2] != '!')) return "unsupported (? group";
+        i += 2;
+      }
+      ++depth;
+      outer.push_back(size);
+      size = 0;
+      can_repeat = false;
+    } else if (c == ')') {
+      if (depth == 0) return "unbalanced ')'";
+      --depth;
+      last = size + 2;
+      size = outer.back() + last;
+      outer.pop_back();
+      can_repeat = true;
+    } else if (c == '[') {
+      size_t j = i + 1;
+      if (j < p.size() && p[j] == '^') ++j;
+      bool closed = false;
+      while (j < p.size()) {
+        if (p[j] == ']') {
+          closed = true;
+          break;
+        }
+        int lo = static_cast<unsigned char>(p[j]);
+        bool lo_cls = false, assertion = false;
+        if (p[j] == '\\') {
+          if (!escape(j, &err, &lo_cls, &assertion)) return err;
+          lo = -1;  // escapes other than plain characters: no range order check, but no class as an end
+        }
+        ++j;
+        if (j + 1 < p.size() && p[j] == '-' && p[j + 1] != ']') {
+          ++j;
+          int hi = static_cast<unsigned char>(p[j]);
+          bool hi_cls = false;
+          if (p[j] == '\\') {
+            if (!escape(j, &err, &hi_cls, &assertion)) return err;
+            hi = -1;
+          }
+          if (lo_cls || hi_cls) return "a class cannot end a range";
+          if (lo >= 0 && hi >= 0 && lo > hi) return "range out of order in [...]";
+          ++j;
+        }
+      }
+      if (!closed) return "unbalanced '['";
+      i = j;
+      can_repeat = true;
+    } else if (c == '*' || c == '+' || c == '?' || c == '{') {
+      if (!can_repeat) return std::string("nothing to repeat before '") + c + "'";
+      if (c == '{') {
+        size_t j = i + 1;
+        uint64_t lo = 0, hi = 0;
+        size_t digits = 0;
+        while (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j])) && digits < 6) lo = lo * 10 + (p[j++] - '0'), ++digits;
+        if (!digits) return "'{' needs a count";
+        hi = lo;
+        if (j < p.size() && p[j] == ',') {
+          ++j;
+          size_t d2 = 0;
+          hi = UINT64_MAX;
+          if (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j]))) hi = 0;
+          while (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j])) && d2 < 6) hi = hi * 10 + (p[j++] - '0'), ++d2;
+        }
+        if (j >= p.size() || p[j] != '}') return "bad {n,m} repeat";
+        if (hi < lo) return "{n,m} with m < n";
+        if (lo > 1000 || (hi != UINT64_MAX && hi > 1000)) return "repeat count above 1000";
+        const uint64_t copies = (hi == UINT64_MAX ? lo : hi) + 1;
+        size += last * copies;
+        last *= copies;
+        i = j;
+      } else {
+        size += 2;
+        last += 2;
+      }
+      if (i + 1 < p.size() && p[i + 1] == '?') ++i;  // lazy quantifier
+      can_repeat = false;
+    } else if (c == '|' || c == '^' || c == '$') {
+      can_repeat = false;
+    } else {
+      can_repeat = true;
+    }
+  }
+  if (depth != 0) return "unbalanced '('";
+  if (size > 20000) return "pattern too large once its repeats are expanded";
+  return "";
+}
+
+namespace {
+
 }  // namespace
 
 Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it,
@@ -86,6 +224,8 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   std::vector<std::regex> rules;
   rules.reserve(options.rules.size());
   for (const CategoryRule& r : options.rules) {
+    const std::string problem = regex_problem(r.pattern);
+    if (!problem.empty()) return Error{"rule '" + r.pattern + "': invalid regex (" + problem + ")"};
     try {
       rules.emplace_back(r.pattern, std::regex::ECMAScript | std::regex::optimize);
     } catch (const std::regex_error& e) {
