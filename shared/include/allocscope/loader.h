@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,8 +32,32 @@ Result<std::vector<uint8_t>> gunzip(std::span<const uint8_t> bytes, uint64_t max
 // Deflates to gzip (natively; error in wasm).
 Result<std::vector<uint8_t>> gzip(std::span<const uint8_t> bytes, int level = 6);
 
-// Parses a snapshot pickle. gzip input is inflated first (natively).
+// Inflates gzip in pieces of at most `chunk` bytes, handing each to `sink` (which may stop it with an error), so
+// the inflated data never has to be held whole. Natively only.
+Status gunzip_chunks(std::span<const uint8_t> bytes, uint64_t max_out,
+                     const std::function<Status(std::span<const uint8_t>)>& sink, size_t chunk = 4u << 20,
+                     const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+// Parses a snapshot pickle. gzip input is inflated as it is parsed (natively).
 Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions& options = {});
+
+// Loads a snapshot from raw pickle bytes fed in order, in chunks of any size (as a browser's DecompressionStream
+// produces them), so the whole inflated file is never in memory. `size_hint` (0 if unknown) only sizes buffers.
+// Errors are sticky; finish() reports a truncated input.
+class SnapshotStream {
+ public:
+  explicit SnapshotStream(const LoadOptions& options = {}, uint64_t size_hint = 0);
+  ~SnapshotStream();
+  SnapshotStream(const SnapshotStream&) = delete;
+  SnapshotStream& operator=(const SnapshotStream&) = delete;
+  Status feed(std::span<const uint8_t> chunk);
+  uint64_t bytes_fed() const;
+  Result<Snapshot> finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 // Reads a whole file (errors name the path).
 Result<std::vector<uint8_t>> read_file(const std::string& path);

@@ -71,10 +71,17 @@ class Reader {
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
 
-  // Runs the machine to STOP. The returned root stays valid while this Reader lives.
+  // Runs the machine over a whole pickle to STOP. The returned root stays valid while this Reader lives.
   // `progress(done_bytes, total_bytes)` is called about every 4 MiB.
   Result<Value> run(std::span<const uint8_t> input, Consumer* consumer = nullptr,
                     const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+  // The same, streamed: begin(), feed() the bytes in order in chunks of any size, then finish(). An opcode cut at a
+  // chunk boundary waits for the next chunk, so the whole input never has to be in memory at once. `size_hint`
+  // (0 if unknown) only sizes buffers. Errors are sticky and name offsets in the whole input.
+  void begin(Consumer* consumer = nullptr, uint64_t size_hint = 0);
+  Status feed(std::span<const uint8_t> chunk);
+  Result<Value> finish();
 
   // Container access (valid for values reachable from the root or passed to a Consumer).
   // Dict items are flat: key0, value0, key1, value1, ...

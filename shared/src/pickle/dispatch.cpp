@@ -5,26 +5,6 @@
 
 namespace allocscope::pickle::detail {
 
-Result<Value> Machine::run(const std::function<void(uint64_t, uint64_t)>& progress) {
-  im_.stack.clear();
-  im_.marks.clear();
-  im_.memo.clear();
-  im_.stack.reserve(4096);
-  // Memo slots: about one per 60 bytes in real snapshots; reserving avoids regrowing a large array.
-  memo_cap_ = std::min<uint64_t>(lim_.max_memo, static_cast<uint64_t>(end_ - begin_) / 2 + 64);
-  im_.memo.reserve(std::min<size_t>(static_cast<size_t>(end_ - begin_) / 48 + 64, memo_cap_));
-  const uint64_t total = static_cast<uint64_t>(end_ - begin_);
-  progress_ = &progress;
-  if (!step()) return error_;
-  *pos_out_ = static_cast<uint64_t>(p_ - begin_);
-  if (progress) progress(total, total);
-  if (im_.stack.size() != 1 || !im_.marks.empty())
-    return Error{"STOP with " + std::to_string(im_.stack.size()) + " values and " + std::to_string(im_.marks.size()) +
-                     " marks on the stack; expected exactly one value",
-                 off()};
-  return im_.stack.back();
-}
-
 // The dispatch loop: one function for all opcodes so the hot ones (BINGET, MEMOIZE, ints) cost a few instructions.
 bool Machine::step() {
   const uint64_t total = static_cast<uint64_t>(end_ - begin_);
@@ -33,10 +13,11 @@ bool Machine::step() {
   if (__builtin_expect(p_ >= end_, 0)) {
     op_start_ = p_;
     op_ = 0;
+    if (!last_) return wait_for_more();
     return fail(Error{"expected an opcode (the pickle has no STOP; truncated file?)", off()});
   }
   if (__builtin_expect(p_ >= next_report, 0)) {
-    *pos_out_ = static_cast<uint64_t>(p_ - begin_);
+    *pos_out_ = im_.base + static_cast<uint64_t>(p_ - begin_);
     if (progress_ && *progress_) (*progress_)(*pos_out_, total);
     next_report = p_ + (4u << 20);
   }
@@ -45,19 +26,20 @@ bool Machine::step() {
   switch (op_) {
     case kPROTO: {
       if (!have(1)) return truncated(1);
-      proto_ = *p_++;
-      if (proto_ > 5) return err("protocol " + std::to_string(proto_) + " is newer than 5, the highest known");
+      im_.proto = *p_++;
+      if (im_.proto > 5) return err("protocol " + std::to_string(im_.proto) + " is newer than 5, the highest known");
       continue;
     }
     case kFRAME: {
       if (!have(8)) return truncated(8);
       uint64_t n = read_le<uint64_t>();
-      if (n > static_cast<uint64_t>(end_ - p_))
+      // A frame is only a read-ahead hint; while streaming, the rest of it may still be coming.
+      if (last_ && n > static_cast<uint64_t>(end_ - p_))
         return err("expected a frame of " + std::to_string(n) + " bytes, but only " + std::to_string(end_ - p_) +
                    " bytes are left (truncated file?)");
       continue;
     }
-    case kSTOP: stopped_ = true; return true;
+    case kSTOP: im_.stopped = true; return true;
     case kMARK:
       if (im_.marks.size() >= lim_.max_marks)
         return err("more than " + std::to_string(lim_.max_marks) + " open MARKs (limit)");

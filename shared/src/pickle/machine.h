@@ -38,6 +38,15 @@ inline bool is_unset(const Value& v) { return v.tag == Tag::kNone && v.aux == kU
 }  // namespace detail
 
 struct Reader::Impl {
+  // Streaming state, kept between feed() calls.
+  Consumer* consumer = nullptr;
+  std::vector<uint8_t> carry;  // bytes of an opcode cut at a chunk boundary, waiting for the next chunk
+  uint64_t base = 0;           // input offset of the first byte not yet consumed
+  bool stopped = false;
+  bool failed = false;
+  Error error;
+  int proto = 0;
+
   std::vector<detail::Node> nodes;
   std::vector<uint32_t> free_nodes;
   std::vector<uint32_t> to_recycle;
@@ -49,18 +58,37 @@ struct Reader::Impl {
 
 namespace detail {
 
-// The machine proper; one per run() call, holding the cursor and error state.
+// The machine proper: runs over one buffer (a whole input, or a streamed chunk plus any carried-over bytes). All
+// state that must survive between chunks lives in Reader::Impl.
 class Machine {
  public:
+  // `last`: no more input follows, so a cut opcode is a truncated file rather than a reason to wait.
   Machine(Reader& r, Reader::Impl& im, StringTable& st, const Limits& lim, std::span<const uint8_t> in,
-          Consumer* c, uint64_t* pos_out)
+          uint64_t* pos_out, bool last)
       : reader_(r), im_(im), strings_(st), lim_(lim), p_(in.data()), begin_(in.data()), end_(in.data() + in.size()),
-        consumer_(c), pos_out_(pos_out) {}
+        consumer_(im.consumer), pos_out_(pos_out), last_(last) {
+    // Every memo store costs at least two bytes of input, so the input seen so far bounds the memo.
+    memo_cap_ = std::min<uint64_t>(lim_.max_memo, (im.base + in.size()) / 2 + 64);
+  }
 
-  Result<Value> run(const std::function<void(uint64_t, uint64_t)>& progress);
+  // Runs until STOP (true), an error (false, error()), or, when not `last`, the end of the buffer in the middle of an
+  // opcode or between opcodes (false, need_more(); consumed() bytes are done, the rest must be fed again).
+  bool run(const std::function<void(uint64_t, uint64_t)>* progress) {
+    progress_ = progress;
+    return step();
+  }
+  bool need_more() const { return need_more_; }
+  const Error& error() const { return error_; }
+  size_t consumed() const { return static_cast<size_t>(p_ - begin_); }
 
  private:
-  uint64_t off() const { return static_cast<uint64_t>(op_start_ - begin_); }
+  uint64_t off() const { return im_.base + static_cast<uint64_t>(op_start_ - begin_); }
+  // The buffer ends inside the current opcode: rewind to its start and ask for more input.
+  bool wait_for_more() {
+    need_more_ = true;
+    p_ = op_start_;
+    return false;
+  }
   // Internals return bool (true = fine) and park the error here: no error object is built on the hot path.
   [[gnu::noinline, gnu::cold]] bool err(std::string msg) {
     error_ = Error{"opcode " + opcode_label(op_) + ": " + std::move(msg), off()};
@@ -71,6 +99,7 @@ class Machine {
     return false;
   }
   [[gnu::noinline, gnu::cold]] bool truncated(size_t need) {
+    if (!last_) return wait_for_more();
     return err("expected " + std::to_string(need) + " more byte(s) of argument, but the input ends " +
                std::to_string(end_ - p_) + " byte(s) later (truncated file?)");
   }
@@ -362,7 +391,10 @@ class Machine {
 
   bool read_line(std::string_view* out) {
     const void* nl = std::memchr(p_, '\n', static_cast<size_t>(end_ - p_));
-    if (!nl) return err("expected a newline-terminated argument, but the input ends first (truncated file?)");
+    if (!nl) {
+      if (!last_) return wait_for_more();
+      return err("expected a newline-terminated argument, but the input ends first (truncated file?)");
+    }
     std::string_view s(reinterpret_cast<const char*>(p_), static_cast<const uint8_t*>(nl) - p_);
     p_ = static_cast<const uint8_t*>(nl) + 1;
     if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
@@ -407,8 +439,8 @@ class Machine {
   uint8_t op_ = 0;
   Consumer* consumer_;
   uint64_t* pos_out_;
-  bool stopped_ = false;
-  int proto_ = 0;
+  bool last_;
+  bool need_more_ = false;
   Error error_;
   const std::function<void(uint64_t, uint64_t)>* progress_ = nullptr;
   uint64_t memo_cap_ = 0;

@@ -36,10 +36,87 @@ const Value* Reader::find(const Value& dict, StringId key) const {
   return nullptr;
 }
 
+void Reader::begin(Consumer* consumer, uint64_t size_hint) {
+  Impl& im = *impl_;
+  im.consumer = consumer;
+  im.carry.clear();
+  im.base = 0;
+  im.stopped = im.failed = false;
+  im.proto = 0;
+  im.stack.clear();
+  im.marks.clear();
+  im.memo.clear();
+  im.stack.reserve(4096);
+  // Memo slots: about one per 60 bytes in real snapshots; reserving avoids regrowing a large array.
+  im.memo.reserve(std::min<uint64_t>(size_hint / 48 + 64, limits_.max_memo));
+  pos_ = 0;
+}
+
+Status Reader::feed(std::span<const uint8_t> chunk) {
+  Impl& im = *impl_;
+  if (im.failed) return im.error;
+  if (im.stopped || chunk.empty()) return {};  // bytes after STOP are ignored, as Python's pickle.loads does
+  std::span<const uint8_t> buf = chunk;
+  if (!im.carry.empty()) {
+    im.carry.insert(im.carry.end(), chunk.begin(), chunk.end());
+    buf = im.carry;
+  }
+  detail::Machine m(*this, im, *strings_, limits_, buf, &pos_, /*last=*/false);
+  const bool ok = m.run(nullptr);
+  if (!ok && !m.need_more()) {
+    im.failed = true;
+    im.error = m.error();
+    return im.error;
+  }
+  const size_t used = m.consumed();
+  im.base += used;
+  pos_ = im.base;
+  if (im.carry.empty()) {
+    im.carry.assign(chunk.begin() + static_cast<std::ptrdiff_t>(used), chunk.end());
+  } else {
+    im.carry.erase(im.carry.begin(), im.carry.begin() + static_cast<std::ptrdiff_t>(used));
+  }
+  if (im.stopped) im.carry.clear();
+  return {};
+}
+
+Result<Value> Reader::finish() {
+  Impl& im = *impl_;
+  if (im.failed) return im.error;
+  if (!im.stopped) {
+    // Whatever is left is all there is: run it as the end of the input so a cut opcode is reported.
+    std::vector<uint8_t> rest;
+    rest.swap(im.carry);
+    detail::Machine m(*this, im, *strings_, limits_, rest, &pos_, /*last=*/true);
+    if (!m.run(nullptr)) {
+      im.failed = true;
+      im.error = m.error();
+      return im.error;
+    }
+    im.base += m.consumed();
+  }
+  if (im.stack.size() != 1 || !im.marks.empty())
+    return Error{"STOP with " + std::to_string(im.stack.size()) + " values and " + std::to_string(im.marks.size()) +
+                     " marks on the stack; expected exactly one value",
+                 im.base ? im.base - 1 : 0};
+  return im.stack.back();
+}
+
 Result<Value> Reader::run(std::span<const uint8_t> input, Consumer* consumer,
                           const std::function<void(uint64_t, uint64_t)>& progress) {
-  detail::Machine m(*this, *impl_, *strings_, limits_, input, consumer, &pos_);
-  return m.run(progress);
+  begin(consumer, input.size());
+  Impl& im = *impl_;
+  // One buffer holding everything: no chunking, no carry, progress from inside the loop.
+  detail::Machine m(*this, im, *strings_, limits_, input, &pos_, /*last=*/true);
+  if (!m.run(&progress)) {
+    im.failed = true;
+    im.error = m.error();
+    return im.error;
+  }
+  im.base += m.consumed();
+  pos_ = im.base;
+  if (progress) progress(input.size(), input.size());
+  return finish();
 }
 
 }  // namespace allocscope::pickle

@@ -20,7 +20,10 @@ namespace detail {
 
 enum HandleKind : uint32_t { kFrameHandle = 1, kStackHandle = 2, kRowHandle = 3 };
 constexpr size_t kMaxEntryKeys = 32;
-constexpr size_t kMaxSettingNodes = 10000;  // allocator_settings is a few dozen values; shared sub-objects are not
+// allocator_settings is a few dozen small values; a crafted file could share big ones through the memo, so both the
+// number of values and the bytes copied are bounded.
+constexpr size_t kMaxSettingNodes = 10000;
+constexpr size_t kMaxSettingBytes = 1 << 20;
 
 struct FrameHash {
   size_t operator()(const Frame& f) const {
@@ -244,6 +247,17 @@ class Builder : public pickle::Consumer {
   std::unordered_map<Frame, FrameId, FrameHash> frame_index_;
   std::unordered_set<uint64_t> seen_;  // segments, block lists and blocks already read (sharing is refused)
   size_t setting_nodes_ = 0;
+  size_t setting_bytes_ = 0;
+  bool settings_full() const { return setting_nodes_ > kMaxSettingNodes || setting_bytes_ > kMaxSettingBytes; }
+  // Copies a string into a setting, within the byte budget.
+  std::string setting_text(std::string_view t) {
+    if (setting_bytes_ + t.size() > kMaxSettingBytes) {
+      setting_bytes_ = kMaxSettingBytes + 1;
+      return "...";
+    }
+    setting_bytes_ += t.size();
+    return std::string(t);
+  }
   std::unordered_map<StringId, uint64_t> unknown_;
   uint64_t negative_sizes_ = 0;
 };

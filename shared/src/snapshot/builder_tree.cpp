@@ -200,7 +200,7 @@ Status Builder::read_annotations(const pickle::Reader& r, const Value& list) {
 
 Setting Builder::to_setting(const pickle::Reader& r, const Value& v, int depth) {
   Setting s;
-  if (++setting_nodes_ > kMaxSettingNodes) {
+  if (++setting_nodes_ > kMaxSettingNodes || setting_bytes_ > kMaxSettingBytes) {
     s.kind = Setting::Kind::kOther;
     s.s = "...";
     return s;
@@ -210,7 +210,7 @@ Setting Builder::to_setting(const pickle::Reader& r, const Value& v, int depth) 
     case Tag::kBool: s.kind = Setting::Kind::kBool, s.i = v.payload ? 1 : 0; break;
     case Tag::kInt: s.kind = Setting::Kind::kInt, s.i = v.as_int(); break;
     case Tag::kFloat: s.kind = Setting::Kind::kFloat, s.f = v.as_double(); break;
-    case Tag::kStr: s.kind = Setting::Kind::kStr, s.s = std::string(r.str(v)); break;
+    case Tag::kStr: s.kind = Setting::Kind::kStr, s.s = setting_text(r.str(v)); break;
     case Tag::kDict:
     case Tag::kList:
     case Tag::kTuple:
@@ -218,19 +218,20 @@ Setting Builder::to_setting(const pickle::Reader& r, const Value& v, int depth) 
         auto items = r.items(v);
         if (v.tag == Tag::kDict) {
           s.kind = Setting::Kind::kDict;
-          for (size_t i = 0; i + 1 < items.size(); i += 2) {
+          for (size_t i = 0; i + 1 < items.size() && !settings_full(); i += 2) {
             Setting c = to_setting(r, items[i + 1], depth + 1);
-            c.key = items[i].tag == Tag::kStr ? std::string(r.str(items[i])) : pickle::repr(r, items[i]);
+            c.key = items[i].tag == Tag::kStr ? setting_text(r.str(items[i])) : setting_text(pickle::repr(r, items[i]));
             s.children.push_back(std::move(c));
           }
         } else {
           s.kind = Setting::Kind::kList;
-          for (const Value& c : items) s.children.push_back(to_setting(r, c, depth + 1));
+          for (size_t i = 0; i < items.size() && !settings_full(); ++i)
+            s.children.push_back(to_setting(r, items[i], depth + 1));
         }
         break;
       }
       [[fallthrough]];
-    default: s.kind = Setting::Kind::kOther, s.s = pickle::repr(r, v); break;
+    default: s.kind = Setting::Kind::kOther, s.s = setting_text(pickle::repr(r, v)); break;
   }
   return s;
 }

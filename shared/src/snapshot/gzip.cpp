@@ -1,5 +1,6 @@
 // gzip in and out: zlib natively; in WebAssembly the browser inflates (DecompressionStream) before calling us.
 #include <cstring>
+#include <algorithm>
 #include <string>
 
 #include "allocscope/loader.h"
@@ -12,44 +13,40 @@ namespace allocscope {
 
 #ifdef ALLOCSCOPE_HAVE_ZLIB
 
-Result<std::vector<uint8_t>> gunzip(std::span<const uint8_t> in, uint64_t max_out,
-                                    const std::function<void(uint64_t, uint64_t)>& progress) {
-  // Size the output once from the gzip trailer (ISIZE: the inflated size mod 2^32) when it is plausible — deflate
-  // cannot expand more than ~1032:1 — so a normal file inflates without regrowing and a bomb stops at max_out.
-  uint64_t hint = std::max<uint64_t>(in.size() * 4, 1 << 16);
-  if (in.size() >= 18) {
-    uint32_t isize;
-    std::memcpy(&isize, in.data() + in.size() - 4, 4);
-    if (isize > 0 && isize <= in.size() * 1032ull) hint = isize;
-  }
-  std::vector<uint8_t> out;
-  out.resize(std::min<uint64_t>(hint, max_out));
+Status gunzip_chunks(std::span<const uint8_t> in, uint64_t max_out,
+                     const std::function<Status(std::span<const uint8_t>)>& sink, size_t chunk,
+                     const std::function<void(uint64_t, uint64_t)>& progress) {
   z_stream z{};
   if (inflateInit2(&z, 15 + 16) != Z_OK) return Error{"zlib could not start"};
+  // Never more buffer than the limit allows (a tiny max_out must not cost a 4 MB buffer).
+  std::vector<uint8_t> buf(std::clamp<uint64_t>(max_out + 1, 4096, std::max<size_t>(chunk, 4096)));
   const uint8_t* next = in.data();
   uint64_t left = in.size();
   uint64_t produced = 0;
   uint64_t next_report = 8u << 20;
+  auto fail = [&](Error e) {
+    inflateEnd(&z);
+    return Status(std::move(e));
+  };
   for (;;) {
     const uInt chunk_in = static_cast<uInt>(std::min<uint64_t>(left, 1u << 30));
     z.next_in = const_cast<Bytef*>(next);
     z.avail_in = chunk_in;
-    if (produced == out.size()) {
-      if (out.size() >= max_out) {
-        inflateEnd(&z);
-        return Error{"inflated data exceeds " + std::to_string(max_out) + " bytes (limit; a gzip bomb?)",
-                     static_cast<uint64_t>(next - in.data())};
-      }
-      out.resize(std::min<uint64_t>(out.size() + out.size() / 2 + (1 << 16), max_out));
-    }
-    z.next_out = out.data() + produced;
-    z.avail_out = static_cast<uInt>(std::min<uint64_t>(out.size() - produced, 1u << 30));
-    const uInt avail_out_before = z.avail_out;
-    int rc = inflate(&z, Z_NO_FLUSH);
-    produced += avail_out_before - z.avail_out;
+    z.next_out = buf.data();
+    z.avail_out = static_cast<uInt>(buf.size());
+    const int rc = inflate(&z, Z_NO_FLUSH);
+    const size_t got = buf.size() - z.avail_out;
     const uInt consumed = chunk_in - z.avail_in;
     next += consumed;
     left -= consumed;
+    if (got) {
+      if (produced + got > max_out)
+        return fail(Error{"inflated data exceeds " + std::to_string(max_out) + " bytes (limit; a gzip bomb?)",
+                          static_cast<uint64_t>(next - in.data())});
+      produced += got;
+      Status st = sink({buf.data(), got});
+      if (!st.ok()) return fail(st.error());
+    }
     if (progress && produced >= next_report) {
       progress(in.size() - left, in.size());
       next_report = produced + (8u << 20);
@@ -61,23 +58,42 @@ Result<std::vector<uint8_t>> gunzip(std::span<const uint8_t> in, uint64_t max_ou
       if (inflateReset(&z) != Z_OK) break;
       continue;
     }
-    if (rc == Z_BUF_ERROR && left == 0) {
-      inflateEnd(&z);
-      return Error{"gzip data ends early (truncated .gz file)", in.size()};
-    }
+    if (rc == Z_BUF_ERROR && left == 0 && got == 0)
+      return fail(Error{"gzip data ends early (truncated .gz file)", in.size()});
     if (rc != Z_OK && rc != Z_BUF_ERROR) {
       const std::string msg = z.msg ? z.msg : "error " + std::to_string(rc);
-      inflateEnd(&z);
-      return Error{"gzip data is corrupt: " + msg, static_cast<uint64_t>(next - in.data())};
+      return fail(Error{"gzip data is corrupt: " + msg, static_cast<uint64_t>(next - in.data())});
     }
-    if (rc == Z_BUF_ERROR && z.avail_out != 0 && consumed == 0) {
-      inflateEnd(&z);
-      return Error{"gzip data ends early (truncated .gz file)", in.size()};
-    }
+    if (rc == Z_BUF_ERROR && got == 0 && consumed == 0)
+      return fail(Error{"gzip data ends early (truncated .gz file)", in.size()});
   }
   inflateEnd(&z);
-  out.resize(produced);
   if (progress) progress(in.size(), in.size());
+  return {};
+}
+
+Result<std::vector<uint8_t>> gunzip(std::span<const uint8_t> in, uint64_t max_out,
+                                    const std::function<void(uint64_t, uint64_t)>& progress) {
+  // Size the output once from the gzip trailer (ISIZE: the inflated size mod 2^32), so a normal file inflates
+  // without regrowing.
+  std::vector<uint8_t> out;
+  if (in.size() >= 18) {
+    uint32_t isize;
+    std::memcpy(&isize, in.data() + in.size() - 4, 4);
+    // ISIZE is the file's claim, not a fact: trust it only up to 32x the compressed size (snapshots compress ~14x).
+    if (isize > 0) out.reserve(std::min<uint64_t>({isize, max_out, in.size() * 32ull}));
+  }
+  Status st = gunzip_chunks(
+      in, max_out,
+      [&](std::span<const uint8_t> c) {
+        // Grow at most to the limit (a vector's own doubling could allocate up to twice max_out).
+        if (out.size() + c.size() > out.capacity())
+          out.reserve(std::min<uint64_t>(max_out, std::max<uint64_t>(out.capacity() * 2, out.size() + c.size())));
+        out.insert(out.end(), c.begin(), c.end());
+        return Status{};
+      },
+      1u << 16, progress);
+  if (!st.ok()) return st.error();
   return out;
 }
 
@@ -97,6 +113,13 @@ Result<std::vector<uint8_t>> gzip(std::span<const uint8_t> in, int level) {
 }
 
 #else
+
+Status gunzip_chunks(std::span<const uint8_t>, uint64_t, const std::function<Status(std::span<const uint8_t>)>&, size_t,
+                     const std::function<void(uint64_t, uint64_t)>&) {
+  return Error{"this is gzip data; this build has no zlib, so decompress it first (the viewer does it with the "
+               "browser's DecompressionStream)",
+               0};
+}
 
 Result<std::vector<uint8_t>> gunzip(std::span<const uint8_t>, uint64_t, const std::function<void(uint64_t, uint64_t)>&) {
   return Error{"this is gzip data; this build has no zlib, so decompress it first (the viewer does it with the "

@@ -1,6 +1,7 @@
 // Snapshot loader entry points: gzip detection, the pickle machine driven by the builder, files.
 #include "allocscope/loader.h"
 
+#include <cstring>
 #include <fstream>
 
 #include "snapshot/builder.h"
@@ -9,28 +10,88 @@ namespace allocscope {
 
 bool is_gzip(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 0x1f && b[1] == 0x8b; }
 
+namespace {
+
+// Real snapshots spend ~160 bytes of pickle per trace entry; reserving from the expected size avoids regrowing the
+// columns (page faults dominate otherwise). An underestimate only means one regrowth of each column.
+void reserve_columns(EventColumns& e, uint64_t pickle_bytes) {
+  const size_t guess = static_cast<size_t>(std::min<uint64_t>(pickle_bytes / 150, UINT32_MAX));
+  e.action.reserve(guess), e.addr.reserve(guess), e.size.reserve(guess), e.stream.reserve(guess);
+  e.time_us.reserve(guess), e.stack.reserve(guess), e.compile_context.reserve(guess);
+  e.user_metadata.reserve(guess);
+}
+
+// Gives back column capacity the file did not need (only when it is a lot: shrinking copies).
+void trim_columns(EventColumns& e) {
+  if (e.action.capacity() <= e.action.size() + e.action.size() / 2 + 4096) return;
+  e.action.shrink_to_fit(), e.addr.shrink_to_fit(), e.size.shrink_to_fit(), e.stream.shrink_to_fit();
+  e.time_us.shrink_to_fit(), e.stack.shrink_to_fit(), e.compile_context.shrink_to_fit();
+  e.user_metadata.shrink_to_fit();
+}
+
+// The gzip trailer's ISIZE (inflated size mod 2^32) — the file's claim, so trusted only up to 32x the compressed
+// size (snapshots compress ~14x) — else 4x the compressed size. Only buffers are sized from it.
+uint64_t inflated_size_hint(std::span<const uint8_t> gz) {
+  if (gz.size() >= 18) {
+    uint32_t isize;
+    std::memcpy(&isize, gz.data() + gz.size() - 4, 4);
+    if (isize > 0) return std::min<uint64_t>(isize, gz.size() * 32ull);
+  }
+  return gz.size() * 4;
+}
+
+}  // namespace
+
+struct SnapshotStream::State {
+  explicit State(const LoadOptions& o) : options(o), builder(&snap), reader(&snap.strings, o.limits) {}
+  LoadOptions options;
+  Snapshot snap;
+  detail::Builder builder;
+  pickle::Reader reader;
+  uint64_t fed = 0;
+};
+
+SnapshotStream::SnapshotStream(const LoadOptions& options, uint64_t size_hint) : s_(new State(options)) {
+  reserve_columns(s_->snap.events, size_hint);
+  s_->reader.begin(&s_->builder, size_hint);
+}
+
+SnapshotStream::~SnapshotStream() = default;
+
+uint64_t SnapshotStream::bytes_fed() const { return s_->fed; }
+
+Status SnapshotStream::feed(std::span<const uint8_t> chunk) {
+  if (s_->fed == 0 && is_gzip(chunk))
+    return Error{"this is gzip data; inflate it before feeding the stream (load_snapshot does it)", 0};
+  s_->fed += chunk.size();
+  return s_->reader.feed(chunk);
+}
+
+Result<Snapshot> SnapshotStream::finish() {
+  if (s_->fed == 0) return Error{"the file is empty; expected a pickled memory snapshot", 0};
+  auto root = s_->reader.finish();
+  if (!root.ok()) return root.error();
+  ALLOCSCOPE_RETURN_IF_ERROR(s_->builder.finish(s_->reader, root.value()));
+  s_->snap.source_bytes = s_->fed;
+  trim_columns(s_->snap.events);
+  return std::move(s_->snap);
+}
+
 Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions& options) {
-  std::vector<uint8_t> inflated;
   if (is_gzip(bytes)) {
+    // Inflate and parse together: the inflated pickle is never held whole (a 162 MB pickle needs 4 MB of buffer).
+    const uint64_t hint = inflated_size_hint(bytes);
+    SnapshotStream stream(options, std::min<uint64_t>(hint, options.max_inflated_bytes));
     std::function<void(uint64_t, uint64_t)> p;
     if (options.progress) p = [&](uint64_t d, uint64_t t) { options.progress("inflate", d, t); };
-    auto g = gunzip(bytes, options.max_inflated_bytes, p);
-    if (!g.ok()) return g.error();
-    inflated = std::move(g).value();
-    bytes = inflated;
+    ALLOCSCOPE_RETURN_IF_ERROR(gunzip_chunks(
+        bytes, options.max_inflated_bytes, [&](std::span<const uint8_t> c) { return stream.feed(c); }, 4u << 20, p));
+    return stream.finish();
   }
   if (bytes.empty()) return Error{"the file is empty; expected a pickled memory snapshot", 0};
   Snapshot snap;
   snap.source_bytes = bytes.size();
-  {
-    // Real snapshots spend ~160 bytes of pickle per trace entry; reserving avoids regrowing the columns (page
-    // faults dominated otherwise). Excess capacity is released after loading.
-    const size_t guess = std::min<size_t>(bytes.size() / 128, UINT32_MAX);
-    EventColumns& e = snap.events;
-    e.action.reserve(guess), e.addr.reserve(guess), e.size.reserve(guess), e.stream.reserve(guess);
-    e.time_us.reserve(guess), e.stack.reserve(guess), e.compile_context.reserve(guess);
-    e.user_metadata.reserve(guess);
-  }
+  reserve_columns(snap.events, bytes.size());
   detail::Builder builder(&snap);
   pickle::Reader reader(&snap.strings, options.limits);
   std::function<void(uint64_t, uint64_t)> p;
@@ -38,12 +99,7 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   auto root = reader.run(bytes, &builder, p);
   if (!root.ok()) return root.error();
   ALLOCSCOPE_RETURN_IF_ERROR(builder.finish(reader, root.value()));
-  EventColumns& e = snap.events;
-  if (e.action.capacity() > e.action.size() + e.action.size() / 4 + 1024) {
-    e.action.shrink_to_fit(), e.addr.shrink_to_fit(), e.size.shrink_to_fit(), e.stream.shrink_to_fit();
-    e.time_us.shrink_to_fit(), e.stack.shrink_to_fit(), e.compile_context.shrink_to_fit();
-    e.user_metadata.shrink_to_fit();
-  }
+  trim_columns(snap.events);
   return snap;
 }
 

@@ -1,0 +1,119 @@
+// Streaming loads: feeding the pickle in chunks of any size (down to single bytes) gives the same model as loading
+// it whole, a cut input is reported at finish(), and error offsets count from the start of the whole input.
+#include <gtest/gtest.h>
+
+#include "allocscope/loader.h"
+#include "allocscope/pickle.h"
+#include "fixtures.h"
+
+namespace allocscope {
+namespace {
+
+std::vector<uint8_t> raw_fixture(const std::string& name) {
+  auto f = read_file(testing::fixture(name));
+  EXPECT_TRUE(f.ok());
+  if (is_gzip(f.value())) return gunzip(f.value()).value();
+  return f.value();
+}
+
+Result<Snapshot> load_in_chunks(const std::vector<uint8_t>& bytes, size_t chunk) {
+  SnapshotStream s({}, bytes.size());
+  for (size_t at = 0; at < bytes.size(); at += chunk) {
+    Status st = s.feed({bytes.data() + at, std::min(chunk, bytes.size() - at)});
+    if (!st.ok()) return st.error();
+  }
+  return s.finish();
+}
+
+void expect_same_model(const Snapshot& a, const Snapshot& b) {
+  EXPECT_EQ(a.events.action, b.events.action);
+  EXPECT_EQ(a.events.addr, b.events.addr);
+  EXPECT_EQ(a.events.size, b.events.size);
+  EXPECT_EQ(a.events.time_us, b.events.time_us);
+  EXPECT_EQ(a.events.stack, b.events.stack);  // interning order is the same, so ids are too
+  EXPECT_EQ(a.frames.size(), b.frames.size());
+  EXPECT_EQ(a.stacks.size(), b.stacks.size());
+  ASSERT_EQ(a.segments.size(), b.segments.size());
+  for (size_t i = 0; i < a.segments.size(); ++i) EXPECT_EQ(a.segments[i].address, b.segments[i].address);
+  EXPECT_EQ(a.blocks.size(), b.blocks.size());
+  EXPECT_EQ(a.allocator_settings, b.allocator_settings);
+  EXPECT_EQ(a.annotations.size(), b.annotations.size());
+}
+
+TEST(Stream, AnyChunkSizeGivesTheSameModel) {
+  const auto bytes = raw_fixture("oom.pickle");
+  auto whole = load_snapshot(bytes);
+  ASSERT_TRUE(whole.ok()) << whole.error().describe();
+  for (size_t chunk : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{64}, size_t{1000}, bytes.size()}) {
+    auto r = load_in_chunks(bytes, chunk);
+    ASSERT_TRUE(r.ok()) << "chunk " << chunk << ": " << r.error().describe();
+    expect_same_model(whole.value(), r.value());
+  }
+}
+
+TEST(Stream, LargerFixturesInOddChunks) {
+  for (const char* name : {"resnet50_train.pickle", "expandable_segments.pickle", "gpt2_cpp.pickle.gz"}) {
+    const auto bytes = raw_fixture(name);
+    auto whole = load_snapshot(bytes);
+    ASSERT_TRUE(whole.ok());
+    auto r = load_in_chunks(bytes, 4093);  // a prime: cuts land inside every kind of opcode
+    ASSERT_TRUE(r.ok()) << name << ": " << r.error().describe();
+    expect_same_model(whole.value(), r.value());
+    EXPECT_EQ(r->source_bytes, bytes.size());
+  }
+}
+
+TEST(Stream, GzipLoadInflatesWhileParsing) {
+  // load_snapshot streams gzip through the parser; it must equal loading the inflated bytes.
+  auto gz = read_file(testing::fixture("gpt2_cpp.pickle.gz"));
+  ASSERT_TRUE(gz.ok());
+  auto a = load_snapshot(gz.value());
+  auto b = load_snapshot(gunzip(gz.value()).value());
+  ASSERT_TRUE(a.ok() && b.ok());
+  expect_same_model(a.value(), b.value());
+}
+
+TEST(Stream, TruncationIsReportedAtFinishWithTheOffset) {
+  const auto bytes = raw_fixture("linear_seed.pickle");
+  for (size_t cut : {size_t{1}, size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
+    std::vector<uint8_t> part(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut));
+    SnapshotStream s;
+    for (size_t at = 0; at < part.size(); at += 5) ASSERT_TRUE(s.feed({part.data() + at, std::min<size_t>(5, part.size() - at)}).ok());
+    auto r = s.finish();
+    ASSERT_FALSE(r.ok()) << cut;
+    EXPECT_LE(r.error().offset, cut) << r.error().describe();
+    EXPECT_NE(r.error().message.find("truncated"), std::string::npos) << r.error().describe();
+  }
+}
+
+TEST(Stream, ErrorOffsetsCountFromTheStartOfTheInput) {
+  // A list of 700 ints ends "... APPENDS STOP"; dropping those two bytes leaves a prefix that ends between opcodes.
+  pickle::Writer w;
+  w.begin_list();
+  for (int i = 0; i < 700; ++i) w.integer(i * 100003);
+  w.end_list();
+  std::vector<uint8_t> bytes = w.finish();
+  bytes.resize(bytes.size() - 2);
+  const uint64_t global_at = bytes.size();
+  bytes.push_back('c');  // GLOBAL: refused wherever it is
+  for (size_t chunk : {size_t{1}, size_t{999}, size_t{5000}}) {
+    SnapshotStream s;
+    Status last;
+    for (size_t at = 0; at < bytes.size() && last.ok(); at += chunk)
+      last = s.feed({bytes.data() + at, std::min(chunk, bytes.size() - at)});
+    auto r = s.finish();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("never executes"), std::string::npos) << r.error().describe();
+    EXPECT_EQ(r.error().offset, global_at) << "chunk " << chunk;
+    EXPECT_FALSE(s.feed(bytes).ok());  // errors are sticky
+  }
+}
+
+TEST(Stream, GzipFedToTheStreamIsRefused) {
+  auto gz = read_file(testing::fixture("gpt2_cpp.pickle.gz"));
+  SnapshotStream s;
+  EXPECT_FALSE(s.feed(gz.value()).ok());
+}
+
+}  // namespace
+}  // namespace allocscope
