@@ -29,8 +29,23 @@ inline allocscope::LoadOptions small_options() {
     if (!(cond)) ::fuzz::die(#cond); \
   } while (0)
 
-// Every index in the model must point inside its table: views and the writer index with them unchecked.
+inline size_t setting_bytes(const allocscope::Setting& st) {
+  size_t n = sizeof st + st.key.capacity() + st.s.capacity() + st.children.capacity() * sizeof st;
+  for (const auto& c : st.children) n += setting_bytes(c) - sizeof c;
+  return n;
+}
+
+// Every index in the model must point inside its table (views and the writer index with them unchecked), and the
+// model's size must stay a bounded multiple of the pickle's: anything superlinear (an object expanded at every
+// memo reference) trips this long before it trips the fuzzer's RSS limit.
 inline void check_model(const allocscope::Snapshot& s) {
+  size_t model = s.memory_bytes();
+  for (const auto& st : s.allocator_settings) model += setting_bytes(st);
+  if (model > 512 * s.source_bytes + (1u << 20)) {
+    std::fprintf(stderr, "model of %zu bytes from a %llu-byte pickle\n", model,
+                 static_cast<unsigned long long>(s.source_bytes));
+    die("model size is not linear in the input");
+  }
   const auto& e = s.events;
   const size_t rows = e.size_rows();
   FUZZ_CHECK(e.addr.size() == rows && e.size.size() == rows && e.stream.size() == rows);
