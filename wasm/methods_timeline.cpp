@@ -127,6 +127,14 @@ Answer draw(const Request& r, std::span<Loaded* const> files) {
   a.add<uint32_t>("row", "u32", d.rect_row);
   a.add<uint32_t>("count", "u32", d.rect_count);
   if (q.row_mark) a.add<uint8_t>("marked", "u8", d.rect_marked);
+  if (r.flag("categories")) {  // per rectangle: the category of the allocation it shows (colour by category)
+    const Categories* c = categories_of(*files[0], r.i64("device"));
+    std::vector<uint8_t> cat(d.rects(), static_cast<uint8_t>(Category::kUnknown));
+    if (c)
+      for (size_t i = 0; i < d.rects(); ++i)
+        if (d.rect_row[i] < c->category.size()) cat[i] = static_cast<uint8_t>(c->category[d.rect_row[i]]);
+    a.add<uint8_t>("category", "u8", cat);
+  }
   return a;
 }
 

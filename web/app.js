@@ -179,7 +179,7 @@ subscribe((st, patch) => {
 const KEYS = [
   ['?', 'this help'], ['o', 'open files'], ['0–9', 'switch view (see tab tooltips)'],
   ['← →', 'pan the timeline; step the allocator state history'], ['+ − / wheel', 'zoom the timeline'],
-  ['Home', 'zoom out to everything'], ['t', 'event axis ↔ time axis'], ['/', 'search frames (regex) or an address (0x…)'],
+  ['Home', 'zoom out to everything'], ['t', 'event axis ↔ time axis'], ['c', 'colour by allocation ↔ by category'], ['/', 'search frames (regex) or an address (0x…)'],
   ['f', 'toggle the frame filter (hide Python/C++ internals in stacks)'], ['Esc', 'unpin / close'],
   ['click', 'pin the hovered allocation'],
 ];

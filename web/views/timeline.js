@@ -6,6 +6,10 @@ import { fitCanvas, theme, colour, onResize, ticks, byteTicks } from '../canvas.
 import { Zoom, latest } from '../zoom.js';
 import { allocationCard, searchRegex } from '../detail.js';
 import * as ann from '../annotations.js';
+import { categoryColour } from './widgets.js';
+
+// Category order of the core's enum (categories.h).
+const CATEGORIES = ['parameter', 'gradient', 'optimizer_state', 'activation', 'temporary', 'unknown'];
 
 const M = { left: 72, right: 12, top: 6, bottom: 24 };
 const LANE = 14;
@@ -32,12 +36,14 @@ export function timelineView(kind) {
     const st = ctx.state;
     const peakLabel = el('span', { class: 'peak' });
     const axisBtn = el('button', { type: 'button', title: 'event axis ↔ time axis (t)' });
+    const colourBtn = el('button', { type: 'button', title: 'colour each allocation, or by category (c)' });
+    const legend = el('span', { class: 'legend' });
     const info = el('span', { class: 'fine timeline-info' });
     const toolbar = el('div', { class: 'toolbar' },
       axisBtn,
       el('button', { type: 'button', title: 'zoom out to everything (Home)', onclick: () => zoom && zoom.reset() }, 'Reset zoom'),
       el('button', { type: 'button', title: 'centre the peak', onclick: () => jumpToPeak() }, 'Go to peak'),
-      peakLabel, info);
+      K.search ? colourBtn : null, peakLabel, info, legend);
     const wrap = el('div', { class: 'canvas-wrap' });
     const canvas = el('canvas', { 'aria-label': 'active memory timeline' });
     wrap.append(canvas);
@@ -60,6 +66,7 @@ export function timelineView(kind) {
     let searchInfo = '';
     let destroyed = false;
     let painted = false;
+    let byCategory = false;
 
     const plotW = () => Math.max(10, wrap.clientWidth - M.left - M.right);
     const stripH = () => laneCount * LANE;
@@ -80,7 +87,7 @@ export function timelineView(kind) {
     function req(extra) {
       return Object.assign({ method: K.draw, id: f.id, device, axis: st.axis === 'time' ? 'time' : 'step',
                              x0: zoom.x0, x1: zoom.x1, width: Math.round(plotW()), height: Math.round(plotH()),
-                             marks: K.search && !!mask }, extra);
+                             marks: K.search && !!mask, categories: K.search && byCategory }, extra);
     }
 
     const request = latest(async () => {
@@ -142,9 +149,13 @@ export function timelineView(kind) {
       for (let i = 0; i < row.length; ++i) {
         const r = row[i];
         const dim = hl ? (marked ? !marked[i] : !hl[r]) : false;
-        g.fillStyle = cnt[i] > 1 ? (th.dark ? `hsl(220 8% ${dim ? 22 : 42}%)` : `hsl(220 8% ${dim ? 88 : 70}%)`)
-                                 : colour(r, th.dark, dim ? 0.18 : 1);
+        const cats = frame.blobs.category;
+        g.fillStyle = cats ? categoryColour(CATEGORIES[cats[i]] || 'unknown')
+          : cnt[i] > 1 ? (th.dark ? `hsl(220 8% ${dim ? 22 : 42}%)` : `hsl(220 8% ${dim ? 88 : 70}%)`)
+          : colour(r, th.dark, dim ? 0.18 : 1);
+        if (cats && dim) g.globalAlpha = 0.2;
         g.fillRect(L + x0[i], B - y1[i], x1[i] - x0[i], y1[i] - y0[i]);
+        g.globalAlpha = 1;
       }
       // the pinned allocation's whole life, even where it is thinner than a pixel
       if (outline && pinned && outline.row === pinned.row) {
@@ -372,10 +383,23 @@ export function timelineView(kind) {
       requestMini();
     }
     axisBtn.addEventListener('click', toggleAxis);
+    function toggleColour() {
+      byCategory = !byCategory;
+      colourBtn.textContent = byCategory ? 'Colour: category' : 'Colour: allocation';
+      legend.replaceChildren(...(byCategory ? CATEGORIES.map((c) => {
+        const sw = el('span', { class: 'swatch' });
+        sw.style.background = categoryColour(c);
+        return el('span', { class: 'legend-item' }, sw, c.replace('_', ' '));
+      }) : []));
+      request();
+    }
+    colourBtn.textContent = 'Colour: allocation';
+    colourBtn.addEventListener('click', toggleColour);
 
     function onKey(e) {
       if (e.target instanceof HTMLInputElement || e.ctrlKey || e.metaKey || !zoom) return;
       if (e.key === 't') { toggleAxis(); return; }
+      if (e.key === 'c' && K.search) { toggleColour(); return; }
       if (e.key === 'Escape') { pinned = null; showDetail(); draw(); return; }
       if (zoom.key(e)) e.preventDefault();
     }
