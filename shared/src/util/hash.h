@@ -30,7 +30,7 @@ inline uint64_t hash_bytes(const void* data, size_t n) {
   }
   uint64_t tail = 0;
   if (n) std::memcpy(&tail, p, n);  // p may be null when n == 0 (the empty stack)
-  return mix64(h ^ tail ^ (n << 56));
+  return mix64(h ^ tail ^ (static_cast<uint64_t>(n) << 56));  // size_t is 32-bit in wasm
 }
 
 inline uint64_t hash_string(std::string_view s) { return hash_bytes(s.data(), s.size()); }
