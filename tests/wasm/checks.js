@@ -32,6 +32,24 @@ const all = [
       }
     },
   },
+  {
+    // The draw query keeps the envelope exact: at any pixel width its highest column is PyTorch's peak, and the
+    // state it shows there is the peak step.
+    name: 'timeline_draw envelope reaches PyTorch\'s peak at 1000 and 37 px',
+    golden: 'memoryviz.json',
+    available: (engine) => hasMethod(engine, 'timeline_draw'),
+    run(engine, id, expected, assert) {
+      for (const [device, want] of Object.entries(expected.devices)) {
+        const steps = engine.call({ method: 'axis', id, device: Number(device) }).body.step_count;
+        for (const width of [1000, 37]) {
+          const { body, blobs } = engine.call({ method: 'timeline_draw', id, device: Number(device), x0: 0, x1: steps, width, height: 400 });
+          assert.strictEqual(Math.max(...blobs.column_total), want.peak_active_bytes, `device ${device} width ${width}`);
+          assert.strictEqual(body.peak_bytes, want.peak_active_bytes, `device ${device} peak_bytes`);
+          assert.ok(body.rects > 0 && blobs.x0.length === body.rects, 'rectangles come back as typed arrays');
+        }
+      }
+    },
+  },
 ];
 
 module.exports = { all, hasMethod };
