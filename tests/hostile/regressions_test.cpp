@@ -221,5 +221,21 @@ TEST(Regressions, LongSettingsListMakesASettingPerItem) {
   EXPECT_LT(o.peak_bytes, int64_t{64} << 20);
 }
 
+// 14. SnapshotStream::finish() on a pickle without STOP runs the machine over an empty final span: step() computes
+//     begin_ + (4u << 20) with begin_ == nullptr (dispatch.cpp:11), undefined behaviour that aborts UBSan builds
+//     (found by fuzz_stream on its 25,744th input; minimal: feed "\x80\x02N", then finish()). clang's UBSan
+//     (fuzz preset) reports it; gcc's (asan preset) does not, so under gcc this test passes even with the bug.
+TEST(Regressions, StreamFinishWithoutStop) {
+  KNOWN_BUG("known bug: dispatch.cpp:11 'begin_ + (4u << 20)' on a null begin_ when finish() has no bytes left");
+  for (const char* text : {"\x80\x02N", "\x80\x02", "(", "\x80\x04N"}) {
+    allocscope::SnapshotStream stream;
+    const std::string s(text);
+    EXPECT_TRUE(stream.feed(Bytes(s.begin(), s.end())).ok());
+    auto r = stream.finish();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("STOP"), std::string::npos) << r.error().describe();
+  }
+}
+
 }  // namespace
 }  // namespace hostile
