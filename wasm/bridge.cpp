@@ -88,6 +88,49 @@ EMSCRIPTEN_KEEPALIVE int32_t as_load(uint8_t* data, size_t n, const char* name) 
   return static_cast<int32_t>(g_files.size());
 }
 
+// Streamed load: the worker feeds the pickle (already inflated by DecompressionStream) chunk by chunk as the browser
+// produces it, so the wasm heap never holds the whole file — only the model and a chunk of carry-over.
+static std::unique_ptr<SnapshotStream> g_stream;
+
+// Starts a streamed load; `size_hint` is the expected pickle size in bytes (0 if unknown; it only sizes buffers).
+EMSCRIPTEN_KEEPALIVE int32_t as_stream_begin(double size_hint) {
+  g_stream = std::make_unique<SnapshotStream>(LoadOptions{}, static_cast<uint64_t>(size_hint));
+  return 1;
+}
+
+// Feeds `n` bytes at `data` (still owned by the caller). Returns 1, or 0 with the reason in as_error().
+EMSCRIPTEN_KEEPALIVE int32_t as_stream_feed(const uint8_t* data, size_t n) {
+  if (!g_stream) {
+    g_error = "bridge: as_stream_feed before as_stream_begin";
+    return 0;
+  }
+  Status st = g_stream->feed({data, n});
+  if (!st.ok()) {
+    g_error = st.error().describe();
+    return 0;
+  }
+  return 1;
+}
+
+// Ends a streamed load: returns the file id, or 0 with the reason in as_error().
+EMSCRIPTEN_KEEPALIVE int32_t as_stream_end(const char* name) {
+  if (!g_stream) {
+    g_error = "bridge: as_stream_end before as_stream_begin";
+    return 0;
+  }
+  auto result = g_stream->finish();
+  g_stream.reset();
+  if (!result.ok()) {
+    g_error = result.error().describe();
+    return 0;
+  }
+  auto f = std::make_unique<Loaded>();
+  f->snapshot = std::move(result).value();
+  f->name = name ? name : "";
+  g_files.push_back(std::move(f));
+  return static_cast<int32_t>(g_files.size());
+}
+
 EMSCRIPTEN_KEEPALIVE void as_unload(int32_t id) {
   if (file_by_id(id)) g_files[static_cast<size_t>(id - 1)].reset();
 }

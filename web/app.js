@@ -23,7 +23,7 @@ function showError(message) {
 
 // ---- opening files ----
 
-const PHASE_WEIGHT = { read: [0, 0.3], inflate: [0, 0.4], parse: [0.4, 1] };
+const PHASE_WEIGHT = { load: [0, 1], read: [0, 0.3], inflate: [0, 0.4], parse: [0.4, 1] };
 
 async function open(list) {
   if (!list.length) return;
@@ -38,7 +38,7 @@ async function open(list) {
       const frac = p.total ? p.done / p.total : 0;
       $('progress').value = (p.file + a + (b - a) * frac) / p.files;
       $('loading-label').textContent =
-        `${p.phase === 'parse' ? 'Parsing' : p.phase === 'inflate' ? 'Inflating' : 'Reading'} ${p.name}` +
+        `${p.phase === 'parse' ? 'Parsing' : p.phase === 'inflate' ? 'Inflating' : 'Loading'} ${p.name}` +
         (p.files > 1 ? ` (${p.file + 1} of ${p.files})` : '') + '…';
     });
     if (state.files.length) unload(state.files.map((f) => f.id));

@@ -1,6 +1,6 @@
-// The JS half of the bridge, shared by the Web Worker (importScripts) and the node tests (require): reads a file
-// (inflating gzip by its magic bytes with DecompressionStream), hands the bytes to the wasm core, runs methods and
-// turns answer blobs into typed arrays. Nothing here touches the DOM.
+// The JS half of the bridge, shared by the Web Worker (importScripts) and the node tests (require): streams a file
+// (inflating gzip by its magic bytes with DecompressionStream) into the wasm core, runs methods and turns answer
+// blobs into typed arrays. Nothing here touches the DOM.
 (function (root) {
   'use strict';
 
@@ -52,8 +52,87 @@
     return { chunks, length, gzip: gz, fileBytes: total };
   }
 
+  // The inflated size a gzip file claims in its trailer (mod 2^32), trusted up to 32x the compressed size; it only
+  // sizes buffers in the core.
+  async function sizeHint(blob, gz) {
+    if (!gz || blob.size < 18) return blob.size;
+    const tail = new DataView(await blob.slice(blob.size - 4).arrayBuffer());
+    return Math.min(tail.getUint32(0, true) || blob.size * 4, blob.size * 32);
+  }
+
   class Engine {
     constructor(module) { this.m = module; }
+
+    // Reads a Blob/File (or bytes), inflating gzip by its magic bytes, and feeds the core chunk by chunk as the
+    // browser produces them: the wasm heap never holds the whole file, only the model being built. progress(phase,
+    // done, total) counts the file's bytes. Returns the file id or throws Error(message).
+    async loadStream(source, name, progress) {
+      const m = this.m;
+      const blob = source instanceof Uint8Array ? new Blob([source]) : source;
+      const total = blob.size;
+      if (total === 0) throw new Error('the file is empty');
+      const head = new Uint8Array(await blob.slice(0, 2).arrayBuffer());
+      const gz = isGzip(head);
+      let read = 0;
+      let lastReport = 0;
+      const counter = new TransformStream({
+        transform(chunk, controller) {
+          read += chunk.byteLength;
+          if (progress && (read - lastReport > (1 << 22) || read === total)) {
+            lastReport = read;
+            progress('load', read, total);
+          }
+          controller.enqueue(chunk);
+        },
+      });
+      let stream = blob.stream().pipeThrough(counter);
+      if (gz) {
+        if (typeof DecompressionStream === 'undefined')
+          throw new Error('this browser cannot decompress gzip (no DecompressionStream); gunzip the file first');
+        stream = stream.pipeThrough(new DecompressionStream('gzip'));
+      }
+      m._as_stream_begin(await sizeHint(blob, gz));
+      let buf = 0;
+      let cap = 0;
+      let fed = 0;
+      const reader = stream.getReader();
+      try {
+        for (;;) {
+          let chunk;
+          try {
+            chunk = await reader.read();
+          } catch (e) {
+            if (gz) throw new Error(`the file starts like gzip but does not inflate (${e && e.message ? e.message : e}); ` +
+                                    `after ${read} of ${total} compressed bytes`);
+            throw e;
+          }
+          if (chunk.done) break;
+          const value = chunk.value;
+          if (value.byteLength > cap) {
+            if (buf) m._as_free(buf);
+            cap = Math.max(value.byteLength, 1 << 16);
+            buf = m._as_malloc(cap);
+            if (!buf) throw new Error(`not enough memory for a ${cap}-byte chunk`);
+          }
+          m.HEAPU8.set(value, buf);  // HEAPU8 is re-read each time: the heap may have grown during the last feed
+          if (!m._as_stream_feed(buf, value.byteLength)) throw new Error(m.UTF8ToString(m._as_error()));
+          fed += value.byteLength;
+        }
+      } catch (e) {
+        reader.cancel().catch(() => {});
+        throw e;
+      } finally {
+        if (buf) m._as_free(buf);
+      }
+      if (fed === 0) throw new Error('the file is empty');
+      const nameBytes = m.lengthBytesUTF8(name) + 1;
+      const namePtr = m._as_malloc(nameBytes);
+      m.stringToUTF8(name, namePtr, nameBytes);
+      const id = m._as_stream_end(namePtr);
+      m._as_free(namePtr);
+      if (!id) throw new Error(m.UTF8ToString(m._as_error()));
+      return id;
+    }
 
     // Copies the chunks into the wasm heap and parses them; returns the file id or throws Error(message).
     load(chunks, length, name) {

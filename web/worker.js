@@ -29,21 +29,12 @@ async function open(seq, files) {
   for (let i = 0; i < files.length; ++i) {
     const { name, blob } = files[i];
     const progress = (phase, done, total) => reply({ op: 'progress', seq, file: i, files: files.length, name, phase, done, total });
-    let chunks, length;
-    try {
-      ({ chunks, length } = await self.AllocscopeEngine.readChunks(blob, progress));
-    } catch (e) {
-      throw new Error(`${name}: ${describe(e)}`);
-    }
-    if (length === 0) throw new Error(`${name}: the file is empty`);
-    eng.m.onProgress = (phase, done, total) => progress(phase, done, total);
     let id;
     try {
-      id = eng.load(chunks, length, name);
+      id = await eng.loadStream(blob, name, progress);  // read, inflate and parse together, chunk by chunk
     } catch (e) {
       throw new Error(`${name}: ${describe(e)}`);
     }
-    chunks = null;
     ids.push(id);
     infos.push(eng.call({ method: 'info', id }).body);
   }
@@ -72,8 +63,9 @@ self.onmessage = async (event) => {
     if (e instanceof WebAssembly.RuntimeError || /abort|out of memory|Cannot enlarge memory/i.test(message)) {
       enginePromise = null;
       self.allocscopeEngine = null;
-      message = `the WebAssembly core stopped (${message}); files larger than about 2 GB uncompressed do not fit in ` +
-                'its 4 GB memory. Reload the page to open other files.';
+      message = `the WebAssembly core stopped (${message}): this snapshot's model does not fit in the browser's 4 GB ` +
+                'WebAssembly memory. Use the allocscope command line for it (allocscope summary FILE), or record a ' +
+                'shorter trace. Reload the page to open other files.';
     }
     reply({ op: 'error', seq: msg.seq, message });
   }

@@ -191,7 +191,8 @@ async function bigTest(browser, origin) {
   eq(st, 'ready', 'gpt2_big_1M.pickle.gz reaches ready');
   const seen = await page.evaluate(() => window.__progress.filter((p) => p[0] === 'loading'));
   ok(seen.some((p) => p[1] > 0.05 && p[1] < 0.95), `the progress bar moves while loading (${seen.length} samples)`);
-  ok(seen.some((p) => /Inflating/.test(p[2])) && seen.some((p) => /Parsing/.test(p[2])), 'it names the inflate and parse phases');
+  // Reading, inflating and parsing happen together (the file streams into the core), so one phase is named.
+  ok(seen.some((p) => /Loading gpt2_big_1M/.test(p[2])), 'it names the file being loaded');
   const facts = golden('gpt2_big_1M', 'facts.json');
   const shown = await readFacts(page);
   eq([shown.total_reserved, shown.total_allocated, shown.segments, shown.active_blocks, shown.actions],

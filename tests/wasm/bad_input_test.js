@@ -21,23 +21,30 @@ async function main() {
   let passed = 0, failed = 0;
   for (const [name, bytes] of cases) {
     let message = null;
-    try {
-      const { chunks, length } = await readChunks(bytes);
-      engine.load(chunks, length, name);
-    } catch (e) {
-      message = e.message;
-    }
-    if (message && message.length > 5) {
-      console.log(`  ok   ${name}: ${message}`);
-      ++passed;
-    } else {
-      console.log(`  FAIL ${name}: loaded without an error`);
-      ++failed;
+    // Both the streamed path (the page's) and the whole-buffer path must refuse it in words.
+    for (const mode of ['stream', 'whole']) {
+      message = null;
+      try {
+        if (mode === 'stream') {
+          await engine.loadStream(bytes, name);
+        } else {
+          const { chunks, length } = await readChunks(bytes);
+          engine.load(chunks, length, name);
+        }
+      } catch (e) {
+        message = e.message;
+      }
+      if (message && message.length > 5) {
+        console.log(`  ok   ${name} (${mode}): ${message}`);
+        ++passed;
+      } else {
+        console.log(`  FAIL ${name} (${mode}): loaded without an error`);
+        ++failed;
+      }
     }
   }
   // The engine still works after all those errors.
-  const { chunks, length } = await readChunks(good);
-  const id = engine.load(chunks, length, 'good');
+  const id = await engine.loadStream(good, 'good');
   if (engine.call({ method: 'facts', id }).body.segments > 0) ++passed; else ++failed;
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(failed ? 1 : 0);

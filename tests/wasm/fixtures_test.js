@@ -18,11 +18,16 @@ async function main() {
   const bytes = new Uint8Array(fs.readFileSync(fixture));
   const phases = new Set();
   engine.m.onProgress = (phase) => phases.add(phase);
-  const { chunks, length, gzip } = await readChunks(bytes, (phase) => phases.add(phase));
+  // The page's path: stream the file (inflating gzip) into the core chunk by chunk.
   const t0 = Date.now();
-  const id = engine.load(chunks, length, path.basename(fixture));
-  console.log(`${base}: loaded ${length} bytes${gzip ? ' (inflated)' : ''} in ${Date.now() - t0} ms; ` +
+  const id = await engine.loadStream(bytes, path.basename(fixture), (phase) => phases.add(phase));
+  console.log(`${base}: streamed ${bytes.length} bytes in ${Date.now() - t0} ms; ` +
               `progress phases: ${[...phases].join(',')}`);
+  // The whole-buffer path must give the same model.
+  const { chunks, length } = await readChunks(bytes);
+  const whole = engine.load(chunks, length, 'whole');
+  assert.deepStrictEqual(engine.call({ method: 'facts', id: whole }).body, engine.call({ method: 'facts', id }).body);
+  engine.unload(whole);
 
   let passed = 0, failed = 0;
   for (const check of checks.all) {
