@@ -191,12 +191,11 @@ TEST(Regressions, FloatTimeOutOfRange) {
   }
 }
 
-// Open (found 03:15 UTC).
+// Fixed in e13a6de (9-10).
 // 9. allocator_settings are copied into Setting trees, and to_setting copies every str it meets (builder_tree.cpp:213
 //    s.s = std::string(r.str(v)), :223 c.key = ...): a 1 MB string stored once and referenced 20,000 times through
 //    the memo as keys and values is 20 GB of copies from a 1.1 MB file (kMaxSettingNodes bounds nodes, not bytes).
 TEST(Regressions, SharedStringsInSettingsAreCopiedPerReference) {
-  KNOWN_BUG("known bug: to_setting copies a memo-shared string per reference (1.1 MB file -> 20 GB)");
   P p(2);
   p.dict().str("allocator_settings").dict().mark();
   p.str(std::string(1 << 20, 'x')).put(0).op('0');
@@ -212,7 +211,6 @@ TEST(Regressions, SharedStringsInSettingsAreCopiedPerReference) {
 // 10. Past kMaxSettingNodes, to_setting returns a "..." Setting at once, but the parent loop (builder_tree.cpp:228)
 //     still pushes one Setting (~110 bytes) per item: a settings list of 1M Nones (1 MB file) peaks at 227 MB.
 TEST(Regressions, LongSettingsListMakesASettingPerItem) {
-  KNOWN_BUG("known bug: to_setting's parent loop keeps pushing children past the node budget (1 MB -> 227 MB)");
   P p(2);
   p.dict().str("allocator_settings").dict().str("x").list().mark().repeat("N", 1 << 20).appends().setitem().setitem();
   Bytes in = p.done();
