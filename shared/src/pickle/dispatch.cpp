@@ -8,7 +8,8 @@ namespace allocscope::pickle::detail {
 // The dispatch loop: one function for all opcodes so the hot ones (BINGET, MEMOIZE, ints) cost a few instructions.
 bool Machine::step() {
   const uint64_t total = static_cast<uint64_t>(end_ - begin_);
-  const uint8_t* next_report = begin_ + (4u << 20);
+  // An offset, not a pointer: finish() may run over an empty remainder whose begin_ is null.
+  size_t next_report = 4u << 20;
   for (;;) {
   if (__builtin_expect(p_ >= end_, 0)) {
     op_start_ = p_;
@@ -16,10 +17,10 @@ bool Machine::step() {
     if (!last_) return wait_for_more();
     return fail(Error{"expected an opcode (the pickle has no STOP; truncated file?)", off()});
   }
-  if (__builtin_expect(p_ >= next_report, 0)) {
+  if (__builtin_expect(static_cast<size_t>(p_ - begin_) >= next_report, 0)) {
     *pos_out_ = im_.base + static_cast<uint64_t>(p_ - begin_);
     if (progress_ && *progress_) (*progress_)(*pos_out_, total);
-    next_report = p_ + (4u << 20);
+    next_report = static_cast<size_t>(p_ - begin_) + (4u << 20);
   }
   op_start_ = p_;
   op_ = *p_++;
