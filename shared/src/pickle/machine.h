@@ -66,10 +66,7 @@ class Machine {
   Machine(Reader& r, Reader::Impl& im, StringTable& st, const Limits& lim, std::span<const uint8_t> in,
           uint64_t* pos_out, bool last)
       : reader_(r), im_(im), strings_(st), lim_(lim), p_(in.data()), begin_(in.data()), end_(in.data() + in.size()),
-        consumer_(im.consumer), pos_out_(pos_out), last_(last) {
-    // Every memo store costs at least two bytes of input, so the input seen so far bounds the memo.
-    memo_cap_ = std::min<uint64_t>(lim_.max_memo, (im.base + in.size()) / 2 + 64);
-  }
+        consumer_(im.consumer), pos_out_(pos_out), last_(last) {}
 
   // Runs until STOP (true), an error (false, error()), or, when not `last`, the end of the buffer in the middle of an
   // opcode or between opcodes (false, need_more(); consumed() bytes are done, the rest must be fed again).
@@ -329,11 +326,13 @@ class Machine {
     if (im_.stack.empty() || (!im_.marks.empty() && im_.marks.back() == im_.stack.size()))
       return err("expected a value to memoize, found " +
                  std::string(!im_.marks.empty() && im_.marks.back() == im_.stack.size() ? "a MARK" : "an empty stack"));
-    // Every memo store costs at least two bytes of input (an object and the put), so a real pickle never needs
-    // more slots than half its size; Python numbers slots sequentially, so a far jump means a crafted file.
-    if (idx >= memo_cap_)
-      return err("memo index " + std::to_string(idx) + " exceeds what a " + std::to_string(end_ - begin_) +
-                 "-byte pickle can hold (expected at most " + std::to_string(memo_cap_) + " slots)");
+    // Every memo store costs at least two bytes of input, so a real pickle never has more slots than half the bytes
+    // read so far (plus the sequential slack below). The bound depends only on the position, so a whole-buffer load
+    // and a streamed one agree.
+    const uint64_t cap = std::min<uint64_t>(lim_.max_memo, off() / 2 + 320);
+    if (idx >= cap)
+      return err("memo index " + std::to_string(idx) + " exceeds what the first " + std::to_string(off()) +
+                 " bytes of a pickle can hold (expected at most " + std::to_string(cap) + " slots)");
     if (idx > im_.memo.size() + 256)
       return err("memo index " + std::to_string(idx) + " is far beyond the " + std::to_string(im_.memo.size()) +
                  " slots in use (expected sequential memo slots)");
@@ -443,7 +442,6 @@ class Machine {
   bool need_more_ = false;
   Error error_;
   const std::function<void(uint64_t, uint64_t)>* progress_ = nullptr;
-  uint64_t memo_cap_ = 0;
 };
 
 }  // namespace detail
