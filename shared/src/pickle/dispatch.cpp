@@ -42,6 +42,11 @@ bool Machine::step() {
     }
     case kSTOP: im_.stopped = true; return true;
     case kMARK:
+      // "MARK BINGET... APPENDS" onto a list (the frame list of every trace entry): the references go straight into
+      // the list. Anything unusual leaves the input untouched for the general path below.
+      if (p_ < end_ && (*p_ == kBINGET || *p_ == kLONG_BINGET) && !im_.stack.empty() &&
+          im_.stack.back().tag == Tag::kList && append_memo_run())
+        continue;
       if (im_.marks.size() >= lim_.max_marks)
         return err("more than " + std::to_string(lim_.max_marks) + " open MARKs (limit)");
       im_.marks.push_back(im_.stack.size());

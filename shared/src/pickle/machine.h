@@ -427,6 +427,60 @@ class Machine {
 
   bool step();
 
+  // The fast path of "MARK (BINGET|LONG_BINGET)+ APPENDS" when the list on top of the stack is open and every
+  // reference is a scalar or handle: appends the memo values to the list and moves past APPENDS. Returns false,
+  // having changed nothing, for any other shape (the general path then runs and reports errors as usual).
+  bool append_memo_run() {
+    const Value target = im_.stack.back();
+    if (target.payload >= im_.nodes.size()) return false;
+    Node& n = im_.nodes[target.payload];
+    if (n.free || n.consumed || n.gen != target.aux) return false;
+    const Value* memo = im_.memo.data();
+    const uint64_t memo_size = im_.memo.size();
+    const uint8_t* const end = end_;
+    // First pass: validate and count, writing nothing.
+    size_t count = 0;
+    const uint8_t* q = p_;
+    for (;;) {
+      uint64_t idx;
+      if (end - q >= 2 && *q == kBINGET) {
+        idx = q[1];
+        q += 2;
+      } else if (end - q >= 5 && *q == kLONG_BINGET) {
+        uint32_t i32;
+        std::memcpy(&i32, q + 1, 4);
+        idx = i32;
+        q += 5;
+      } else {
+        break;
+      }
+      if (idx >= memo_size) return false;
+      const Value& v = memo[idx];
+      if (v.tag == Tag::kNone ? v.aux == kUnsetMemo : v.is_container()) return false;
+      ++count;
+    }
+    if (q >= end || *q != kAPPENDS || n.items.size() + count > lim_.max_container_items) return false;
+    // Second pass: copy the values (the run was just validated, so decoding cannot fail).
+    const size_t before = n.items.size();
+    n.items.resize(before + count);
+    Value* out = n.items.data() + before;
+    for (const uint8_t* r = p_; r < q;) {
+      uint64_t idx;
+      if (*r == kBINGET) {
+        idx = r[1];
+        r += 2;
+      } else {
+        uint32_t i32;
+        std::memcpy(&i32, r + 1, 4);
+        idx = i32;
+        r += 5;
+      }
+      *out++ = memo[idx];
+    }
+    p_ = q + 1;
+    return true;
+  }
+
   Reader& reader_;
   Reader::Impl& im_;
   StringTable& strings_;
