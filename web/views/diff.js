@@ -38,7 +38,7 @@ export default {
       const segs = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'only in' }), el('th', { class: 'num', text: 'size' }), el('th', { text: 'address' })));
       for (const [which, list] of [['A', d.segments_only_a], ['B', d.segments_only_b]])
         for (const s of list) segs.append(el('tr', null, el('td', { text: which }), el('td', { class: 'num', text: bytes(s.size) }),
-          el('td', { class: 'mono', text: '0x' + s.addr.toString(16) })));
+          el('td', { class: 'mono', text: s.addr_hex || '0x' + s.addr.toString(16) })));
       root.append(el('h3', { text: 'Segments in only one file' }), segs);
       ctx.painted();
     })().catch((e) => ctx.fail(e));

@@ -14,6 +14,7 @@ namespace {
 Json row(const Snapshot& s, const DeviceLifetimes& lt, uint32_t i) {
   return Json{{"row", i},
               {"addr", lt.addr[i]},
+              {"addr_hex", json_detail::hex(lt.addr[i])},
               {"size", lt.size[i]},
               {"stream", lt.stream[i]},
               {"birth_step", lt.birth_step(i)},

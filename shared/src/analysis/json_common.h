@@ -31,6 +31,19 @@ inline Json stack(const Snapshot& s, StackId id, size_t max_frames = 64) {
   return a;
 }
 
+// An address as "0x..." text: JSON numbers above 2^53 lose precision in JavaScript, so every address also goes out
+// as exact hex (the numeric field stays for scripts that read 64-bit integers).
+inline std::string hex(uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  char buf[19] = "0x";
+  int n = 0;
+  char rev[16];
+  do rev[n++] = digits[v & 15], v >>= 4;
+  while (v);
+  for (int i = 0; i < n; ++i) buf[2 + i] = rev[n - 1 - i];
+  return std::string(buf, 2 + n);
+}
+
 // Strings from snapshots are UTF-8 already (the loader replaced invalid bytes); replace defensively anyway.
 inline std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 

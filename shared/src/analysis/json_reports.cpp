@@ -14,7 +14,7 @@ std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
     Json top = Json::array();
     if (const DeviceLifetimes* lt = lifetimes.device(o.device)) {
       for (uint32_t i : o.top_rows)
-        top.push_back({{"addr", lt->addr[i]}, {"size", lt->size[i]}, {"frames", json_detail::stack(s, lt->stack[i])}});
+        top.push_back({{"addr", lt->addr[i]}, {"addr_hex", json_detail::hex(lt->addr[i])}, {"size", lt->size[i]}, {"frames", json_detail::stack(s, lt->stack[i])}});
     }
     a.push_back({{"device", o.device},
                  {"event", o.event},
@@ -35,8 +35,8 @@ std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
 
 std::string to_json(const SnapshotDiff& d, uint32_t top) {
   Json only_a = Json::array(), only_b = Json::array(), stacks = Json::array();
-  for (size_t k = 0; k < d.only_a_addr.size(); ++k) only_a.push_back({{"addr", d.only_a_addr[k]}, {"size", d.only_a_size[k]}});
-  for (size_t k = 0; k < d.only_b_addr.size(); ++k) only_b.push_back({{"addr", d.only_b_addr[k]}, {"size", d.only_b_size[k]}});
+  for (size_t k = 0; k < d.only_a_addr.size(); ++k) only_a.push_back({{"addr", d.only_a_addr[k]}, {"addr_hex", json_detail::hex(d.only_a_addr[k])}, {"size", d.only_a_size[k]}});
+  for (size_t k = 0; k < d.only_b_addr.size(); ++k) only_b.push_back({{"addr", d.only_b_addr[k]}, {"addr_hex", json_detail::hex(d.only_b_addr[k])}, {"size", d.only_b_size[k]}});
   for (size_t k = 0; k < d.groups() && k < top; ++k) {
     stacks.push_back({{"delta", d.delta[k]}, {"bytes_a", d.bytes_a[k]}, {"bytes_b", d.bytes_b[k]},
                       {"count_a", d.count_a[k]}, {"count_b", d.count_b[k]}, {"site", d.site[k]}, {"stack", d.stack[k]}});
