@@ -12,7 +12,9 @@ for b in build/default/tests/bench/bench_*; do
   echo "=== $(basename "$b")"
   "$b" "$@"
 done
-if [ -f tests/browser/bench.js ] && [ -f build/wasm/wasm/allocscope.wasm ]; then
-  echo "=== browser (headless Chromium)"
-  node tests/browser/bench.js
+if [ -d build/wasm/site ]; then
+  echo "=== browser: drop -> first paint, memory (headless Chromium)"
+  node tests/browser/bench_first_paint.js build/wasm/site tests/fixtures/gpt2_big_1M.pickle.gz 2
+  echo "=== browser: pan/zoom latency"
+  node tests/browser/bench_pan_zoom.js build/wasm/site tests/fixtures/gpt2_big_1M.pickle.gz
 fi
