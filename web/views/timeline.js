@@ -80,8 +80,36 @@ export function timelineView(kind) {
 
     function makeZoom(window) {
       const [a, b] = axisRange();
-      zoom = new Zoom(a, b, window, (z) => { ctx.set({ window: [z.x0, z.x1] }, { quiet: true }); request(); },
+      zoom = new Zoom(a, b, window, (z) => { ctx.set({ window: [z.x0, z.x1] }, { quiet: true }); preview(); request(); },
                       st.axis === 'time' ? 1 : 4);
+    }
+
+    // Pan/zoom feedback within the frame: the pixels already on screen move to where the new window puts them at
+    // once; the worker's exact draw for the new window replaces them when it arrives.
+    let shown = null;  // the [x0, x1] the canvas currently depicts
+    function preview() {
+      if (!frame || !shown || !canvas.width) return;
+      const dpr = window.devicePixelRatio || 1;
+      const L = M.left, T = M.top + stripH(), W = frame.r.width, H = frame.r.height;
+      const span = zoom.x1 - zoom.x0;
+      if (!(span > 0) || !(shown[1] > shown[0])) return;
+      const copy = document.createElement('canvas');
+      copy.width = canvas.width;
+      copy.height = canvas.height;
+      copy.getContext('2d').drawImage(canvas, 0, 0);
+      const g = canvas.getContext('2d');
+      g.save();
+      g.setTransform(1, 0, 0, 1, 0, 0);
+      g.beginPath();
+      g.rect(L * dpr, T * dpr, W * dpr, H * dpr);
+      g.clip();
+      g.clearRect(L * dpr, T * dpr, W * dpr, H * dpr);
+      const dx = ((shown[0] - zoom.x0) / span) * W;
+      const dw = ((shown[1] - shown[0]) / span) * W;
+      g.drawImage(copy, L * dpr, T * dpr, W * dpr, H * dpr, (L + dx) * dpr, T * dpr, dw * dpr, H * dpr);
+      g.restore();
+      shown = [zoom.x0, zoom.x1];
+      canvas.dataset.window = `${zoom.x0},${zoom.x1}`;
     }
 
     function req(extra) {
@@ -213,6 +241,8 @@ export function timelineView(kind) {
         g.fillRect(L + hover.column, T, 1, H);
         g.globalAlpha = 1;
       }
+      shown = [frame.r.x0, frame.r.x1];
+      canvas.dataset.window = `${frame.r.x0},${frame.r.x1}`;
       info.textContent = `${count(frame.body.rects)} rectangles for ${count(frame.body.rows)} ${K.what} · ` +
         `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)}${searchInfo ? ' · ' + searchInfo : ''}`;
       if (!painted) { painted = true; ctx.painted(); }
