@@ -288,6 +288,28 @@ TEST(Diff, DdpRank1HoardComesFirst) {
   for (int64_t x : same.delta) EXPECT_EQ(x, 0);
 }
 
+// Addresses above 2^53 lose precision as JSON numbers in JavaScript, so every address also goes out as exact hex.
+TEST(Diff, JsonCarriesExactHexAddresses) {
+  const Loaded* a = load("ddp_rank0");
+  const Loaded* b = load("ddp_rank1");
+  ASSERT_TRUE(a && b);
+  SnapshotDiff d = diff_snapshots(a->s, b->s);
+  ASSERT_FALSE(d.only_a_addr.empty());
+  d.only_a_addr[0] = 0xfffffffffffff001ULL;  // not representable as a double
+  const auto j = nlohmann::json::parse(to_json(d));
+  size_t seen = 0;
+  for (const char* side : {"segments_only_a", "segments_only_b"}) {
+    for (const auto& seg : j.at(side)) {
+      std::ostringstream hex;
+      hex << "0x" << std::hex << seg.at("addr").get<uint64_t>();
+      EXPECT_EQ(seg.at("addr_hex").get<std::string>(), hex.str());
+      ++seen;
+    }
+  }
+  EXPECT_GT(seen, 0u);
+  EXPECT_EQ(j.at("segments_only_a")[0].at("addr_hex").get<std::string>(), "0xfffffffffffff001");
+}
+
 TEST(Summary, WarningsOnRealFixtures) {
   const Loaded* oom = load("oom");
   ASSERT_TRUE(oom);

@@ -46,6 +46,15 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   await page.keyboard.press('+');
   await page.waitForTimeout(400);
   ok(/window=/.test(await page.evaluate(() => location.hash)), 'zoom keys put the window in the URL hash');
+  // Pan/zoom moves the pixels already drawn at once, before the worker's draw for the new window comes back.
+  const moved = await page.evaluate(() => {
+    const c = document.querySelector('canvas[data-window]');
+    if (!c) return 'no canvas with data-window';
+    const before = c.dataset.window;
+    document.dispatchEvent(new KeyboardEvent('keydown', { key: 'ArrowRight', bubbles: true }));
+    return c.dataset.window !== before ? 'moved' : 'unchanged';
+  });
+  eq(moved, 'moved', 'a pan key moves the drawn frame at once (synchronously, before the new draw arrives)');
   await page.keyboard.press('t');
   await page.waitForTimeout(400);
   ok(/axis=time/.test(await page.evaluate(() => location.hash)), 't switches to the time axis');
