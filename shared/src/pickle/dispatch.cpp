@@ -287,18 +287,7 @@ bool Machine::step() {
       while (room) {
         uint64_t idx;
         const uint8_t* q = p;
-        if (*q == kBINGET && end_ - q >= 2) {
-          idx = q[1];
-          q += 2;
-        } else if (*q == kLONG_BINGET && end_ - q >= 5) {
-          uint32_t i32;
-          std::memcpy(&i32, q + 1, 4);
-          idx = i32;
-          q += 5;
-        } else {
-          break;
-        }
-        if (idx >= memo_size) break;
+        if (!memo_ref(q, end_, &idx) || idx >= memo_size) break;
         const Value v = memo[idx];
         // Scalars and handles only; unset slots and containers take the general path below.
         if (v.tag == Tag::kNone ? v.aux == kUnsetMemo : v.is_container()) break;

@@ -427,6 +427,24 @@ class Machine {
 
   bool step();
 
+  // Decodes a BINGET or LONG_BINGET at q (complete within the buffer) into its memo index and moves q past it;
+  // false for anything else.
+  static bool memo_ref(const uint8_t*& q, const uint8_t* end, uint64_t* idx) {
+    if (end - q >= 2 && *q == kBINGET) {
+      *idx = q[1];
+      q += 2;
+      return true;
+    }
+    if (end - q >= 5 && *q == kLONG_BINGET) {
+      uint32_t i32;
+      std::memcpy(&i32, q + 1, 4);
+      *idx = i32;
+      q += 5;
+      return true;
+    }
+    return false;
+  }
+
   // The fast path of "MARK (BINGET|LONG_BINGET)+ APPENDS" when the list on top of the stack is open and every
   // reference is a scalar or handle: appends the memo values to the list and moves past APPENDS. Returns false,
   // having changed nothing, for any other shape (the general path then runs and reports errors as usual).
@@ -437,23 +455,12 @@ class Machine {
     if (n.free || n.consumed || n.gen != target.aux) return false;
     const Value* memo = im_.memo.data();
     const uint64_t memo_size = im_.memo.size();
-    const uint8_t* const end = end_;
     // First pass: validate and count, writing nothing.
     size_t count = 0;
+    const uint8_t* const end = end_;
     const uint8_t* q = p_;
-    for (;;) {
-      uint64_t idx;
-      if (end - q >= 2 && *q == kBINGET) {
-        idx = q[1];
-        q += 2;
-      } else if (end - q >= 5 && *q == kLONG_BINGET) {
-        uint32_t i32;
-        std::memcpy(&i32, q + 1, 4);
-        idx = i32;
-        q += 5;
-      } else {
-        break;
-      }
+    uint64_t idx;
+    while (memo_ref(q, end, &idx)) {
       if (idx >= memo_size) return false;
       const Value& v = memo[idx];
       if (v.tag == Tag::kNone ? v.aux == kUnsetMemo : v.is_container()) return false;
@@ -464,18 +471,11 @@ class Machine {
     const size_t before = n.items.size();
     n.items.resize(before + count);
     Value* out = n.items.data() + before;
-    for (const uint8_t* r = p_; r < q;) {
-      uint64_t idx;
-      if (*r == kBINGET) {
-        idx = r[1];
-        r += 2;
-      } else {
-        uint32_t i32;
-        std::memcpy(&i32, r + 1, 4);
-        idx = i32;
-        r += 5;
-      }
-      *out++ = memo[idx];
+    for (const uint8_t* r = p_; r < q;) {  // validated above: every opcode here is BINGET or LONG_BINGET
+      uint32_t i32 = r[1];
+      if (*r == kLONG_BINGET) std::memcpy(&i32, r + 1, 4);
+      r += *r == kBINGET ? 2 : 5;
+      *out++ = memo[i32];
     }
     p_ = q + 1;
     return true;
