@@ -46,6 +46,19 @@ std::string g_error;
 std::string g_answer_text;
 Answer g_answer;
 
+// Keeps a loaded snapshot and returns its id, or records the error and returns 0.
+int32_t add_file(Result<Snapshot> result, const char* name) {
+  if (!result.ok()) {
+    g_error = result.error().describe();
+    return 0;
+  }
+  auto f = std::make_unique<Loaded>();
+  f->snapshot = std::move(result).value();
+  f->name = name ? name : "";
+  g_files.push_back(std::move(f));
+  return static_cast<int32_t>(g_files.size());
+}
+
 Loaded* file_by_id(int64_t id) {
   if (id < 1 || id > static_cast<int64_t>(g_files.size())) return nullptr;
   return g_files[static_cast<size_t>(id - 1)].get();
@@ -77,15 +90,7 @@ EMSCRIPTEN_KEEPALIVE int32_t as_load(uint8_t* data, size_t n, const char* name) 
   };
   auto result = load_snapshot({data, n}, options);
   std::free(data);
-  if (!result.ok()) {
-    g_error = result.error().describe();
-    return 0;
-  }
-  auto f = std::make_unique<Loaded>();
-  f->snapshot = std::move(result).value();
-  f->name = name ? name : "";
-  g_files.push_back(std::move(f));
-  return static_cast<int32_t>(g_files.size());
+  return add_file(std::move(result), name);
 }
 
 // Streamed load: the worker feeds the pickle (already inflated by DecompressionStream) chunk by chunk as the browser
@@ -120,15 +125,7 @@ EMSCRIPTEN_KEEPALIVE int32_t as_stream_end(const char* name) {
   }
   auto result = g_stream->finish();
   g_stream.reset();
-  if (!result.ok()) {
-    g_error = result.error().describe();
-    return 0;
-  }
-  auto f = std::make_unique<Loaded>();
-  f->snapshot = std::move(result).value();
-  f->name = name ? name : "";
-  g_files.push_back(std::move(f));
-  return static_cast<int32_t>(g_files.size());
+  return add_file(std::move(result), name);
 }
 
 EMSCRIPTEN_KEEPALIVE void as_unload(int32_t id) {

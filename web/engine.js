@@ -8,14 +8,15 @@
 
   function isGzip(head) { return head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b; }
 
-  // Reads a Blob/File (or bytes) fully; gzip is inflated while streaming. progress(phase, done, total) in bytes of
-  // the phase's input. Returns an array of Uint8Array chunks and their total length, so the caller copies once.
-  async function readChunks(source, progress) {
+  // Opens a Blob/File (or bytes) as a stream of raw pickle chunks, inflating gzip (by its magic bytes) on the way.
+  // progress(phase, done, total) counts the file's bytes. Returns {gz, total, next}: next() resolves to the next chunk
+  // or null at the end, and turns an inflate failure into a message that says so.
+  async function openChunks(source, progress, phase) {
     const blob = source instanceof Uint8Array ? new Blob([source]) : source;
     const total = blob.size;
     const head = new Uint8Array(await blob.slice(0, 2).arrayBuffer());
     const gz = isGzip(head);
-    const phase = gz ? 'inflate' : 'read';
+    const name = phase || (gz ? 'inflate' : 'read');
     let read = 0;
     let lastReport = 0;
     const counter = new TransformStream({
@@ -23,7 +24,7 @@
         read += chunk.byteLength;
         if (progress && (read - lastReport > (1 << 22) || read === total)) {
           lastReport = read;
-          progress(phase, read, total);
+          progress(name, read, total);
         }
         controller.enqueue(chunk);
       },
@@ -34,22 +35,31 @@
         throw new Error('this browser cannot decompress gzip (no DecompressionStream); gunzip the file first');
       stream = stream.pipeThrough(new DecompressionStream('gzip'));
     }
+    const reader = stream.getReader();
+    async function next() {
+      try {
+        const { done, value } = await reader.read();
+        return done ? null : value;
+      } catch (e) {
+        if (gz) throw new Error(`the file starts like gzip but does not inflate (${e && e.message ? e.message : e}); ` +
+                                `after ${read} of ${total} compressed bytes`);
+        throw e;
+      }
+    }
+    return { blob, gz, total, next, cancel: () => reader.cancel().catch(() => {}) };
+  }
+
+  // Reads a Blob/File (or bytes) fully (gzip inflated). Returns the chunks and their total length, so a caller that
+  // needs one buffer copies once. The page streams instead (Engine.loadStream); tests use this to compare.
+  async function readChunks(source, progress) {
+    const input = await openChunks(source, progress);
     const chunks = [];
     let length = 0;
-    const reader = stream.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        chunks.push(value);
-        length += value.byteLength;
-      }
-    } catch (e) {
-      if (gz) throw new Error(`the file starts like gzip but does not inflate (${e && e.message ? e.message : e}); ` +
-                              `after ${read} of ${total} compressed bytes`);
-      throw e;
+    for (let c; (c = await input.next()) !== null;) {
+      chunks.push(c);
+      length += c.byteLength;
     }
-    return { chunks, length, gzip: gz, fileBytes: total };
+    return { chunks, length, gzip: input.gz, fileBytes: input.total };
   }
 
   // The inflated size a gzip file claims in its trailer (mod 2^32), trusted up to 32x the compressed size; it only
@@ -68,46 +78,14 @@
     // done, total) counts the file's bytes. Returns the file id or throws Error(message).
     async loadStream(source, name, progress) {
       const m = this.m;
-      const blob = source instanceof Uint8Array ? new Blob([source]) : source;
-      const total = blob.size;
-      if (total === 0) throw new Error('the file is empty');
-      const head = new Uint8Array(await blob.slice(0, 2).arrayBuffer());
-      const gz = isGzip(head);
-      let read = 0;
-      let lastReport = 0;
-      const counter = new TransformStream({
-        transform(chunk, controller) {
-          read += chunk.byteLength;
-          if (progress && (read - lastReport > (1 << 22) || read === total)) {
-            lastReport = read;
-            progress('load', read, total);
-          }
-          controller.enqueue(chunk);
-        },
-      });
-      let stream = blob.stream().pipeThrough(counter);
-      if (gz) {
-        if (typeof DecompressionStream === 'undefined')
-          throw new Error('this browser cannot decompress gzip (no DecompressionStream); gunzip the file first');
-        stream = stream.pipeThrough(new DecompressionStream('gzip'));
-      }
-      m._as_stream_begin(await sizeHint(blob, gz));
+      const input = await openChunks(source, progress, 'load');
+      if (input.total === 0) throw new Error('the file is empty');
+      m._as_stream_begin(await sizeHint(input.blob, input.gz));
       let buf = 0;
       let cap = 0;
       let fed = 0;
-      const reader = stream.getReader();
       try {
-        for (;;) {
-          let chunk;
-          try {
-            chunk = await reader.read();
-          } catch (e) {
-            if (gz) throw new Error(`the file starts like gzip but does not inflate (${e && e.message ? e.message : e}); ` +
-                                    `after ${read} of ${total} compressed bytes`);
-            throw e;
-          }
-          if (chunk.done) break;
-          const value = chunk.value;
+        for (let value; (value = await input.next()) !== null;) {
           if (value.byteLength > cap) {
             if (buf) m._as_free(buf);
             cap = Math.max(value.byteLength, 1 << 16);
@@ -119,7 +97,7 @@
           fed += value.byteLength;
         }
       } catch (e) {
-        reader.cancel().catch(() => {});
+        input.cancel();
         throw e;
       } finally {
         if (buf) m._as_free(buf);
