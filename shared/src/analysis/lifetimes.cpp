@@ -1,6 +1,7 @@
 // Builds per-device allocation lifetimes by one forward pass over the trace plus the final segments, mirroring
 // PyTorch's `process_alloc_data` (see lifetimes.h for the rules).
 #include "allocscope/lifetimes.h"
+#include "analysis/step_totals.h"
 
 #include <algorithm>
 
@@ -140,18 +141,7 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
   for (auto it = freed_only.rbegin(); it != freed_only.rend(); ++it) emit(*it);
   for (const Row& x : traced) emit(x);
 
-  // Totals per step: a difference array over steps, then a prefix sum (modular arithmetic cancels exactly).
-  std::vector<uint64_t> delta(static_cast<size_t>(n) + 2, 0);
-  for (uint32_t i = 0; i < out.count(); ++i) {
-    delta[out.birth_step(i)] += out.size[i];
-    delta[out.death_step(i)] -= out.size[i];
-  }
-  out.total.resize(static_cast<size_t>(n) + 1);
-  uint64_t acc = 0;
-  for (uint32_t st = 0; st <= n; ++st) {
-    acc += delta[st];
-    out.total[st] = acc;
-  }
+  out.total = detail::step_totals(out, n);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Builds the reserved-memory bands of one device by a forward pass over segment events with an interval map of the
 // ranges mapped so far, then the final segments for ranges mapped before the window (rules in segment_timeline.h).
 #include "allocscope/segment_timeline.h"
+#include "analysis/step_totals.h"
 
 #include <algorithm>
 #include <map>
@@ -113,14 +114,7 @@ SegmentTimeline build_segment_timeline(const Snapshot& s, int64_t device) {
   for (auto it = before.rbegin(); it != before.rend(); ++it) emit(*it);
   for (const Band& b : traced) emit(b);
 
-  std::vector<uint64_t> delta(static_cast<size_t>(n) + 2, 0);
-  for (uint32_t i = 0; i < out.count(); ++i) {
-    delta[out.birth_step(i)] += out.size[i];
-    delta[out.death_step(i)] -= out.size[i];
-  }
-  out.total.resize(static_cast<size_t>(n) + 1);
-  uint64_t acc = 0;
-  for (uint32_t st = 0; st <= n; ++st) out.total[st] = acc += delta[st];
+  out.total = detail::step_totals(out, n);
   return out;
 }
 
