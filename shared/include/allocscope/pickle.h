@@ -133,6 +133,7 @@ class Writer {
   void before_item();
   void item_done();
   uint32_t put_memo();
+  void memo_op(uint8_t short_op, uint8_t long_op, uint32_t slot);
   struct Open { bool dict; uint32_t pending; };
   std::vector<uint8_t> out_;
   std::vector<Open> open_;

@@ -38,25 +38,24 @@ void Writer::item_done() {
 
 uint32_t Writer::put_memo() {
   const uint32_t slot = next_memo_++;
+  memo_op(kBINPUT, kLONG_BINPUT, slot);
+  return slot;
+}
+
+// A memo opcode with its slot: the 1-byte form below 256, else the 4-byte one.
+void Writer::memo_op(uint8_t short_op, uint8_t long_op, uint32_t slot) {
   if (slot < 256) {
-    op(kBINPUT);
+    op(short_op);
     out_.push_back(static_cast<uint8_t>(slot));
   } else {
-    op(kLONG_BINPUT);
+    op(long_op);
     raw(&slot, 4);
   }
-  return slot;
 }
 
 void Writer::get_memo(uint32_t slot) {
   before_item();
-  if (slot < 256) {
-    op(kBINGET);
-    out_.push_back(static_cast<uint8_t>(slot));
-  } else {
-    op(kLONG_BINGET);
-    raw(&slot, 4);
-  }
+  memo_op(kBINGET, kLONG_BINGET, slot);
   item_done();
 }
 
@@ -92,14 +91,7 @@ void Writer::str(std::string_view s) {
   before_item();
   auto it = str_memo_.find(std::string(s));
   if (it != str_memo_.end()) {
-    const uint32_t slot = it->second;
-    if (slot < 256) {
-      op(kBINGET);
-      out_.push_back(static_cast<uint8_t>(slot));
-    } else {
-      op(kLONG_BINGET);
-      raw(&slot, 4);
-    }
+    memo_op(kBINGET, kLONG_BINGET, it->second);
   } else {
     op(kBINUNICODE);
     const uint32_t n = static_cast<uint32_t>(s.size());
