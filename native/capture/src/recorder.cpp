@@ -97,6 +97,25 @@ uint32_t Recorder::current_path() {
   return t_ranges.paths.back();
 }
 
+namespace {
+// The live-table row of a block that was just allocated or mapped.
+LiveEntry live_entry(const Site& site, uint64_t addr, uint64_t size, int64_t t, uint32_t stack, uint32_t path,
+                     SegmentKind kind, uint64_t pool) {
+  LiveEntry e;
+  e.addr = addr;
+  e.size = size;
+  e.stream = site.stream;
+  e.time_us = t;
+  e.pool = pool;
+  e.stack = stack;
+  e.context = site.context;
+  e.meta = path;
+  e.device = site.device;
+  e.kind = kind;
+  return e;
+}
+}  // namespace
+
 __attribute__((noinline)) void Recorder::on_alloc(const Site& site, uint64_t addr, uint64_t size, SegmentKind kind,
                                                   int skip) {
   ALLOCSCOPE_CAPTURE_STACK(cap, skip);
@@ -106,18 +125,7 @@ __attribute__((noinline)) void Recorder::on_alloc(const Site& site, uint64_t add
   const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
   push(Action::kSegmentAlloc, site, addr, size, stack, t, path);
   push(Action::kAlloc, site, addr, size, stack, t, path);
-  LiveEntry e;
-  e.addr = addr;
-  e.size = size;
-  e.stream = site.stream;
-  e.time_us = t;
-  e.pool = site.pool;
-  e.stack = stack;
-  e.context = site.context;
-  e.meta = path;
-  e.device = site.device;
-  e.kind = kind;
-  live_.put(e);
+  live_.put(live_entry(site, addr, size, t, stack, path, kind, site.pool));
 }
 
 __attribute__((noinline)) void Recorder::on_free(const Site& site, uint64_t addr, uint64_t size_hint, bool async,
@@ -149,16 +157,7 @@ __attribute__((noinline)) void Recorder::on_map(const Site& site, uint64_t addr,
   const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
   push(Action::kSegmentMap, site, addr, size, stack, t, path);
   push(Action::kAlloc, site, addr, size, stack, t, path);
-  LiveEntry e;
-  e.addr = addr;
-  e.size = size;
-  e.stream = site.stream;
-  e.time_us = t;
-  e.stack = stack;
-  e.context = site.context;
-  e.meta = path;
-  e.device = site.device;
-  e.kind = SegmentKind::kMapped;
+  LiveEntry e = live_entry(site, addr, size, t, stack, path, SegmentKind::kMapped, /*pool=*/0);
   live_.put(e);
 }
 
