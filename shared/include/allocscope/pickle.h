@@ -139,6 +139,7 @@ class Writer {
   std::vector<Open> open_;
   uint32_t next_memo_ = 0;
   std::unordered_map<std::string, uint32_t> str_memo_;  // string -> memo slot
+  std::string str_key_;
 };
 
 }  // namespace allocscope::pickle

@@ -89,7 +89,8 @@ void Writer::end_list() {
 
 void Writer::str(std::string_view s) {
   before_item();
-  auto it = str_memo_.find(std::string(s));
+  str_key_.assign(s.data(), s.size());  // reused buffer: no allocation per lookup once it has grown
+  auto it = str_memo_.find(str_key_);
   if (it != str_memo_.end()) {
     memo_op(kBINGET, kLONG_BINGET, it->second);
   } else {
@@ -97,7 +98,7 @@ void Writer::str(std::string_view s) {
     const uint32_t n = static_cast<uint32_t>(s.size());
     raw(&n, 4);
     raw(s.data(), s.size());
-    str_memo_.emplace(std::string(s), put_memo());
+    str_memo_.emplace(str_key_, put_memo());
   }
   item_done();
 }
