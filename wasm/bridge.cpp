@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,19 @@ Loaded* file_by_id(int64_t id) {
 EM_JS(void, as_js_progress, (const char* phase, double done, double total), {
   if (Module["onProgress"]) Module["onProgress"](UTF8ToString(phase), done, total);
 });
+
+// Out of memory inside the core (operator new fails once the heap cannot grow to the module's maximum): flag it for
+// the worker, which then says "too large for the browser's memory" instead of a bare abort, and stop (exceptions are
+// compiled out, so there is nothing to unwind to).
+EM_JS(void, as_js_out_of_memory, (), { Module["outOfMemory"] = true; });
+
+namespace {
+[[noreturn]] void on_out_of_memory() {
+  as_js_out_of_memory();
+  std::abort();
+}
+[[maybe_unused]] const bool g_new_handler_set = (std::set_new_handler(on_out_of_memory), true);
+}  // namespace
 
 using namespace allocscope;
 using namespace allocscope::wasm;

@@ -15,7 +15,9 @@ function show(section) {
   if (section !== 'view') $('detail').classList.add('hidden');
 }
 
-function showError(message) {
+// lost: the worker's core was restarted (an abort), so the files it held are gone and "back" goes to the start.
+function showError(message, lost) {
+  if (lost && state.files.length) { state.files = []; if (mounted) { try { mounted.destroy(); } catch (e) { console.error(e); } mounted = null; } }
   $('error-message').textContent = message;  // never innerHTML: the message can quote the file
   show('error');
   setPageState('error');
@@ -57,7 +59,7 @@ async function open(list) {
     show('view');
     mountView();
   } catch (e) {
-    showError(e.message || String(e));
+    showError(e.message || String(e), e.lost);
   }
 }
 
@@ -152,7 +154,7 @@ function mountView() {
     device: () => state.device,
     go(id, patch) { set(Object.assign({ pinned: null }, patch || {}), { quiet: true }); selectView(id); },
     painted() { if (my === mountSeq && html.dataset.state !== 'ready') setPageState('ready'); },
-    fail(e) { if (my === mountSeq) showError(`${v.title}: ${e.message || e}`); },
+    fail(e) { if (my === mountSeq || e.lost) showError(`${v.title}: ${e.message || e}`, e.lost); },
     detail(node) {
       const d = $('detail');
       if (!node) { d.classList.add('hidden'); d.replaceChildren(); return; }

@@ -5,6 +5,7 @@
 if (!self.AllocscopeEngine) importScripts('engine.js', 'allocscope.js');
 
 let enginePromise = null;
+let current = null;  // the Engine once started: read after an abort for its heap size and out-of-memory flag
 function engine() {
   if (!enginePromise) {
     const options = {};
@@ -13,7 +14,7 @@ function engine() {
       options.wasmBinary = new Uint8Array(s.length);
       for (let i = 0; i < s.length; ++i) options.wasmBinary[i] = s.charCodeAt(i);
     }
-    enginePromise = self.AllocscopeEngine.openEngine(self.createAllocscope, options);
+    enginePromise = self.AllocscopeEngine.openEngine(self.createAllocscope, options).then((e) => (current = e));
   }
   return enginePromise;
 }
@@ -33,7 +34,10 @@ async function open(seq, files) {
     try {
       id = await eng.loadStream(blob, name, progress);  // read, inflate and parse together, chunk by chunk
     } catch (e) {
-      throw new Error(`${name}: ${describe(e)}`);
+      const err = new Error(`${name}: ${describe(e)}`);
+      err.abort = e instanceof WebAssembly.RuntimeError;
+      err.file = name;
+      throw err;
     }
     ids.push(id);
     infos.push(eng.call({ method: 'info', id }).body);
@@ -57,16 +61,31 @@ self.onmessage = async (event) => {
       reply({ op: 'answer', seq: msg.seq, body, blobs }, Object.values(blobs).map((b) => b.buffer));
     }
   } catch (e) {
-    let message = describe(e);
-    // A wasm abort (out of memory past the 4 GB heap, or a bug) leaves the module unusable: start a fresh one next
-    // time, and say so in words.
-    if (e instanceof WebAssembly.RuntimeError || /abort|out of memory|Cannot enlarge memory/i.test(message)) {
-      enginePromise = null;
-      self.allocscopeEngine = null;
-      message = `the WebAssembly core stopped (${message}): this snapshot's model does not fit in the browser's 4 GB ` +
-                'WebAssembly memory. Use the allocscope command line for it (allocscope summary FILE), or record a ' +
-                'shorter trace. Reload the page to open other files.';
-    }
-    reply({ op: 'error', seq: msg.seq, message });
+    reply(Object.assign({ op: 'error', seq: msg.seq }, explain(e)));
   }
 };
+
+// A wasm abort leaves the module unusable: the next request starts a fresh one, and the page forgets the files the
+// old one held (lost). Running out of memory (the core's new-handler sets outOfMemory) is said in words with what to
+// do instead; any other abort is a bug, said as such.
+function explain(e) {
+  const message = describe(e);
+  if (!(e instanceof WebAssembly.RuntimeError || e.abort || /^Aborted\(|Cannot enlarge memory/.test(message))) return { message };
+  const m = current && current.m;
+  const oom = !!(m && m.outOfMemory);
+  const heapMiB = m && m.HEAPU8 ? Math.round(m.HEAPU8.length / (1 << 20)) : 0;
+  enginePromise = null;
+  current = null;
+  self.allocscopeEngine = null;
+  const what = e.file ? `${e.file} is` : 'this snapshot is';
+  if (oom)
+    return { lost: true, message:
+      `${what} too large for the browser's memory: the viewer's WebAssembly core ran out of memory at ${heapMiB} MiB ` +
+      '(a browser tab gives WebAssembly at most 4 GB, and the model of a snapshot needs about 0.9 times its unzipped ' +
+      'size). Use the allocscope command line, which has no such limit: allocscope summary FILE, or ' +
+      'allocscope peak FILE --from STEP --to STEP for a time range; or record a shorter trace. ' +
+      'The files opened before are closed; open them again.' };
+  return { lost: true, message:
+    `the viewer's WebAssembly core stopped (${message}). This is a bug in allocscope; the allocscope command line ` +
+    'reads the same file (allocscope summary FILE). The files opened before are closed; open them again.' };
+}

@@ -14,7 +14,7 @@ function ensure() {
     if (!p) return;
     if (m.op === 'progress') { if (p.onProgress) p.onProgress(m); return; }
     pending.delete(m.seq);
-    if (m.op === 'error') p.reject(new Error(m.message));
+    if (m.op === 'error') p.reject(Object.assign(new Error(m.message), { lost: !!m.lost }));
     else p.resolve(m);
   };
   worker.onerror = (e) => {

@@ -12,17 +12,23 @@ const TYPES = {
 };
 
 function serve(roots) {
-  // roots: {urlPrefix: directory}, longest prefix wins
+  // roots: {urlPrefix: directory}, longest prefix wins; a key without a trailing slash maps that one path to a file
+  // (the memory test swaps in the capped wasm build that way).
   const prefixes = Object.keys(roots).sort((a, b) => b.length - a.length);
   const requests = [];
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, 'http://x');
     requests.push(url.pathname);
-    const prefix = prefixes.find((p) => url.pathname.startsWith(p));
-    let rel = decodeURIComponent(url.pathname.slice(prefix.length));
-    if (rel === '' || rel.endsWith('/')) rel += 'index.html';
-    const file = path.resolve(roots[prefix], rel);
-    if (!file.startsWith(path.resolve(roots[prefix]) + path.sep) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
+    const prefix = prefixes.find((p) => (p.endsWith('/') ? url.pathname.startsWith(p) : url.pathname === p));
+    let file = null;
+    if (prefix && !prefix.endsWith('/')) file = path.resolve(roots[prefix]);
+    else if (prefix) {
+      let rel = decodeURIComponent(url.pathname.slice(prefix.length));
+      if (rel === '' || rel.endsWith('/')) rel += 'index.html';
+      file = path.resolve(roots[prefix], rel);
+      if (!file.startsWith(path.resolve(roots[prefix]) + path.sep)) file = null;
+    }
+    if (!file || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
       res.writeHead(404, { 'content-type': 'text/plain' });
       res.end('not found');
       return;

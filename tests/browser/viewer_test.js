@@ -1,14 +1,15 @@
 // Browser tests of the viewer in real Chromium: each fixture dropped through the file input must reach
 // data-state=ready with PyTorch's golden numbers on screen; a corrupt file must show a human error; the example,
 // ?url= and dark mode work; no request ever leaves the page's origin.
-// usage: node viewer_test.js SITE_DIR FIXTURES_DIR [group]   (group: shell | fixtures | views; default all)
+// usage: node viewer_test.js SITE_DIR FIXTURES_DIR [group [CAPPED_WASM_DIR]]
+//        (group: shell | fixtures | views | big | memory; default: shell, fixtures, views)
 'use strict';
 const fs = require('fs');
 const path = require('path');
 const { serve } = require('./serve.js');
 const { launch, watchedPage, waitState } = require('./browser.js');
 
-const [siteDir, fixturesDir, group] = process.argv.slice(2);
+const [siteDir, fixturesDir, group, cappedDir] = process.argv.slice(2);
 const artifacts = path.join(__dirname, 'artifacts');
 fs.mkdirSync(artifacts, { recursive: true });
 
@@ -206,13 +207,47 @@ async function bigTest(browser, origin) {
   await context.close();
 }
 
+// Out of memory in the core: the site served with the test-only wasm build whose heap is capped at 128 MB (the
+// 1M-event file's model needs ~147 MiB). The core really runs out of memory inside the worker: the page must say the
+// file is too large for the browser's memory and what to do instead, stay usable, and open a small file afterwards.
+async function memoryTest(browser, origin) {
+  console.log('memory');
+  const { context, page, watch } = await watchedPage(browser, origin);
+  await fresh(page, origin + '/capped/#view=overview');
+  await waitState(page, ['empty']);
+  eq(await openViaInput(page, path.join(fixturesDir, 'resnet50_train.pickle')), 'ready', 'capped build: a small file opens');
+  const st = await openViaInput(page, path.join(fixturesDir, 'gpt2_big_1M.pickle.gz'));
+  eq(st, 'error', 'a file too large for the capped heap ends in data-state=error');
+  const msg = await page.textContent('#error-message');
+  console.log(`    message: ${msg}`);
+  ok(/gpt2_big_1M\.pickle\.gz is too large for the browser's memory/.test(msg), 'the message names the file and says it is too large for the browser\'s memory');
+  ok(/ran out of memory at \d+ MiB/.test(msg), 'the message says how much memory the core had when it ran out');
+  ok(/allocscope summary FILE/.test(msg) && /--from STEP --to STEP/.test(msg), 'the message says what to do: the command line, or a time range');
+  ok(!/stopped|bug/.test(msg), 'an out-of-memory is not reported as a bug');
+  ok(await page.isVisible('#error-message'), 'the message is visible (not a crashed tab)');
+  await page.screenshot({ path: path.join(artifacts, 'error-too-large.png') });
+  // The tab still works: back goes to the start (the old core's files are gone), and a small file opens in a fresh core.
+  await page.click('#error-back');
+  eq(await waitState(page, ['empty', 'ready', 'error']), 'empty', 'back after an out-of-memory goes to the start page');
+  eq(await openViaInput(page, path.join(fixturesDir, 'linear_seed.pickle')), 'ready', 'a small file opens after the core ran out of memory');
+  const facts = golden('linear_seed', 'facts.json');
+  const shown = await readFacts(page);
+  eq([shown.total_reserved, shown.total_allocated], [facts.total_reserved, facts.total_allocated], 'and shows its golden totals');
+  eq(watch.foreign, [], 'no request left the origin');
+  await context.close();
+}
+
 async function main() {
-  const { server, origin } = await serve({ '/app/': siteDir, '/fixtures/': fixturesDir, '/': siteDir });
+  const roots = { '/app/': siteDir, '/fixtures/': fixturesDir, '/': siteDir };
+  if (cappedDir) Object.assign(roots, { '/capped/': siteDir, '/capped/allocscope.js': path.join(cappedDir, 'allocscope.js'),
+                                        '/capped/allocscope.wasm': path.join(cappedDir, 'allocscope.wasm') });
+  const { server, origin } = await serve(roots);
   const browser = await launch();
   try {
     if (!group || group === 'shell') await shellTests(browser, origin);
     if (!group || group === 'fixtures') await fixtureTests(browser, origin);
     if (group === 'big') await bigTest(browser, origin);
+    if (group === 'memory') await memoryTest(browser, origin);
     if (!group || group === 'views') await require('./views_test.js').run(browser, origin, { fixturesDir, artifacts, ok, eq, golden });
   } catch (e) {
     ++failed;
