@@ -2,14 +2,12 @@
 // grid), event or time axis, minimap, zoom/pan by mouse and keys, annotations, hover/pin with the full stack, and
 // search highlighting.
 import { bytes, count, el, micros } from '../format.js';
-import { fitCanvas, theme, colour, onResize, ticks, byteTicks } from '../canvas.js';
+import { fitCanvas, theme, onResize } from '../canvas.js';
 import { Zoom, latest } from '../zoom.js';
 import { allocationCard, searchRegex } from '../detail.js';
 import * as ann from '../annotations.js';
 import { categoryColour } from './widgets.js';
-
-// Category order of the core's enum (categories.h).
-const CATEGORIES = ['parameter', 'gradient', 'optimizer_state', 'activation', 'temporary', 'unknown'];
+import { CATEGORIES, drawYGrid, drawBands, outlineRows, drawXAxis, PlotSnapshot } from './bands.js';
 
 const M = { left: 72, right: 12, top: 6, bottom: 24 };
 const LANE = 14;
@@ -84,31 +82,12 @@ export function timelineView(kind) {
                       st.axis === 'time' ? 1 : 4);
     }
 
-    // Pan/zoom feedback within the frame: the pixels already on screen move to where the new window puts them at
-    // once; the worker's exact draw for the new window replaces them when it arrives.
-    let shown = null;  // the [x0, x1] the canvas currently depicts
+    // Pan/zoom feedback within the frame: the plot rectangle of the last exact frame (kept offscreen) is drawn at once
+    // where the new window puts it; the worker's exact draw for the new window replaces it when it arrives.
+    const snapshot = new PlotSnapshot();
     function preview() {
-      if (!frame || !shown || !canvas.width) return;
-      const dpr = window.devicePixelRatio || 1;
-      const L = M.left, T = M.top + stripH(), W = frame.r.width, H = frame.r.height;
-      const span = zoom.x1 - zoom.x0;
-      if (!(span > 0) || !(shown[1] > shown[0])) return;
-      const copy = document.createElement('canvas');
-      copy.width = canvas.width;
-      copy.height = canvas.height;
-      copy.getContext('2d').drawImage(canvas, 0, 0);
-      const g = canvas.getContext('2d');
-      g.save();
-      g.setTransform(1, 0, 0, 1, 0, 0);
-      g.beginPath();
-      g.rect(L * dpr, T * dpr, W * dpr, H * dpr);
-      g.clip();
-      g.clearRect(L * dpr, T * dpr, W * dpr, H * dpr);
-      const dx = ((shown[0] - zoom.x0) / span) * W;
-      const dw = ((shown[1] - shown[0]) / span) * W;
-      g.drawImage(copy, L * dpr, T * dpr, W * dpr, H * dpr, (L + dx) * dpr, T * dpr, dw * dpr, H * dpr);
-      g.restore();
-      shown = [zoom.x0, zoom.x1];
+      if (!frame || !canvas.width) return;
+      if (!snapshot.show(canvas, M.left, M.top + stripH(), frame.r.width, frame.r.height, zoom.x0, zoom.x1)) return;
       canvas.dataset.window = `${zoom.x0},${zoom.x1}`;
     }
 
@@ -155,36 +134,11 @@ export function timelineView(kind) {
       g.clearRect(0, 0, width, height);
       const L = M.left, T = M.top + stripH(), W = frame.r.width, H = frame.r.height;
       const B = T + H;
-      const { x0, x1, y0, y1, row, count: cnt } = frame.blobs;
       const bpp = frame.body.bytes_per_px;
-      // y grid
-      g.font = '11px system-ui, sans-serif';
-      g.fillStyle = th.muted;
-      g.strokeStyle = th.grid;
-      g.textAlign = 'right';
-      g.textBaseline = 'middle';
-      for (const t of byteTicks(bpp * H, 5)) {
-        const y = B - t / bpp;
-        if (y < T - 1) continue;
-        g.beginPath(); g.moveTo(L, Math.round(y) + 0.5); g.lineTo(L + W, Math.round(y) + 0.5); g.stroke();
-        g.fillText(bytes(t), L - 6, y);
-      }
-      // bands
-      const hl = mask;
-      const marked = frame.blobs.marked;  // per rectangle: holds a search hit (the core keeps hits out of merged runs)
+      drawYGrid(g, th, L, T, W, B, bpp);
       const hoverRow = hover && hover.answer.allocation ? hover.answer.allocation.row : -1;
       const pinRow = pinned ? pinned.row : -1;
-      for (let i = 0; i < row.length; ++i) {
-        const r = row[i];
-        const dim = hl ? (marked ? !marked[i] : !hl[r]) : false;
-        const cats = frame.blobs.category;
-        g.fillStyle = cats ? categoryColour(CATEGORIES[cats[i]] || 'unknown')
-          : cnt[i] > 1 ? (th.dark ? `hsl(220 8% ${dim ? 22 : 42}%)` : `hsl(220 8% ${dim ? 88 : 70}%)`)
-          : colour(r, th.dark, dim ? 0.18 : 1);
-        if (cats && dim) g.globalAlpha = 0.2;
-        g.fillRect(L + x0[i], B - y1[i], x1[i] - x0[i], y1[i] - y0[i]);
-        g.globalAlpha = 1;
-      }
+      drawBands(g, th, frame.blobs, L, B, { mask });
       // the pinned allocation's whole life, even where it is thinner than a pixel
       if (outline && pinned && outline.row === pinned.row) {
         const xs = st.axis === 'time' ? outline.times : outline.steps;
@@ -206,27 +160,8 @@ export function timelineView(kind) {
         g.lineWidth = 1;
       }
       // hovered / pinned allocation outlined
-      for (const [target, stroke] of [[hoverRow, th.fg], [pinRow, th.bad]]) {
-        if (target < 0) continue;
-        g.strokeStyle = stroke;
-        g.lineWidth = 1.5;
-        for (let i = 0; i < row.length; ++i)
-          if (row[i] === target) g.strokeRect(L + x0[i] + 0.5, B - y1[i] + 0.5, Math.max(1, x1[i] - x0[i] - 1), Math.max(1, y1[i] - y0[i] - 1));
-        g.lineWidth = 1;
-      }
-      // x axis
-      g.fillStyle = th.muted;
-      g.textAlign = 'center';
-      g.textBaseline = 'top';
-      for (const t of ticks(zoom.x0, zoom.x1, Math.max(2, Math.floor(W / 110)))) {
-        const x = L + zoom.toX(t, W);
-        g.fillRect(Math.round(x), B, 1, 4);
-        g.fillText(xLabel(t), x, B + 6);
-      }
-      g.textAlign = 'left';
-      g.fillText(st.axis === 'time' ? 'time' : 'event', 4, B + 6);
-      g.strokeStyle = th.line;
-      g.strokeRect(L + 0.5, T + 0.5, W, H);
+      outlineRows(g, frame.blobs, L, B, [[hoverRow, th.fg], [pinRow, th.bad]]);
+      drawXAxis(g, th, L, T, W, B, zoom.x0, zoom.x1, xLabel, st.axis === 'time' ? 'time' : 'event');
       // annotations strip
       if (laneCount) {
         const rs = annRanges.map((r, i) => st.axis === 'time'
@@ -241,7 +176,7 @@ export function timelineView(kind) {
         g.fillRect(L + hover.column, T, 1, H);
         g.globalAlpha = 1;
       }
-      shown = [frame.r.x0, frame.r.x1];
+      snapshot.take(canvas, L, T, W, H, [frame.r.x0, frame.r.x1]);
       canvas.dataset.window = `${frame.r.x0},${frame.r.x1}`;
       info.textContent = `${count(frame.body.rects)} rectangles for ${count(frame.body.rows)} ${K.what} · ` +
         `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)}${searchInfo ? ' · ' + searchInfo : ''}`;
