@@ -103,16 +103,71 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   eq(Number(await attr('[data-ooms]', 'data-ooms')), golden('oom', 'facts.json').actions.oom, 'OOM view lists every oom event');
   await page.screenshot({ path: path.join(artifacts, 'oom.png') });
 
-  // Two files: diff; three: ranks with rank 1 the outlier.
+  // Two files: diff. The two Active Memory Timelines (rank 0 traced cuda:0, rank 1 cuda:1) one above the other, each
+  // painted with PyTorch's peak for its device, zoom/pan linked; the tables' totals equal the facts' difference.
   eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle'], 'diff'), 'ready', 'diff reaches ready');
   const fa = golden('ddp_rank0', 'facts.json'), fb = golden('ddp_rank1', 'facts.json');
   eq(Number(await attr('[data-diff-live]', 'data-diff-live')), fb.total_allocated - fa.total_allocated, 'diff of live bytes equals the facts\' difference');
   eq(Number(await attr('[data-diff-reserved]', 'data-diff-reserved')), fb.total_reserved - fa.total_reserved, 'diff of reserved bytes equals the facts\' difference');
+  const panelPeak = async (w) => Number(await attr(`[data-diff-panel="${w}"] [data-peak-bytes]`, 'data-peak-bytes'));
+  eq(await panelPeak('a'), golden('ddp_rank0', 'memoryviz.json').devices['0'].peak_active_bytes, 'diff timeline A: peak equals PyTorch\'s (rank 0, cuda:0)');
+  eq(await panelPeak('b'), golden('ddp_rank1', 'memoryviz.json').devices['1'].peak_active_bytes, 'diff timeline B: peak equals PyTorch\'s (rank 1, cuda:1)');
+  // Painted: rectangles drawn and coloured pixels inside each plot (not just a blank canvas with attributes).
+  const painted = () => page.$$eval('[data-diff-panel] canvas', (cs) => cs.map((c) => {
+    const g = c.getContext('2d');
+    const d = g.getImageData(Math.round(80 * devicePixelRatio), 0, c.width - Math.round(100 * devicePixelRatio), c.height - Math.round(30 * devicePixelRatio)).data;
+    let coloured = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && Math.max(d[i], d[i + 1], d[i + 2]) - Math.min(d[i], d[i + 1], d[i + 2]) > 40) ++coloured;
+    return { rects: Number(c.dataset.rects), coloured, window: c.dataset.window };
+  }));
+  const before = await painted();
+  eq(before.length, 2, 'diff shows two timelines');
+  ok(before.every((p) => p.rects > 0 && p.coloured > 1000), `both timelines paint their bands (${JSON.stringify(before.map((p) => [p.rects, p.coloured]))})`);
+  eq(before[0].window, before[1].window, 'both timelines show the same window');
   await page.screenshot({ path: path.join(artifacts, 'diff-ddp.png') });
+  await page.keyboard.press('+');
+  await page.keyboard.press('+');
+  await page.keyboard.press('ArrowRight');
+  await page.waitForFunction(() => {
+    const cs = [...document.querySelectorAll('[data-diff-panel] canvas')];
+    return cs.length === 2 && cs[0].dataset.window === cs[1].dataset.window && !/^0,/.test(cs[0].dataset.window);
+  }, null, { timeout: 10000 }).catch(() => null);
+  const after = await painted();
+  ok(after[0].window !== before[0].window && after[0].window === after[1].window,
+     `zoom and pan move both timelines together (${before[0].window} -> ${after[0].window} / ${after[1].window})`);
+  const [w0, w1] = after[0].window.split(',').map(Number);
+  ok(w1 - w0 < 0.6 * Number(before[0].window.split(',')[1]), 'two zoom steps narrowed the window');
+  ok(after.every((p) => p.rects > 0 && p.coloured > 1000), 'both timelines repaint after zooming');
+  const bBox = await page.locator('[data-diff-panel="b"] canvas').boundingBox();
+  await page.mouse.move(bBox.x + bBox.width * 0.5, bBox.y + bBox.height * 0.7);
+  await page.waitForSelector('#detail:not(.hidden) .alloc-card', { timeout: 10000 }).catch(() => null);
+  const dcard = await page.textContent('#detail').catch(() => '');
+  ok(/ddp_rank1\.pickle/.test(dcard) && /address/.test(dcard), 'hovering timeline B shows the allocation of rank 1');
+  await page.keyboard.press('t');
+  await page.waitForTimeout(600);
+  ok(/axis=time/.test(await page.evaluate(() => location.hash)) && (await painted()).every((p) => p.rects > 0), 't puts both timelines on the time axis');
+  await page.keyboard.press('t');
+  await page.mouse.move(0, 0);
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: path.join(artifacts, 'diff-ddp-zoomed.png') });
+
+  // Ranks: each file's busiest device (rank 1 traced cuda:1), the outlier marked wherever it is, none among equals.
   eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle', 'ddp_rank0.pickle'], 'ranks'), 'ready', 'ranks reaches ready');
   eq(Number(await attr('[data-outliers]', 'data-outliers')), 1, 'one outlier rank');
-  ok(await page.$eval('[data-rank-row="1"]', (e) => e.classList.contains('outlier')).catch(() => false), 'rank 1 is the marked outlier');
+  const rankRows = () => page.$$eval('[data-rank-row]', (rs) => rs.map((r) => [r.children[1].textContent, r.classList.contains('outlier')]));
+  eq(await rankRows(), [['cuda:0', false], ['cuda:1', true], ['cuda:0', false]], 'rank 1 is on cuda:1 and is the one marked outlier');
   await page.screenshot({ path: path.join(artifacts, 'ranks-ddp.png') });
+  // Its row opens rank 1's timeline on cuda:1, whose peak is PyTorch's for that device.
+  await page.click('[data-rank-row="1"]');
+  await page.waitForSelector('[data-peak-bytes]', { timeout: 30000 }).catch(() => null);
+  eq(Number(await attr('[data-peak-bytes]', 'data-peak-bytes')), golden('ddp_rank1', 'memoryviz.json').devices['1'].peak_active_bytes,
+     'clicking the outlier opens its timeline on cuda:1 with PyTorch\'s peak');
+  eq(await open(['ddp_rank0.pickle', 'ddp_rank0.pickle', 'ddp_rank1.pickle', 'ddp_rank0.pickle'], 'ranks'), 'ready', 'four ranks reach ready');
+  eq((await rankRows()).map((r) => r[1]), [false, false, true, false], 'the outlier is marked in third place too');
+  eq(await open(['ddp_rank1.pickle', 'ddp_rank1.pickle', 'ddp_rank1.pickle'], 'ranks'), 'ready', 'three equal ranks reach ready');
+  eq(Number(await attr('[data-outliers]', 'data-outliers')), 0, 'equal ranks: no outlier');
+  eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle'], 'ranks'), 'ready', 'two ranks reach ready');
+  ok(/three or more/.test(await page.textContent('[data-outliers]')), 'two ranks: says an outlier needs three or more');
 
   eq(watch.foreign, [], 'no request left the origin');
   eq(watch.errors, [], 'no console errors');

@@ -18,7 +18,8 @@ export default {
       const out = r.rows.filter((x) => x.outlier);
       root.append(el('div', { class: out.length ? 'verdict bad' : 'verdict', 'data-outliers': out.length },
         out.length ? `Outlier: ${out.map((x) => x.name).join(', ')} (marked in red) differs from the other ranks.`
-                   : 'No outlier: the ranks use memory alike.'));
+          : files.length < 3 ? 'Two files: telling which one is the outlier needs three or more ranks (the Diff view compares two).'
+          : 'No outlier: the ranks use memory alike.'));
       const max = Math.max(1, ...r.rows.map((x) => x.peak_reserved));
       const t = el('table', { class: 'table' });
       t.append(el('tr', null, el('th', { text: 'file' }), el('th', { text: 'device' }),
