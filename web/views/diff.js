@@ -109,11 +109,13 @@ export default {
         const row = p.hover && p.hover.allocation ? p.hover.allocation.row : -1;
         outlineRows(g, fr.blobs, off, B, [[row, th.fg]]);
         rects = fr.body.rects;
-        if (fr.r.offset + fr.r.req.width < W - 1) {  // this trace ends inside the window
+        if (fr.r.offset + fr.r.req.width < W - 1) {  // this trace ends inside the window: mark where
+          const end = off + fr.r.req.width;
           g.fillStyle = th.muted;
-          g.textAlign = 'left';
+          g.fillRect(Math.round(end), T, 1, H);
+          g.textAlign = 'right';
           g.textBaseline = 'top';
-          g.fillText('end of trace', off + fr.r.req.width + 4, T + 4);
+          g.fillText('end of trace', end - 4, T + 4);
         }
       } else {
         g.fillStyle = th.muted;
@@ -130,6 +132,10 @@ export default {
       }
       p.snapshot.take(p.canvas, L, T, W, H, fr.r.window);
       p.canvas.dataset.window = fr.r.window.join(',');
+      // An answer for a window the user has already left (a newer one is queued): show it where the current window
+      // puts it, rather than jumping back until the newer draw arrives.
+      if (zoom && (fr.r.window[0] !== zoom.x0 || fr.r.window[1] !== zoom.x1) &&
+          p.snapshot.show(p.canvas, L, T, W, H, zoom.x0, zoom.x1)) p.canvas.dataset.window = `${zoom.x0},${zoom.x1}`;
       p.canvas.dataset.rects = String(rects);
       info.textContent = `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)} ${timeAxis() ? 'from each trace\'s first event' : 'events'}`;
       if (panels.every((q) => q.frame) && !painted) { painted = true; ctx.painted(); }

@@ -178,6 +178,9 @@ export function timelineView(kind) {
       }
       snapshot.take(canvas, L, T, W, H, [frame.r.x0, frame.r.x1]);
       canvas.dataset.window = `${frame.r.x0},${frame.r.x1}`;
+      // An answer for a window the user has already left (a newer one is queued): show it where the current window
+      // puts it, rather than jumping back until the newer draw arrives.
+      if (frame.r.x0 !== zoom.x0 || frame.r.x1 !== zoom.x1) preview();
       info.textContent = `${count(frame.body.rects)} rectangles for ${count(frame.body.rows)} ${K.what} · ` +
         `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)}${searchInfo ? ' · ' + searchInfo : ''}`;
       if (!painted) { painted = true; ctx.painted(); }
