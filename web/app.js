@@ -17,7 +17,12 @@ function show(section) {
 
 // lost: the worker's core was restarted (an abort), so the files it held are gone and "back" goes to the start.
 function showError(message, lost) {
-  if (lost && state.files.length) { state.files = []; if (mounted) { try { mounted.destroy(); } catch (e) { console.error(e); } mounted = null; } }
+  if (lost && state.files.length) {
+    state.files = [];
+    if (mounted) { try { mounted.destroy(); } catch (e) { console.error(e); } mounted = null; }
+    $('tabs').replaceChildren();  // no view can run without its files
+    for (const id of ['file-pick', 'device-pick', 'search']) $(id).classList.add('hidden');
+  }
   $('error-message').textContent = message;  // never innerHTML: the message can quote the file
   show('error');
   setPageState('error');

@@ -225,6 +225,7 @@ async function memoryTest(browser, origin) {
   ok(/allocscope summary FILE/.test(msg) && /--from STEP --to STEP/.test(msg), 'the message says what to do: the command line, or a time range');
   ok(!/stopped|bug/.test(msg), 'an out-of-memory is not reported as a bug');
   ok(await page.isVisible('#error-message'), 'the message is visible (not a crashed tab)');
+  eq(await page.$$eval('#tabs button', (b) => b.length), 0, 'no view tabs are left for the files the old core held');
   await page.screenshot({ path: path.join(artifacts, 'error-too-large.png') });
   // The tab still works: back goes to the start (the old core's files are gone), and a small file opens in a fresh core.
   await page.click('#error-back');
