@@ -2,7 +2,12 @@
 // costs a few bytes per frame however many events share it.
 #include "allocscope/writer.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -153,10 +158,14 @@ Status write_snapshot_file(const Snapshot& snapshot, const std::string& path) {
     if (!z.ok()) return z.error();
     bytes = std::move(z).value();
   }
-  const std::string tmp = path + ".partial";
+  // The temporary name is unique per process and call: two processes of one job (or two threads) dumping to the
+  // same path must not write into one file; each rename is atomic, so the path always holds one complete snapshot.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = path + ".partial." + std::to_string(static_cast<long long>(getpid())) + "." +
+                          std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return Error{"cannot write '" + tmp + "'"};
+    if (!f) return Error{"cannot write '" + path + "': " + std::strerror(errno)};
     f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     f.flush();
     if (!f) {
