@@ -225,6 +225,42 @@ TEST(CaptureRecorder, ContextDestroyFreesWhatItHeld) {
 }
 
 // Labelled `threads` (run under TSan by the tsan preset): many threads allocate and free at once.
+// cuMemPoolTrimTo changes no segment (a pool's own reservations are not segments): it is an instant annotation that
+// says what the pool reserved before and after, and a count on the pool's entry; the trace is untouched.
+TEST(CaptureRecorder, PoolTrimIsAnInstantAnnotationAndACount) {
+  Recorder r(opts(100, StackMode::kNone));
+  r.note_created({HandleKind::kPool, 0xabc0, 0, 1, 0, now_us()});
+  Site s = site(5);
+  s.api = Api::kMemAllocFromPoolAsync;
+  s.pool = 0xabc0;
+  r.on_alloc(s, 0x5000, 3 << 20, SegmentKind::kAsync, 0);
+  r.on_free(s, 0x5000, 0, true, 0);
+  r.on_pool_trim(site(), 0xabc0, 0, 4 << 20, 0);
+  r.on_pool_trim(site(), 0xdef0, 1024, kUnknownBytes, kUnknownBytes);  // e.g. a device's default pool
+  Frozen f = r.freeze();
+  EXPECT_EQ(f.recorded, 5u);  // segment_alloc, alloc, free_requested, free_completed, segment_free: no trim entry
+  EXPECT_EQ(f.pool_trims, 2u);
+  const Snapshot snap = build_snapshot(f);
+  ASSERT_EQ(snap.annotations.size(), 4u);
+  EXPECT_TRUE(snap.annotations[0].start);
+  EXPECT_FALSE(snap.annotations[1].start);
+  EXPECT_EQ(snap.annotations[0].time_us, snap.annotations[1].time_us);
+  EXPECT_EQ(snap.str(snap.annotations[0].name), "cuMemPoolTrimTo pool=0xabc0 keep=0 reserved=4194304->0");
+  EXPECT_EQ(snap.str(snap.annotations[1].name), snap.str(snap.annotations[0].name));
+  EXPECT_EQ(snap.str(snap.annotations[2].name), "cuMemPoolTrimTo pool=0xdef0 keep=1024 reserved=?->?");
+  EXPECT_NE(snap.str(snap.events.user_metadata[0]).find("api=cuMemAllocFromPoolAsync pool=0xabc0"), std::string::npos);
+  std::string pools, trims;
+  for (const Setting& st : snap.allocator_settings)
+    for (const Setting& c : st.children) {
+      if (c.key == "memory_pools") pools = c.repr();
+      if (c.key == "pool_trims") trims = c.repr();
+    }
+  EXPECT_NE(pools.find("0xabc0"), std::string::npos) << pools;
+  EXPECT_NE(pools.find("trims=1 reserved_after_last_trim=0"), std::string::npos) << pools;
+  EXPECT_EQ(trims, "2");
+  expect_segments_agree(snap);
+}
+
 TEST(CaptureThreads, ManyAllocatingThreads) {
   constexpr int kThreads = 8;
   constexpr int kPerThread = 3000;

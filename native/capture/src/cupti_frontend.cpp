@@ -24,6 +24,7 @@ struct Driver {
   decltype(&cuCtxGetDevice) ctx_get_device = nullptr;
   decltype(&cuMemGetInfo_v2) mem_get_info = nullptr;
   decltype(&cuMemGetAddressRange_v2) mem_get_address_range = nullptr;
+  decltype(&cuMemPoolGetAttribute) mem_pool_get_attribute = nullptr;  // optional: trims say "?" without it
 };
 Driver g_driver;
 
@@ -36,6 +37,8 @@ bool load_driver() {
   g_driver.mem_get_address_range =
       reinterpret_cast<decltype(&cuMemGetAddressRange_v2)>(dlsym(h, "cuMemGetAddressRange_v2"));
   g_driver.ctx_get_device = reinterpret_cast<decltype(&cuCtxGetDevice)>(dlsym(h, "cuCtxGetDevice"));
+  g_driver.mem_pool_get_attribute =
+      reinterpret_cast<decltype(&cuMemPoolGetAttribute)>(dlsym(h, "cuMemPoolGetAttribute"));
   return g_driver.ctx_get_device && g_driver.mem_get_info && g_driver.mem_get_address_range;
 }
 thread_local int t_depth = 0;  // recursion guard: our own driver calls (cuMemGetInfo, ...) are never recorded
@@ -80,6 +83,19 @@ bool is_alloc(CUpti_CallbackId id) {
   }
 }
 
+// A _ptsz call's stream 0 is the calling thread's default stream, not the legacy one: record it as
+// CU_STREAM_PER_THREAD (what cudaStreamPerThread is), so the two are told apart.
+CUstream ptsz_stream(CUstream s) { return s ? s : CU_STREAM_PER_THREAD; }
+
+// Bytes a pool reserves now (kUnknownBytes when the driver does not say).
+uint64_t pool_reserved(CUmemoryPool pool) {
+  cuuint64_t v = 0;
+  if (!g_driver.mem_pool_get_attribute ||
+      g_driver.mem_pool_get_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+    return kUnknownBytes;
+  return v;
+}
+
 // Requested bytes, stream, pool and API of an allocation call.
 struct AllocCall {
   CUdeviceptr* dptr = nullptr;
@@ -108,17 +124,26 @@ AllocCall alloc_call(CUpti_CallbackId id, const void* p) {
       c = {a->dptr, a->bytesize, nullptr, 0, Api::kMemAllocManaged, SegmentKind::kManaged};
       break;
     }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
-      auto* a = static_cast<const cuMemAllocAsync_params*>(p);  // same layout as the _ptsz variant
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync: {
+      auto* a = static_cast<const cuMemAllocAsync_params*>(p);
       c = {a->dptr, a->bytesize, a->hStream, 0, Api::kMemAllocAsync, SegmentKind::kAsync};
       break;
     }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
+      auto* a = static_cast<const cuMemAllocAsync_ptsz_params*>(p);
+      c = {a->dptr, a->bytesize, ptsz_stream(a->hStream), 0, Api::kMemAllocAsyncPtsz, SegmentKind::kAsync};
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync: {
       auto* a = static_cast<const cuMemAllocFromPoolAsync_params*>(p);
       c = {a->dptr, a->bytesize, a->hStream, reinterpret_cast<uint64_t>(a->pool), Api::kMemAllocFromPoolAsync,
            SegmentKind::kAsync};
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
+      auto* a = static_cast<const cuMemAllocFromPoolAsync_ptsz_params*>(p);
+      c = {a->dptr, a->bytesize, ptsz_stream(a->hStream), reinterpret_cast<uint64_t>(a->pool),
+           Api::kMemAllocFromPoolAsyncPtsz, SegmentKind::kAsync};
       break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
@@ -141,6 +166,9 @@ void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
   const bool free_call = id == CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2 || id == CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync ||
                          id == CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz;
   if (cb->callbackSite == CUPTI_API_ENTER) {
+    // What a trimmed pool reserved before the trim (a rare call: one driver query).
+    if (id == CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo && cb->correlationData)
+      *cb->correlationData = pool_reserved(static_cast<const cuMemPoolTrimTo_params*>(cb->functionParams)->pool);
     // A free of memory allocated before recording began: its size is only knowable before the call.
     if (free_call && cb->correlationData && g_may_have_untracked.load(std::memory_order_relaxed)) {
       const CUdeviceptr p = id == CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2
@@ -197,12 +225,25 @@ void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
       if (a->dptr) r->on_free(site, a->dptr, size_hint(cb), false, 0);
       break;
     }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz: {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync: {
       site.api = Api::kMemFreeAsync;
       const auto* a = static_cast<const cuMemFreeAsync_params*>(cb->functionParams);
       site.stream = reinterpret_cast<int64_t>(a->hStream);
       if (a->dptr) r->on_free(site, a->dptr, size_hint(cb), true, 0);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz: {
+      site.api = Api::kMemFreeAsyncPtsz;
+      const auto* a = static_cast<const cuMemFreeAsync_ptsz_params*>(cb->functionParams);
+      site.stream = reinterpret_cast<int64_t>(ptsz_stream(a->hStream));
+      if (a->dptr) r->on_free(site, a->dptr, size_hint(cb), true, 0);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo: {
+      site.api = Api::kMemPoolTrimTo;
+      const auto* a = static_cast<const cuMemPoolTrimTo_params*>(cb->functionParams);
+      const uint64_t before = cb->correlationData ? *cb->correlationData : kUnknownBytes;
+      r->on_pool_trim(site, reinterpret_cast<uint64_t>(a->pool), a->minBytesToKeep, before, pool_reserved(a->pool));
       break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
@@ -319,6 +360,7 @@ const CUpti_CallbackId kDriverCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree,
     CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate,
     CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy,
+    CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo,
 };
 
 Status subscribe() {

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <cstdio>
 
 #include "unwind.h"
 
@@ -48,6 +49,9 @@ const char* api_name(Api api) {
     case Api::kMemPoolDestroy: return "cuMemPoolDestroy";
     case Api::kMemPoolTrimTo: return "cuMemPoolTrimTo";
     case Api::kContextDestroy: return "context_destroy";
+    case Api::kMemAllocAsyncPtsz: return "cuMemAllocAsync_ptsz";
+    case Api::kMemAllocFromPoolAsyncPtsz: return "cuMemAllocFromPoolAsync_ptsz";
+    case Api::kMemFreeAsyncPtsz: return "cuMemFreeAsync_ptsz";
   }
   return "?";
 }
@@ -232,6 +236,28 @@ void Recorder::note_destroyed(HandleKind kind, uint64_t id) {
   handles_.erase(handle_key(kind, id));
 }
 
+void Recorder::on_pool_trim(const Site& site, uint64_t pool, uint64_t keep, uint64_t before, uint64_t after) {
+  auto bytes = [](uint64_t v) { return v == kUnknownBytes ? std::string("?") : std::to_string(v); };
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(pool));
+  const std::string name = std::string("cuMemPoolTrimTo pool=") + hex + " keep=" + std::to_string(keep) +
+                           " reserved=" + bytes(before) + "->" + bytes(after);
+  const int64_t t = now_us();
+  std::lock_guard<std::mutex> lock(mu_);
+  ++pool_trims_;
+  if (auto it = handles_.find(handle_key(HandleKind::kPool, pool)); it != handles_.end()) {
+    ++it->second.trims;
+    it->second.reserved_after_trim = after;
+  }
+  const uint32_t name_id = intern_string_locked(name);
+  for (bool start : {true, false}) {
+    RawAnnotation a{start, name_id, site.device, t};
+    if (annotations_.size() < options_.max_entries) annotations_.push_back(a);
+    else annotations_[annotations_pushed_ % options_.max_entries] = a;
+    ++annotations_pushed_;
+  }
+}
+
 uint32_t Recorder::intern_string_locked(const std::string& s) {
   auto [it, inserted] = string_ids_.emplace(s, static_cast<uint32_t>(strings_.size()));
   if (inserted) strings_.push_back(s);
@@ -277,6 +303,7 @@ Frozen Recorder::freeze() {
   f.options = options_;
   std::lock_guard<std::mutex> lock(mu_);
   f.recorded = pushed_;
+  f.pool_trims = pool_trims_;
   const size_t cap = ring_.size();
   if (pushed_ <= cap) {
     f.events.assign(ring_.begin(), ring_.begin() + static_cast<ptrdiff_t>(pushed_));

@@ -21,6 +21,8 @@ enum class Api : uint8_t {
   kUser, kMemAlloc, kMemAllocPitch, kMemAllocManaged, kMemAllocAsync, kMemAllocFromPoolAsync, kMemFree,
   kMemFreeAsync, kMemCreate, kMemRelease, kMemMap, kMemUnmap, kMemAddressReserve, kMemAddressFree, kMemPoolCreate,
   kMemPoolDestroy, kMemPoolTrimTo, kContextDestroy,
+  // The per-thread-default-stream entry points (nvcc --default-stream per-thread, CUDA_API_PER_THREAD_DEFAULT_STREAM).
+  kMemAllocAsyncPtsz, kMemAllocFromPoolAsyncPtsz, kMemFreeAsyncPtsz,
 };
 const char* api_name(Api api);
 
@@ -58,6 +60,8 @@ struct HandleInfo {
   uint32_t context = 0;
   int16_t device = 0;
   int64_t time_us = 0;
+  uint64_t trims = 0;                // pools: cuMemPoolTrimTo calls
+  uint64_t reserved_after_trim = 0;  // pools: bytes reserved after the last trim (kUnknownBytes: unknown)
 };
 
 struct RawAnnotation {
@@ -77,6 +81,7 @@ struct Frozen {
   std::vector<HandleInfo> handles;
   uint64_t recorded = 0;  // events ever pushed
   uint64_t dropped = 0;   // pushed out of the ring
+  uint64_t pool_trims = 0;  // cuMemPoolTrimTo calls seen
   Options options;
 };
 
@@ -100,6 +105,10 @@ class Recorder {
   // Driver objects created / destroyed (rare calls: these may allocate).
   void note_created(const HandleInfo& h);
   void note_destroyed(HandleKind kind, uint64_t id);
+  // cuMemPoolTrimTo: not a trace entry (a pool's own reservations are not segments, so the model does not change);
+  // an instant external_annotation (START and END at one time) naming the pool, the bytes kept and what the pool
+  // reserved before and after (kUnknownBytes when the driver did not say), and a count on the pool's entry.
+  void on_pool_trim(const Site& site, uint64_t pool, uint64_t keep, uint64_t reserved_before, uint64_t reserved_after);
 
   // Named ranges of the calling thread (user scopes and NVTX): external_annotations + the path in metadata.
   void push_range(const char* name, int16_t device);
@@ -126,8 +135,10 @@ class Recorder {
   std::vector<RawAnnotation> annotations_;
   uint64_t annotations_pushed_ = 0;
   std::unordered_map<uint64_t, HandleInfo> handles_;  // key: id ^ kind in the top bits
+  uint64_t pool_trims_ = 0;
 };
 
 int64_t now_us();
+constexpr uint64_t kUnknownBytes = UINT64_MAX;
 
 }  // namespace allocscope::capture

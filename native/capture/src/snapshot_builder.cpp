@@ -176,6 +176,7 @@ class Builder {
     cap.children.push_back(str_setting("stacks", f_.options.stacks == StackMode::kNative ? "native" : "none"));
     cap.children.push_back(int_setting("recorded_events", static_cast<int64_t>(f_.recorded)));
     cap.children.push_back(int_setting("dropped_events", static_cast<int64_t>(f_.dropped)));
+    cap.children.push_back(int_setting("pool_trims", static_cast<int64_t>(f_.pool_trims)));
     // The module map: frames name modules by path; the ranges let a reader map raw addresses back.
     Setting mods;
     mods.key = "modules";
@@ -204,6 +205,10 @@ class Builder {
         if (h.size) t += " size=" + std::to_string(h.size);
         t += " device=" + std::to_string(h.device);
         if (h.context) t += " ctx=" + std::to_string(h.context);
+        if (h.trims) {
+          t += " trims=" + std::to_string(h.trims) + " reserved_after_last_trim=" +
+               (h.reserved_after_trim == kUnknownBytes ? std::string("?") : std::to_string(h.reserved_after_trim));
+        }
         list.children.push_back(str_setting("", t));
       }
       cap.children.push_back(std::move(list));
