@@ -2,12 +2,19 @@
 // and a dump requested by a signal, which a helper thread performs outside the handler.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "allocscope/loader.h"
 #include "allocscope_capture.h"
@@ -110,4 +117,256 @@ TEST(CaptureSession, CAbiStartDumpStopWithRangesAndSignalDump) {
   // An unwritable path is an error in words.
   EXPECT_EQ(allocscope_capture_dump("/nonexistent-dir/x.pickle"), -1);
   EXPECT_STRNE(allocscope_capture_last_error(), "");
+}
+
+// ---- The capture inside a job's process life: fork, exit, unwritable output, concurrent dumps (issue #6). ----
+// Each scenario runs as a forked "job" process, so the test binary's own session and exit are left alone; alarm()
+// turns a deadlock into a failure instead of a hang.
+
+namespace {
+
+// Runs `job` in a child process; returns its wait status. The child exits through exit() (atexit handlers run).
+template <typename F>
+int run_job(F job, int timeout_s = 60) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(static_cast<unsigned>(timeout_s));
+    job();
+    std::exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int count_of(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
+}
+
+// Files next to `path` whose name starts with its name + ".partial" (temporaries left behind).
+int leftover_temporaries(const std::string& path) {
+  const std::filesystem::path p(path);
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(p.parent_path()))
+    if (e.path().filename().string().rfind(p.filename().string() + ".partial", 0) == 0) ++n;
+  return n;
+}
+
+void start_or_die(const std::string& out, int dump_at_exit, int dump_signal = 0, int stacks = -1) {
+  allocscope_capture_options o;
+  allocscope_capture_default_options(&o);
+  o.output_path = out.c_str();
+  o.max_entries = 1 << 20;
+  o.dump_at_exit = dump_at_exit;
+  o.dump_on_oom = 1;
+  o.dump_signal = dump_signal;
+  o.stacks = stacks;
+  if (allocscope_capture_start(&o) != 0) {
+    std::fprintf(stderr, "start failed: %s\n", allocscope_capture_last_error());
+    std::exit(90);
+  }
+}
+
+#define JOB_CHECK(cond, code)                                              \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      std::fprintf(stderr, "%s:%d: job check failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::_Exit(code);                                                    \
+    }                                                                      \
+  } while (0)
+
+}  // namespace
+
+// A job that forks while 4 threads allocate: the child has no recording (hooks, ranges and dumps do nothing to the
+// parent's), may start its own, never deadlocks on a lock a vanished thread held, and never writes the parent's
+// output at its exit; the parent goes on recording and its exit dump holds exactly its own events.
+TEST(CaptureFork, ChildNeverTouchesTheParentsRecordingOrOutput) {
+  const std::string out = tmp_path("fork_parent.pickle");
+  const std::string child_out = tmp_path("fork_child.pickle");
+  std::remove(out.c_str());
+  constexpr int kThreads = 4, kPerThread = 2000, kForks = 20;
+  const int status = run_job([&] {
+    start_or_die(out, 1);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+      ts.emplace_back([t] {
+        for (int i = 0; i < kPerThread; ++i) {
+          allocscope_capture_push("worker");
+          session_test_alloc((uint64_t(t + 1) << 40) + uint64_t(i) * 4096, 4096);
+          allocscope_capture_pop();
+        }
+      });
+    for (int k = 0; k < kForks; ++k) {
+      const pid_t c = fork();
+      if (c == 0) {  // the forked child, with the parent's threads gone mid-call
+        alarm(20);
+        JOB_CHECK(allocscope_capture_active() == 0, 10);
+        JOB_CHECK(Session::get().recorder() == nullptr, 11);
+        allocscope_capture_push("child");  // no recording: nothing happens, nothing blocks
+        allocscope_capture_pop();
+        JOB_CHECK(allocscope_capture_dump(out.c_str()) == -1, 12);
+        JOB_CHECK(std::string(allocscope_capture_last_error()).find("fork of process") != std::string::npos, 13);
+        if (k % 2 == 0) {  // a child may record on its own, into its own file
+          start_or_die(child_out + "." + std::to_string(getpid()), 0);
+          session_test_alloc(0x1234000, 64);
+          JOB_CHECK(allocscope_capture_dump(nullptr) == 0, 14);
+          auto mine = load_snapshot_file(child_out + "." + std::to_string(getpid()));
+          JOB_CHECK(mine.ok() && mine->events.size_rows() == 2, 15);
+          std::remove((child_out + "." + std::to_string(getpid())).c_str());
+          allocscope_capture_stop();
+        }
+        std::exit(0);  // atexit runs: the parent's dump at exit must not happen here
+      }
+      int st = 0;
+      waitpid(c, &st, 0);
+      JOB_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, 20 + (WIFEXITED(st) ? WEXITSTATUS(st) % 20 : 19));
+      JOB_CHECK(!exists(out), 40);  // no child wrote the parent's output
+    }
+    for (auto& t : ts) t.join();
+    session_test_alloc(0x9990000, 1 << 20);  // after the forks the parent still records
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "job killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  auto s = load_snapshot_file(out);
+  ASSERT_TRUE(s.ok()) << s.error().describe();
+  EXPECT_EQ(s->events.size_rows(), 2u * (kThreads * kPerThread + 1));
+  EXPECT_EQ(s->segments.size(), size_t(kThreads) * kPerThread + 1);
+  EXPECT_EQ(leftover_temporaries(out), 0);
+  std::remove(out.c_str());
+}
+
+// An output path that cannot be written: one line on stderr naming it and why (however many automatic dumps fail
+// the same way), the job goes on and its exit status is its own.
+TEST(CaptureExit, UnwritableOutputIsReportedOnceAndTheExitStatusIsKept) {
+  const std::string err = tmp_path("unwritable.stderr");
+  const int status = run_job([&] {
+    std::FILE* f = std::freopen(err.c_str(), "w", stderr);
+    if (!f) std::_Exit(91);
+    start_or_die("/nonexistent-dir/out.pickle", 1);
+    session_test_alloc(0x1000, 4096);
+    Recorder* r = Session::get().recorder();
+    for (int i = 0; i < 3; ++i) {  // three OOMs, each dumping (dump_on_oom)
+      Site s;
+      r->on_oom(s, 1ull << 40, 0, 0);
+      Session::get().after_oom();
+    }
+    session_test_alloc(0x2000, 4096);  // recording goes on
+    JOB_CHECK(Session::get().recorder()->recorded() == 7, 30);
+    std::exit(7);
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 7);
+  const std::string text = read_text(err);
+  EXPECT_EQ(count_of(text, "failed"), 1) << text;
+  EXPECT_NE(text.find("/nonexistent-dir/out.pickle"), std::string::npos) << text;
+  EXPECT_NE(text.find("No such file or directory"), std::string::npos) << text;
+  EXPECT_NE(text.find("the job goes on"), std::string::npos) << text;
+  std::remove(err.c_str());
+}
+
+// Everything recorded before a clean exit (from any thread) is in the dump at exit, and everything recorded before
+// the dump signal is in the signal's dump; allocations still live at exit are the `segments`; no temporary remains.
+TEST(CaptureExit, NoRecordedEventIsLostAtExitOrOnTheDumpSignal) {
+  const std::string out = tmp_path("exit_all.pickle.gz");
+  const std::string sig_out = tmp_path("exit_signal.pickle");
+  std::remove(out.c_str());
+  constexpr int kThreads = 6, kPerThread = 3000;
+  const int status = run_job([&] {
+    start_or_die(out, 1, SIGUSR2);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+      ts.emplace_back([t] {
+        Recorder* r = Session::get().recorder();
+        for (int i = 0; i < kPerThread; ++i) {
+          const uint64_t addr = (uint64_t(t + 1) << 40) + uint64_t(i) * 4096;
+          session_test_alloc(addr, 4096);
+          if (i % 2) {
+            Site s;
+            r->on_free(s, addr, 0, false, 0);
+          }
+        }
+      });
+    for (auto& t : ts) t.join();
+    // The helper thread dumps to the configured path; move that file aside so the exit dump can be told apart.
+    JOB_CHECK(raise(SIGUSR2) == 0, 31);
+    for (int i = 0; i < 2000 && !exists(out); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    JOB_CHECK(exists(out), 32);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    JOB_CHECK(std::rename(out.c_str(), sig_out.c_str()) == 0, 33);
+    session_test_alloc(0x7770000, 1 << 20);  // one more, live at exit
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  const uint64_t before_signal = uint64_t(kThreads) * kPerThread * 2 + uint64_t(kThreads) * (kPerThread / 2) * 2;
+  auto sig = load_snapshot_file(sig_out);
+  ASSERT_TRUE(sig.ok()) << sig.error().describe();
+  EXPECT_EQ(sig->events.size_rows(), before_signal);
+  EXPECT_EQ(sig->segments.size(), size_t(kThreads) * kPerThread / 2);
+  auto s = load_snapshot_file(out);
+  ASSERT_TRUE(s.ok()) << s.error().describe();
+  EXPECT_EQ(s->events.size_rows(), before_signal + 2);
+  ASSERT_EQ(s->segments.size(), size_t(kThreads) * kPerThread / 2 + 1);
+  // The trace replayed forward leaves exactly the `segments` alive.
+  std::set<uint64_t> live;
+  for (size_t i = 0; i < s->events.size_rows(); ++i) {
+    if (s->events.action[i] == Action::kSegmentAlloc) live.insert(s->events.addr[i]);
+    if (s->events.action[i] == Action::kSegmentFree) live.erase(s->events.addr[i]);
+  }
+  std::set<uint64_t> segs;
+  for (const Segment& g : s->segments) segs.insert(g.address);
+  EXPECT_EQ(live, segs);
+  EXPECT_EQ(leftover_temporaries(out), 0);
+  std::remove(out.c_str());
+  std::remove(sig_out.c_str());
+}
+
+// Two processes of one job dumping to one path at the same time (no %p): each dump goes to its own temporary and is
+// renamed whole, so the path always holds one complete snapshot, never a mix or a truncated file.
+TEST(CaptureOutput, ConcurrentDumpsToOnePathNeverMix) {
+  const std::string out = tmp_path("shared.pickle");
+  std::remove(out.c_str());
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 2; ++k) {
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(60);
+      start_or_die(out, 0, 0, ALLOCSCOPE_STACKS_NONE);
+      for (int i = 0; i < 2000 * (k + 1); ++i) session_test_alloc(0x100000 + uint64_t(i) * 4096, 4096);
+      for (int i = 0; i < 40; ++i) JOB_CHECK(allocscope_capture_dump(nullptr) == 0, 50);
+      std::_Exit(0);
+    }
+    kids.push_back(pid);
+  }
+  int loads = 0;
+  size_t reaped = 0;
+  while (reaped < kids.size()) {
+    for (pid_t& p : kids) {
+      int st = 0;
+      if (p > 0 && waitpid(p, &st, WNOHANG) == p) {
+        p = -1;
+        ++reaped;
+        // Every one of its dumps succeeded (a shared temporary makes the second rename fail: a lost dump).
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "dumping process ended with status " << st;
+      }
+    }
+    if (!exists(out)) continue;
+    auto s = load_snapshot_file(out);
+    ASSERT_TRUE(s.ok()) << s.error().describe();
+    EXPECT_TRUE(s->events.size_rows() == 4000u || s->events.size_rows() == 8000u) << s->events.size_rows();
+    ++loads;
+  }
+  EXPECT_GT(loads, 0);
+  EXPECT_EQ(leftover_temporaries(out), 0);
+  std::remove(out.c_str());
 }

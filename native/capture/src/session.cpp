@@ -2,6 +2,7 @@
 #include "session.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,18 +20,15 @@ namespace {
 
 std::atomic<const Backend*> g_backend{nullptr};
 int g_signal_pipe[2] = {-1, -1};
-pid_t g_start_pid = 0;
 
 void dump_at_exit() {
-  // A forked child (e.g. a data-loader worker) inherits this handler but recorded nothing of its own: let it be.
-  if (getpid() != g_start_pid) return;
   Session& s = Session::get();
+  // A forked child (e.g. a data-loader worker) inherits this handler but recorded nothing of its own: let it be.
+  if (getpid() != s.owner_pid()) return;
   Recorder* r = s.last_recorder();
   if (!r || !r->options().dump_at_exit) return;
   std::string summary;
-  const Status st = s.dump("", &summary);
-  if (!st.ok()) std::fprintf(stderr, "allocscope capture: dump at exit failed: %s\n", st.error().describe().c_str());
-  else std::fprintf(stderr, "allocscope capture: %s\n", summary.c_str());
+  s.report("at exit", s.dump("", &summary), summary);
 }
 
 }  // namespace
@@ -63,9 +61,14 @@ Status Session::start(const Options& options) {
       return st;
     }
   }
+  owner_pid_.store(getpid(), std::memory_order_release);
+  forked_from_ = 0;
+  if (!atfork_registered_) {
+    atfork_registered_ = true;
+    pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+  }
   if (options.dump_at_exit && !atexit_registered_) {
     atexit_registered_ = true;
-    g_start_pid = getpid();
     std::atexit(dump_at_exit);
   }
   if (options.dump_signal > 0 && installed_signal_ != options.dump_signal) install_signal(options.dump_signal);
@@ -82,6 +85,9 @@ Status Session::stop() {
 
 Status Session::dump(const std::string& path, std::string* summary) {
   Recorder* r = last_recorder();
+  if (!r && forked_from_)
+    return Error{"nothing recorded in this process: it is a fork of process " + std::to_string(forked_from_) +
+                 ", whose recording stays with it"};
   if (!r) return Error{"nothing recorded: capture was never started"};
   std::lock_guard<std::mutex> lock(dump_mu_);
   const auto t0 = std::chrono::steady_clock::now();
@@ -103,9 +109,44 @@ void Session::after_oom() {
   Recorder* r = recorder();
   if (!r || !r->options().dump_on_oom) return;
   std::string summary;
-  const Status st = dump("", &summary);
-  if (!st.ok()) std::fprintf(stderr, "allocscope capture: dump on OOM failed: %s\n", st.error().describe().c_str());
-  else std::fprintf(stderr, "allocscope capture: out of memory: %s\n", summary.c_str());
+  report("on OOM", dump("", &summary), summary);
+}
+
+void Session::report(const char* when, const Status& st, const std::string& summary) {
+  if (st.ok()) {
+    std::fprintf(stderr, "allocscope capture: %s: %s\n", when, summary.c_str());
+    return;
+  }
+  // One line per distinct failure: a job that OOMs in a loop with an unwritable output path is told once.
+  const std::string msg = st.error().describe();
+  {
+    std::lock_guard<std::mutex> lock(report_mu_);
+    if (msg == last_failure_) return;
+    last_failure_ = msg;
+  }
+  std::fprintf(stderr, "allocscope capture: dump %s failed: %s (the job goes on)\n", when, msg.c_str());
+}
+
+// fork(): the child must never wait on a lock held by a thread that does not exist in it, and never writes the
+// parent's recording (CUDA does not work in a child forked after initialisation, and the output is the parent's).
+// Start/stop are serialized across the fork; the child starts with no recording and no signal helper.
+void Session::before_fork() { get().mu_.lock(); }
+
+void Session::after_fork_in_parent() { get().mu_.unlock(); }
+
+void Session::after_fork_in_child() {
+  Session& s = get();
+  s.forked_from_ = s.owner_pid_.load(std::memory_order_relaxed);
+  s.active_.store(nullptr, std::memory_order_release);
+  s.last_.store(nullptr, std::memory_order_release);
+  s.installed_signal_ = 0;
+  // The helper thread that reads the pipe lives in the parent only: a signal to the child must not make the parent
+  // dump, and a start() in the child makes its own pipe and helper.
+  for (int& fd : g_signal_pipe) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  s.mu_.unlock();
 }
 
 void Session::on_signal(int) {
@@ -124,9 +165,7 @@ void Session::helper_loop(int fd) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
     std::string summary;
-    const Status st = get().dump("", &summary);
-    if (!st.ok()) std::fprintf(stderr, "allocscope capture: dump on signal failed: %s\n", st.error().describe().c_str());
-    else std::fprintf(stderr, "allocscope capture: on signal: %s\n", summary.c_str());
+    get().report("on signal", get().dump("", &summary), summary);
   }
 }
 

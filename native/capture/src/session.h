@@ -2,6 +2,8 @@
 // at exit, on OOM, from a signal through a helper thread) and talks to the event source through a small Backend.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -32,6 +34,11 @@ class Session {
   Status dump(const std::string& path = "", std::string* summary = nullptr);
   // Called by hooks after an OOM event: dumps now when configured (we are on an ordinary thread, not in a handler).
   void after_oom();
+  // One stderr line for an automatic dump ("at exit", "on OOM", "on signal"): the summary, or the failure (each
+  // distinct failure once). The job goes on either way.
+  void report(const char* when, const Status& st, const std::string& summary);
+  // The process that started the recording (a forked child is not it).
+  pid_t owner_pid() const { return owner_pid_.load(std::memory_order_acquire); }
 
   // The recorder hooks write to, or nullptr when not recording. Old recorders are kept alive after stop so a hook
   // that raced with stop() never touches freed memory.
@@ -44,12 +51,20 @@ class Session {
   void install_signal(int sig);
   static void on_signal(int);
   static void helper_loop(int fd);
+  static void before_fork();
+  static void after_fork_in_parent();
+  static void after_fork_in_child();
 
   std::mutex mu_;        // start/stop
   std::mutex dump_mu_;   // one dump at a time
   std::atomic<Recorder*> active_{nullptr};
   std::atomic<Recorder*> last_{nullptr};
   bool atexit_registered_ = false;
+  bool atfork_registered_ = false;
+  std::atomic<pid_t> owner_pid_{0};
+  pid_t forked_from_ = 0;     // in a forked child: the parent that owns the recording
+  std::mutex report_mu_;
+  std::string last_failure_;
   bool warned_subscriber_ = false;
   int installed_signal_ = 0;
 };
