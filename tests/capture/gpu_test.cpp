@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,10 @@
 #include "allocscope_capture.h"
 
 using namespace allocscope;
+
+namespace gpu_ptsz {
+void gpu_scenario_ptsz(std::map<std::string, uint64_t>& f);  // gpu_ptsz.cpp (per-thread default stream)
+}
 
 namespace {
 
@@ -144,6 +150,7 @@ Facts run_scenario() {
   gpu_scenario_vmm(f);
   gpu_scenario_managed(f);
   gpu_scenario_oom(f);
+  gpu_ptsz::gpu_scenario_ptsz(f);
   return f;
 }
 
@@ -186,6 +193,18 @@ const Row* find(const std::vector<Row>& rs, Action a, uint64_t addr) {
   return nullptr;
 }
 
+const Row* find_last(const std::vector<Row>& rs, Action a, uint64_t addr) {
+  for (auto it = rs.rbegin(); it != rs.rend(); ++it)
+    if (it->action == a && it->addr == addr) return &*it;
+  return nullptr;
+}
+
+const Row* find_after(const std::vector<Row>& rs, Action a, uint64_t addr, const Row* after) {
+  for (const Row* r = after + 1; r < rs.data() + rs.size(); ++r)
+    if (r->action == a && r->addr == addr) return r;
+  return nullptr;
+}
+
 bool names(const Row* r, const std::string& fn) {
   if (!r) return false;
   for (const std::string& s : r->frames)
@@ -200,9 +219,106 @@ std::string describe(const Row* r) {
   return s;
 }
 
+std::string hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+const Setting* capture_setting(const Snapshot& s, const std::string& key) {
+  for (const Setting& st : s.allocator_settings)
+    if (st.key == "allocscope_capture")
+      for (const Setting& c : st.children)
+        if (c.key == key) return &c;
+  return nullptr;
+}
+
+std::string capture_setting_text(const Snapshot& s, const std::string& key) {
+  const Setting* c = capture_setting(s, key);
+  return c ? c->repr() : std::string();
+}
+
+const Segment* segment_at(const Snapshot& s, uint64_t addr) {
+  for (const Segment& g : s.segments)
+    if (g.address == addr) return &g;
+  return nullptr;
+}
+
+// Replaying the whole trace forward leaves exactly the `segments` alive (addresses and sizes), which is what lets
+// viewers replay backwards from them. Frees of memory allocated before recording began find nothing to remove.
+void expect_trace_agrees_with_segments(const Snapshot& s) {
+  EXPECT_EQ(capture_setting_text(s, "dropped_events"), "0");
+  std::map<uint64_t, uint64_t> live;
+  for (size_t i = 0; i < s.events.size_rows(); ++i) {
+    const Action a = s.events.action[i];
+    if (a == Action::kSegmentAlloc || a == Action::kSegmentMap) live[s.events.addr[i]] = s.events.size[i];
+    if (a == Action::kSegmentFree || a == Action::kSegmentUnmap) live.erase(s.events.addr[i]);
+  }
+  std::map<uint64_t, uint64_t> segs;
+  for (const Segment& g : s.segments) segs[g.address] = g.total_size;
+  EXPECT_EQ(live, segs);
+}
+
+// The per-thread-default-stream calls: their own API names, the per-thread stream (CU_STREAM_PER_THREAD) where
+// stream 0 was passed, the pool, sizes, and cuMemPoolTrimTo's annotation with what the pool reserved before/after.
+void check_ptsz_and_pool(const Snapshot& s, const std::vector<Row>& rs, const Facts& f) {
+  const int64_t per_thread = reinterpret_cast<int64_t>(CU_STREAM_PER_THREAD);
+  const int64_t explicit_stream = static_cast<int64_t>(f.at("ptsz_stream"));
+  const std::string pool = hex(f.at("pool")), trim_pool = hex(f.at("trim_pool"));
+  struct Want { const char* key; uint64_t size; int64_t stream; const char* api; std::string pool; };
+  // The pools hand out addresses the earlier scenarios freed: look at the events after this scenario's allocation.
+  for (const Want& w : {Want{"ptsz_a", 768u << 10, per_thread, "api=cuMemAllocAsync_ptsz ", ""},
+                        Want{"ptsz_b", 640u << 10, explicit_stream, "api=cuMemAllocAsync_ptsz ", ""},
+                        Want{"ptsz_c", 1536u << 10, per_thread, "api=cuMemAllocFromPoolAsync_ptsz ", trim_pool},
+                        Want{"ptsz_d", 2560u << 10, explicit_stream, "api=cuMemAllocFromPoolAsync_ptsz ", pool}}) {
+    const Row* al = find_last(rs, Action::kAlloc, f.at(w.key));
+    ASSERT_NE(al, nullptr) << w.key;
+    EXPECT_EQ(al->size, w.size) << w.key;
+    EXPECT_EQ(al->stream, w.stream) << w.key;
+    EXPECT_NE(al->meta.find(w.api), std::string::npos) << w.key << ": " << al->meta;
+    if (!w.pool.empty()) {
+      EXPECT_NE(al->meta.find("pool=" + w.pool), std::string::npos) << al->meta;
+    }
+    EXPECT_TRUE(names(al, "gpu_scenario_ptsz")) << describe(al);
+    if (std::string(w.key) == "ptsz_d") continue;  // still allocated
+    const Row* fr = find_after(rs, Action::kFreeRequested, f.at(w.key), al);
+    ASSERT_NE(fr, nullptr) << w.key;
+    EXPECT_EQ(fr->stream, w.stream) << w.key;
+    EXPECT_NE(fr->meta.find("api=cuMemFreeAsync_ptsz "), std::string::npos) << fr->meta;
+    EXPECT_EQ(fr->size, w.size) << w.key;
+    const Row* fc = find_after(rs, Action::kFreeCompleted, f.at(w.key), al);
+    ASSERT_NE(fc, nullptr) << w.key;
+    EXPECT_EQ(fc->stream, w.stream) << w.key;  // completes on the allocation's stream
+  }
+  const Segment* d = segment_at(s, f.at("ptsz_d"));
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->total_size, 2560u << 10);
+  EXPECT_EQ(d->stream, explicit_stream);
+  // cuMemPoolTrimTo: an instant annotation with the reservations the runtime also saw, the pool's trim count.
+  const std::string trim = "cuMemPoolTrimTo pool=" + trim_pool + " keep=0 reserved=" +
+                           std::to_string(f.at("pool_reserved_before_trim")) + "->" +
+                           std::to_string(f.at("pool_reserved_after_trim"));
+  int starts = 0, ends = 0;
+  for (const Annotation& a : s.annotations)
+    if (s.str(a.name) == trim) (a.start ? starts : ends)++;
+  EXPECT_EQ(starts, 1) << trim;
+  EXPECT_EQ(ends, 1) << trim;
+  EXPECT_GT(f.at("pool_reserved_before_trim"), f.at("pool_reserved_after_trim"));
+  const std::string pools = capture_setting_text(s, "memory_pools");
+  EXPECT_NE(pools.find(pool + " device="), std::string::npos) << pools;
+  EXPECT_NE(pools.find(trim_pool + " device="), std::string::npos) << pools;
+  EXPECT_NE(pools.find("trims=1 reserved_after_last_trim=" + std::to_string(f.at("pool_reserved_after_trim"))),
+            std::string::npos)
+      << pools;
+  std::printf("pool trim: %s\n", trim.c_str());
+  EXPECT_EQ(capture_setting_text(s, "pool_trims"), "1");
+}
+
 void check_snapshot(const Snapshot& s, const Facts& f) {
   const std::vector<Row> rs = rows(s);
   ASSERT_FALSE(rs.empty());
+  check_ptsz_and_pool(s, rs, f);
+  expect_trace_agrees_with_segments(s);
   // cudaMalloc / cudaFree
   const Row* a = find(rs, Action::kAlloc, f.at("malloc_addr"));
   ASSERT_NE(a, nullptr);
@@ -259,6 +375,7 @@ void check_snapshot(const Snapshot& s, const Facts& f) {
       keep = g.total_size == (5u << 20);
       continue;  // the driver may hand the freed 3 MiB range out again for this one
     }
+    if (g.address == f.at("ptsz_d")) continue;  // a new pool may reuse address space the default pool released
     EXPECT_NE(g.address, f.at("malloc_addr"));
     EXPECT_NE(g.address, f.at("async_a"));
     EXPECT_NE(g.address, f.at("managed_addr"));
@@ -305,7 +422,7 @@ TEST(CaptureGpu, LinkedStartDumpStop) {
   auto s = load_snapshot_file(out);
   ASSERT_TRUE(s.ok()) << s.error().describe();
   check_snapshot(*s, f);
-  EXPECT_EQ(s->annotations.size(), 2u);
+  EXPECT_EQ(s->annotations.size(), 4u);  // the "scenario" range and the pool trim's instant
   // dump_on_oom wrote a snapshot at the OOM, whose last event is the oom.
   auto at_oom = load_snapshot_file(oom_out);
   ASSERT_TRUE(at_oom.ok()) << at_oom.error().describe();
@@ -362,6 +479,248 @@ TEST(CaptureGpu, AnotherSubscriberIsReportedAndLeftAlone) {
   cuptiUnsubscribe(other);
 }
 
+// ---- Capture behaviours inside a job's life (issue #6), each run as a fresh process of this binary. ----
+
+namespace {
+
+// Writes facts to `path`; returns 0.
+int finish(const Facts& f, const std::string& path) {
+  write_facts(f, path);
+  return 0;
+}
+
+void start_linked(const std::string& out) {
+  allocscope_capture_options o;
+  allocscope_capture_default_options(&o);
+  o.output_path = out.c_str();
+  o.dump_at_exit = 1;
+  if (allocscope_capture_start(&o) != 0) {
+    std::fprintf(stderr, "start: %s\n", allocscope_capture_last_error());
+    std::exit(4);
+  }
+}
+
+bool file_exists(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0;
+}
+
+// CUDA initialised, memory allocated and a stream created before the library starts (linked): what came before is
+// invisible except a later free of it (its size from cuMemGetAddressRange at API entry); everything after is seen.
+__attribute__((noinline)) int job_late_start(const std::string& out, const std::string& facts) {
+  Facts f;
+  CK(cudaFree(nullptr));
+  void *early_keep = nullptr, *early_freed = nullptr, *early_async = nullptr, *late = nullptr;
+  cudaStream_t s;
+  CK(cudaMalloc(&early_keep, 2u << 20));
+  CK(cudaMalloc(&early_freed, (3u << 20) + 5));
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaMallocAsync(&early_async, 1u << 20, s));
+  CK(cudaStreamSynchronize(s));
+  start_linked(out);
+  CK(cudaMalloc(&late, 1u << 20));
+  CK(cudaFree(early_freed));
+  CK(cudaFreeAsync(early_async, s));
+  CK(cudaStreamSynchronize(s));
+  f["early_keep"] = reinterpret_cast<uint64_t>(early_keep);
+  f["early_freed"] = reinterpret_cast<uint64_t>(early_freed);
+  f["early_async"] = reinterpret_cast<uint64_t>(early_async);
+  f["early_stream"] = reinterpret_cast<uint64_t>(s);
+  f["late"] = reinterpret_cast<uint64_t>(late);
+  return finish(f, facts);  // exits with `late` and `early_keep` still allocated
+}
+
+// Started before any CUDA call (linked), the job exits with a cudaMalloc, a cudaMallocAsync and a cuMemMap still
+// alive: the dump at exit must list them as segments (the driver tears contexts down after our atexit handler).
+__attribute__((noinline)) int job_exit_live(const std::string& out, const std::string& facts) {
+  start_linked(out);
+  Facts f;
+  void *m = nullptr, *am = nullptr;
+  CK(cudaMalloc(&m, 4u << 20));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaMallocAsync(&am, 1u << 20, s));
+  CK(cudaStreamSynchronize(s));
+  int dev = 0;
+  CK(cudaGetDevice(&dev));
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  size_t gran = 0;
+  CK(DRV(cuMemGetAllocationGranularity)(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  CUmemGenericAllocationHandle h;
+  CK(DRV(cuMemCreate)(&h, gran, &prop, 0));
+  CUdeviceptr ptr = 0;
+  CK(DRV(cuMemAddressReserve)(&ptr, gran, 0, 0, 0));
+  CK(DRV(cuMemMap)(ptr, gran, 0, h, 0));
+  f["live_malloc"] = reinterpret_cast<uint64_t>(m);
+  f["live_async"] = reinterpret_cast<uint64_t>(am);
+  f["live_map"] = ptr;
+  f["live_map_size"] = gran;
+  return finish(f, facts);
+}
+
+// A job that forks: one child tries CUDA (which does not work in a child forked after initialisation) and exits
+// through exit(), another just exits; the parent's output must not exist before the parent exits, and the parent
+// goes on recording. `out` empty: injected (allocscope record), else linked.
+__attribute__((noinline)) int job_fork(const std::string& out, const std::string& facts, bool linked) {
+  if (linked) start_linked(out);
+  Facts f;
+  void* keep = nullptr;
+  CK(cudaMalloc(&keep, 1u << 20));
+  f["keep"] = reinterpret_cast<uint64_t>(keep);
+  std::fflush(nullptr);
+  pid_t c = fork();
+  if (c == 0) {
+    alarm(60);
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, 1u << 20);
+    if (linked && allocscope_capture_active()) std::exit(100);
+    if (linked && allocscope_capture_dump(out.c_str()) != -1) std::exit(101);
+    std::exit(e == cudaSuccess ? 0 : 10 + (int(e) % 80));  // exit(): atexit handlers run in the child
+  }
+  int st = 0;
+  waitpid(c, &st, 0);
+  f["child_exited"] = WIFEXITED(st);
+  f["child_status"] = WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
+  f["out_after_child"] = file_exists(out);
+  std::fflush(nullptr);
+  c = fork();
+  if (c == 0) std::exit(0);
+  waitpid(c, &st, 0);
+  f["out_after_child2"] = file_exists(out);
+  void* after = nullptr;
+  CK(cudaMalloc(&after, 2u << 20));  // the parent still records after its children
+  f["after"] = reinterpret_cast<uint64_t>(after);
+  return finish(f, facts);
+}
+
+// Runs this binary as a job (`mode`), through `allocscope record` when `injected`; returns the facts it wrote.
+Facts run_job(const std::string& mode, const std::string& out, bool injected) {
+  const std::string facts = tmp_path(mode + ".facts");
+  std::string cmd = "timeout 120 ";
+  if (injected) {
+    const char* cli_env = std::getenv("ALLOCSCOPE_CLI_PATH");
+#ifdef ALLOCSCOPE_CLI
+    const std::string cli = cli_env ? cli_env : ALLOCSCOPE_CLI;
+#else
+    const std::string cli = cli_env ? cli_env : "allocscope";
+#endif
+    cmd += cli + " record -o " + out + " -- ";
+  }
+  cmd += g_self + " --job=" + mode + " --out=" + out + " --facts=" + facts;
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << cmd;
+  Facts f = read_facts(facts);
+  std::remove(facts.c_str());
+  return f;
+}
+
+void keep_or_remove(const std::string& path, const std::string& name) {
+  if (const char* keep = std::getenv("ALLOCSCOPE_GPU_TEST_KEEP")) {
+    std::rename(path.c_str(), (std::string(keep) + "/" + name).c_str());
+  } else {
+    std::remove(path.c_str());
+  }
+}
+
+bool any_meta(const Snapshot& s, const std::string& needle) {
+  for (size_t i = 0; i < s.events.size_rows(); ++i)
+    if (std::string(s.str(s.events.user_metadata[i])).find(needle) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(CaptureGpuJob, CudaInitialisedBeforeStart) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const std::string out = tmp_path("late_start.pickle");
+  const Facts f = run_job("late-start", out, false);
+  ASSERT_FALSE(f.empty());
+  auto s = load_snapshot_file(out);
+  ASSERT_TRUE(s.ok()) << s.error().describe();
+  const std::vector<Row> rs = rows(*s);
+  // Before start: no event and no segment for what was allocated then and never freed.
+  for (const Row& r : rs) EXPECT_NE(r.addr, f.at("early_keep")) << describe(&r);
+  EXPECT_EQ(segment_at(*s, f.at("early_keep")), nullptr);
+  // A free of memory allocated before start: free_completed + segment_free with the driver's size of the range.
+  const Row* fc = find(rs, Action::kFreeCompleted, f.at("early_freed"));
+  ASSERT_NE(fc, nullptr);
+  EXPECT_GE(fc->size, (3u << 20) + 5);
+  EXPECT_NE(find(rs, Action::kSegmentFree, f.at("early_freed")), nullptr);
+  EXPECT_EQ(find(rs, Action::kAlloc, f.at("early_freed")), nullptr);
+  const Row* fa = find(rs, Action::kFreeRequested, f.at("early_async"));
+  ASSERT_NE(fa, nullptr);
+  EXPECT_GE(fa->size, 1u << 20);
+  EXPECT_EQ(fa->stream, static_cast<int64_t>(f.at("early_stream")));
+  std::printf("late start: free of a pre-start cudaMalloc(3 MiB + 5) recorded with size %llu, of a pre-start "
+              "cudaMallocAsync(1 MiB) with size %llu\n",
+              static_cast<unsigned long long>(fc->size), static_cast<unsigned long long>(fa->size));
+  // After start: seen, and alive at exit.
+  const Segment* late = segment_at(*s, f.at("late"));
+  ASSERT_NE(late, nullptr);
+  EXPECT_EQ(late->total_size, 1u << 20);
+  // Streams created before start are not listed (their creation was not seen).
+  EXPECT_EQ(capture_setting_text(*s, "streams").find(hex(f.at("early_stream"))), std::string::npos);
+  expect_trace_agrees_with_segments(*s);
+  keep_or_remove(out, "late_start.pickle");
+}
+
+TEST(CaptureGpuJob, ExitWithLiveAllocationsListsThemAsSegments) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const std::string out = tmp_path("exit_live.pickle");
+  const Facts f = run_job("exit-live", out, false);
+  ASSERT_FALSE(f.empty());
+  auto s = load_snapshot_file(out);
+  ASSERT_TRUE(s.ok()) << s.error().describe();
+  EXPECT_FALSE(any_meta(*s, "api=context_destroy")) << "the context was torn down before the dump at exit";
+  const Segment* m = segment_at(*s, f.at("live_malloc"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->total_size, 4u << 20);
+  const Segment* a = segment_at(*s, f.at("live_async"));
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->total_size, 1u << 20);
+  const Segment* v = segment_at(*s, f.at("live_map"));
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->total_size, f.at("live_map_size"));
+  EXPECT_TRUE(v->is_expandable);
+  EXPECT_NE(capture_setting_text(*s, "va_reservations").find(hex(f.at("live_map"))), std::string::npos);
+  expect_trace_agrees_with_segments(*s);
+  keep_or_remove(out, "exit_live.pickle");
+}
+
+void check_fork(const std::string& out, const Facts& f) {
+  ASSERT_FALSE(f.empty());
+  std::printf("fork: the child's cudaMalloc -> exit status %llu (10 + cudaError_t; 0 = it worked)\n",
+              static_cast<unsigned long long>(f.at("child_status")));
+  EXPECT_EQ(f.at("child_exited"), 1u) << "child status " << f.at("child_status") << " (1000+signal: hung or killed)";
+  EXPECT_LT(f.at("child_status"), 100u) << "the child saw the parent's recording";
+  EXPECT_EQ(f.at("out_after_child"), 0u) << "a child wrote the parent's output";
+  EXPECT_EQ(f.at("out_after_child2"), 0u) << "a child wrote the parent's output";
+  auto s = load_snapshot_file(out);
+  ASSERT_TRUE(s.ok()) << s.error().describe();
+  ASSERT_NE(segment_at(*s, f.at("keep")), nullptr);
+  const Segment* after = segment_at(*s, f.at("after"));
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after->total_size, 2u << 20);
+  expect_trace_agrees_with_segments(*s);
+}
+
+TEST(CaptureGpuJob, ForkLinked) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const std::string out = tmp_path("fork_linked.pickle");
+  check_fork(out, run_job("fork-linked", out, false));
+  keep_or_remove(out, "fork_linked.pickle");
+}
+
+TEST(CaptureGpuJob, ForkInjected) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  const std::string out = tmp_path("fork_injected.pickle");
+  check_fork(out, run_job("fork-injected", out, true));
+  keep_or_remove(out, "fork_injected.pickle");
+}
+
 int main(int argc, char** argv) {
   g_self = argv[0];
   char buf[4096];
@@ -373,6 +732,17 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
+  std::string job, out, facts;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--job=", 6) == 0) job = argv[i] + 6;
+    if (std::strncmp(argv[i], "--out=", 6) == 0) out = argv[i] + 6;
+    if (std::strncmp(argv[i], "--facts=", 8) == 0) facts = argv[i] + 8;
+  }
+  if (job == "late-start") return job_late_start(out, facts);
+  if (job == "exit-live") return job_exit_live(out, facts);
+  if (job == "fork-linked") return job_fork(out, facts, true);
+  if (job == "fork-injected") return job_fork(out, facts, false);
+  if (!job.empty()) return 2;
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
