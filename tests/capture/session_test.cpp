@@ -370,3 +370,27 @@ TEST(CaptureOutput, ConcurrentDumpsToOnePathNeverMix) {
   EXPECT_EQ(leftover_temporaries(out), 0);
   std::remove(out.c_str());
 }
+
+// A fork from inside start() itself (cuptiSubscribe initialising the driver may run nvidia-modprobe) must not wait on
+// the start/stop lock its own thread holds.
+TEST(CaptureFork, ForkInsideStartDoesNotDeadlock) {
+  static const Backend forking_backend{
+      [] {
+        const pid_t c = fork();
+        if (c == 0) std::_Exit(0);
+        int st = 0;
+        waitpid(c, &st, 0);
+        return Status{};
+      },
+      [] {}, [] { return int16_t{0}; }};
+  const int status = run_job([] {
+    start_or_die(tmp_path("fork_in_start.pickle"), 0);  // the first start registers the fork handlers
+    JOB_CHECK(allocscope_capture_stop() == 0, 59);
+    set_backend(&forking_backend);
+    start_or_die(tmp_path("fork_in_start.pickle"), 0);
+    JOB_CHECK(allocscope_capture_active() == 1, 60);
+    JOB_CHECK(allocscope_capture_stop() == 0, 61);
+  }, 20);
+  ASSERT_TRUE(WIFEXITED(status)) << "job killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}

@@ -20,6 +20,16 @@ namespace {
 
 std::atomic<const Backend*> g_backend{nullptr};
 int g_signal_pipe[2] = {-1, -1};
+// Whether this thread holds Session::mu_ (start/stop): a fork from inside start() (cuptiSubscribe initialising the
+// driver may run nvidia-modprobe) must not wait on the lock its own thread holds.
+thread_local bool t_holds_mu = false;
+thread_local bool g_fork_locked = false;  // prepare, parent and child handlers run on the forking thread
+
+struct HoldMu {
+  explicit HoldMu(std::mutex& m) : lock(m) { t_holds_mu = true; }
+  ~HoldMu() { t_holds_mu = false; }
+  std::lock_guard<std::mutex> lock;
+};
 
 void dump_at_exit() {
   Session& s = Session::get();
@@ -42,7 +52,7 @@ Session& Session::get() {
 }
 
 Status Session::start(const Options& options) {
-  std::lock_guard<std::mutex> lock(mu_);
+  HoldMu hold(mu_);
   if (active_.load()) return {};
   if (options.max_entries == 0) return Error{"max_entries must be positive"};
   auto* rec = new Recorder(options);
@@ -62,7 +72,7 @@ Status Session::start(const Options& options) {
     }
   }
   owner_pid_.store(getpid(), std::memory_order_release);
-  forked_from_ = 0;
+  forked_from_.store(0, std::memory_order_relaxed);
   if (!atfork_registered_) {
     atfork_registered_ = true;
     pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
@@ -76,7 +86,7 @@ Status Session::start(const Options& options) {
 }
 
 Status Session::stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  HoldMu hold(mu_);
   if (!active_.load()) return {};
   if (const Backend* b = backend(); b && b->unsubscribe) b->unsubscribe();
   active_.store(nullptr, std::memory_order_release);
@@ -85,8 +95,8 @@ Status Session::stop() {
 
 Status Session::dump(const std::string& path, std::string* summary) {
   Recorder* r = last_recorder();
-  if (!r && forked_from_)
-    return Error{"nothing recorded in this process: it is a fork of process " + std::to_string(forked_from_) +
+  if (const pid_t parent = forked_from_.load(std::memory_order_relaxed); !r && parent)
+    return Error{"nothing recorded in this process: it is a fork of process " + std::to_string(parent) +
                  ", whose recording stays with it"};
   if (!r) return Error{"nothing recorded: capture was never started"};
   std::lock_guard<std::mutex> lock(dump_mu_);
@@ -130,13 +140,18 @@ void Session::report(const char* when, const Status& st, const std::string& summ
 // fork(): the child must never wait on a lock held by a thread that does not exist in it, and never writes the
 // parent's recording (CUDA does not work in a child forked after initialisation, and the output is the parent's).
 // Start/stop are serialized across the fork; the child starts with no recording and no signal helper.
-void Session::before_fork() { get().mu_.lock(); }
+void Session::before_fork() {
+  g_fork_locked = !t_holds_mu;
+  if (g_fork_locked) get().mu_.lock();
+}
 
-void Session::after_fork_in_parent() { get().mu_.unlock(); }
+void Session::after_fork_in_parent() {
+  if (g_fork_locked) get().mu_.unlock();
+}
 
 void Session::after_fork_in_child() {
   Session& s = get();
-  s.forked_from_ = s.owner_pid_.load(std::memory_order_relaxed);
+  s.forked_from_.store(s.owner_pid_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   s.active_.store(nullptr, std::memory_order_release);
   s.last_.store(nullptr, std::memory_order_release);
   s.installed_signal_ = 0;
@@ -146,7 +161,7 @@ void Session::after_fork_in_child() {
     if (fd >= 0) close(fd);
     fd = -1;
   }
-  s.mu_.unlock();
+  if (g_fork_locked) s.mu_.unlock();
 }
 
 void Session::on_signal(int) {

@@ -62,7 +62,7 @@ class Session {
   bool atexit_registered_ = false;
   bool atfork_registered_ = false;
   std::atomic<pid_t> owner_pid_{0};
-  pid_t forked_from_ = 0;     // in a forked child: the parent that owns the recording
+  std::atomic<pid_t> forked_from_{0};  // in a forked child: the parent that owns the recording
   std::mutex report_mu_;
   std::string last_failure_;
   bool warned_subscriber_ = false;
