@@ -58,6 +58,8 @@ class Reader;
 // Streaming hook: called for each finished container just before it is inserted into a parent container (list append,
 // dict setitem, tuple/list/dict built from MARK). `key` is the dict key when the parent is a dict, else nullptr.
 // Return true and set *out to replace the container (usually with a Value::handle); return an Error to abort.
+// The answer must depend only on the container's items and `key`: a list built from exactly the same run of memo
+// references as an earlier one (a repeated stack) may be given the earlier answer without being offered again.
 class Consumer {
  public:
   virtual ~Consumer() = default;

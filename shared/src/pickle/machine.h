@@ -8,7 +8,9 @@
 
 #include "allocscope/pickle.h"
 #include "pickle/opcodes.h"
+#include "pickle/run_cache.h"
 #include "pickle/utf8.h"
+#include "pickle/value_vec.h"
 
 namespace allocscope::pickle {
 
@@ -25,9 +27,10 @@ struct Node {
   uint32_t gen = 0;
   uint32_t depth = 1;
   uint32_t memo_slot = UINT32_MAX;
+  uint32_t run = RunCache::kNone;  // the cached run that alone filled this list (its consumer answer can be reused)
   uint64_t offset = 0;  // where the opcode that created it sits
   Value replacement;
-  std::vector<Value> items;
+  ValueVec items;
 };
 
 constexpr uint32_t kUnsetMemo = 0xFFFFFFFFu;  // aux of a kNone value marking an empty memo slot
@@ -50,9 +53,10 @@ struct Reader::Impl {
   std::vector<detail::Node> nodes;
   std::vector<uint32_t> free_nodes;
   std::vector<uint32_t> to_recycle;
-  std::vector<Value> stack;
+  detail::ValueVec stack;
   std::vector<size_t> marks;
   std::vector<Value> memo;
+  detail::RunCache runs;
   std::string scratch;
 };
 
@@ -159,6 +163,7 @@ class Machine {
     n.has_children = false;
     n.depth = 1;
     n.memo_slot = UINT32_MAX;
+    n.run = RunCache::kNone;
     n.offset = off();
     n.items.clear();
     *out = Value{kind, n.gen, idx};
@@ -180,13 +185,19 @@ class Machine {
     if (consumer_) {
       *pos_out_ = off();
       Value out;
-      auto c = consumer_->consume(reader_, v, key, &out);
-      if (!c.ok()) {
-        Error e = c.error();
-        if (e.offset == Error::kNoOffset) e.offset = off();
-        return fail(std::move(e));
+      const uint32_t run = n.run;
+      bool taken = key && run != RunCache::kNone && im_.runs.answer(run, *key, &out);
+      if (!taken) {
+        auto c = consumer_->consume(reader_, v, key, &out);
+        if (!c.ok()) {
+          Error e = c.error();
+          if (e.offset == Error::kNoOffset) e.offset = off();
+          return fail(std::move(e));
+        }
+        taken = c.value();
+        if (taken && key && run != RunCache::kNone) im_.runs.remember(run, *key, out);
       }
-      if (c.value()) {
+      if (taken) {
         Node& n2 = im_.nodes[v.payload];  // the consumer may not add nodes, but stay safe
         n2.consumed = true;
         n2.replacement = out;
@@ -232,7 +243,7 @@ class Machine {
         if (m.is_container() && m.payload == idx && m.aux == n.gen) m = unset_memo();
       }
       n.items.clear();
-      if (n.items.capacity() > 4096) n.items.shrink_to_fit();
+      if (n.items.capacity() > 4096) n.items.release();
       n.free = true;
       n.consumed = false;
       ++n.gen;
@@ -256,11 +267,12 @@ class Machine {
     if (!node_of(target, &tn)) return false;
     if (tn->consumed) return err("modifies a container after it was placed in its parent (not supported)");
     if (!check_items(*tn, im_.stack.size() - first)) return false;
+    tn->run = RunCache::kNone;  // no longer exactly one cached run
     bool any_container = false;
     for (size_t i = first; i < im_.stack.size(); ++i) any_container |= im_.stack[i].is_container();
     if (!any_container) {  // scalars and handles (e.g. a frame list): no consumer, no nesting to track
-      tn->items.insert(tn->items.end(), im_.stack.begin() + static_cast<std::ptrdiff_t>(first), im_.stack.end());
-      im_.stack.resize(first);
+      tn->items.append(im_.stack.data() + first, im_.stack.end());
+      im_.stack.truncate(first);
       return true;
     }
     const uint32_t ti = static_cast<uint32_t>(target.payload);
@@ -269,7 +281,7 @@ class Machine {
       if (!prepare(ti, im_.stack[i], nullptr, &v)) return false;
       im_.nodes[ti].items.push_back(v);
     }
-    im_.stack.resize(first);
+    im_.stack.truncate(first);
     recycle();
     return true;
   }
@@ -284,15 +296,18 @@ class Machine {
     if (tn->consumed) return err("modifies a container after it was placed in its parent (not supported)");
     if (!check_items(*tn, im_.stack.size() - first)) return false;
     const uint32_t ti = static_cast<uint32_t>(target.payload);
-    for (size_t i = first; i < im_.stack.size(); i += 2) {
-      Value k, v;
-      if (!prepare(ti, im_.stack[i], nullptr, &k)) return false;
-      if (!prepare(ti, im_.stack[i + 1], &k, &v)) return false;
-      Node& n = im_.nodes[ti];
-      n.items.push_back(k);
-      n.items.push_back(v);
+    // All pairs go in at once; only containers then need preparing (offered to the consumer, resolved, nesting
+    // checked), in order, keys before their values. A trace entry has one: its frame list.
+    const size_t before = tn->items.size();
+    tn->items.append(im_.stack.data() + first, im_.stack.end());
+    for (size_t j = first; j < im_.stack.size(); ++j) {
+      if (!im_.stack[j].is_container()) continue;
+      Value* slot = im_.nodes[ti].items.data() + before + (j - first);
+      const bool is_value = (j - first) % 2 == 1;
+      const Value key = is_value ? slot[-1] : Value{};
+      if (!prepare(ti, *slot, is_value ? &key : nullptr, slot)) return false;
     }
-    im_.stack.resize(first);
+    im_.stack.truncate(first);
     recycle();
     return true;
   }
@@ -317,7 +332,7 @@ class Machine {
       if (!prepare(ti, im_.stack[i], is_value ? &key : nullptr, &v)) return false;
       im_.nodes[ti].items.push_back(v);
     }
-    im_.stack.resize(first);
+    im_.stack.truncate(first);
     recycle();
     return push(target);
   }
@@ -341,6 +356,7 @@ class Machine {
       im_.memo.push_back(v);  // the common case: MEMOIZE / sequential BINPUT
     } else {
       if (idx > im_.memo.size()) im_.memo.resize(idx + 1, unset_memo());
+      else im_.runs.disable();  // a slot is overwritten: cached runs may no longer decode as recorded
       im_.memo[idx] = v;
     }
     if (v.is_container()) im_.nodes[v.payload].memo_slot = static_cast<uint32_t>(idx);
@@ -453,6 +469,26 @@ class Machine {
     if (target.payload >= im_.nodes.size()) return false;
     Node& n = im_.nodes[target.payload];
     if (n.free || n.consumed || n.gen != target.aux) return false;
+    const bool fresh = n.items.empty();
+    // A run seen before (the same stack again): its exact bytes are its key.
+    const uint8_t* run_end = p_;
+    while (end_ - run_end >= 5) {  // a cheap scan for the end of the run; anything odd goes the slow way
+      if (*run_end == kBINGET) run_end += 2;
+      else if (*run_end == kLONG_BINGET) run_end += 5;
+      else break;
+    }
+    if (run_end < end_ && *run_end == kAPPENDS) {
+      const size_t len = static_cast<size_t>(run_end - p_);
+      if (const uint32_t e = im_.runs.find(p_, len); e != RunCache::kNone) {
+        const size_t count = im_.runs.count(e);
+        if (n.items.size() + count > lim_.max_container_items) return false;
+        const Value* vals = im_.runs.values(e);
+        n.items.append(vals, vals + count);
+        n.run = fresh ? e : RunCache::kNone;
+        p_ = run_end + 1;
+        return true;
+      }
+    }
     const Value* memo = im_.memo.data();
     const uint64_t memo_size = im_.memo.size();
     // First pass: validate and count, writing nothing.
@@ -468,15 +504,16 @@ class Machine {
     }
     if (q >= end || *q != kAPPENDS || n.items.size() + count > lim_.max_container_items) return false;
     // Second pass: copy the values (the run was just validated, so decoding cannot fail).
-    const size_t before = n.items.size();
-    n.items.resize(before + count);
-    Value* out = n.items.data() + before;
+    Value* const first = n.items.extend(count);
+    Value* out = first;
     for (const uint8_t* r = p_; r < q;) {  // validated above: every opcode here is BINGET or LONG_BINGET
       uint32_t i32 = r[1];
       if (*r == kLONG_BINGET) std::memcpy(&i32, r + 1, 4);
       r += *r == kBINGET ? 2 : 5;
       *out++ = memo[i32];
     }
+    const uint32_t e = im_.runs.add(p_, static_cast<size_t>(q - p_), first, count);
+    n.run = fresh ? e : RunCache::kNone;
     p_ = q + 1;
     return true;
   }

@@ -46,6 +46,7 @@ void Reader::begin(Consumer* consumer, uint64_t size_hint) {
   im.stack.clear();
   im.marks.clear();
   im.memo.clear();
+  im.runs.reset();
   im.stack.reserve(4096);
   // Memo slots: about one per 60 bytes in real snapshots; reserving avoids regrowing a large array.
   im.memo.reserve(std::min<uint64_t>(size_hint / 48 + 64, limits_.max_memo));

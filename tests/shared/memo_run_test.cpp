@@ -1,0 +1,124 @@
+// Repeated runs of memo references (every frame list of a snapshot): the reader decodes a run it has seen before from
+// a cache and reuses the consumer's answer for it. These tests pin down that the shortcut never changes a result.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "allocscope/pickle.h"
+
+namespace allocscope {
+namespace {
+
+using pickle::Tag;
+using pickle::Value;
+
+// Hand-assembled protocol-2 pieces.
+std::string str(std::string_view s) {  // SHORT_BINUNICODE
+  return std::string("\x8c") + static_cast<char>(s.size()) + std::string(s);
+}
+std::string put(int slot) { return std::string("q") + static_cast<char>(slot); }  // BINPUT
+std::string get(int slot) { return std::string("h") + static_cast<char>(slot); }  // BINGET
+// A list filled by "MARK BINGET 0..4 APPENDS": ten bytes of references, long enough to be cached.
+std::string run_list() { return "](" + get(0) + get(1) + get(2) + get(3) + get(4) + "e"; }
+// The five memoized strings a..e, left on the stack inside a MARK that the caller closes.
+std::string five_strings() {
+  std::string s;
+  for (int i = 0; i < 5; ++i) s += str(std::string(1, static_cast<char>('a' + i))) + put(i);
+  return s;
+}
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+std::string text_items(const pickle::Reader& r, const Value& list) {
+  std::string out;
+  for (const Value& v : r.items(list)) out += v.tag == Tag::kStr ? std::string(r.str(v)) : "?";
+  return out;
+}
+
+TEST(MemoRuns, OverwrittenMemoSlotIsDecodedAgainNotTakenFromTheCache) {
+  // {'s': ['a'..'e'], 'x': <run>, 'y': <same run>, 'z': <same run after slot 0 was overwritten with 'Q'>}
+  const std::string p = "\x80\x02}(" + str("s") + "](" + five_strings() + "e" + str("x") + run_list() + str("y") +
+                        run_list() + str("z") + str("Q") + put(0) + "0" + run_list() + "u.";
+  StringTable strings;
+  pickle::Reader r(&strings);
+  auto root = r.run(bytes(p));
+  ASSERT_TRUE(root.ok()) << root.error().describe();
+  auto field = [&](std::string_view k) { return *r.find(root.value(), strings.intern(k)); };
+  EXPECT_EQ(text_items(r, field("x")), "abcde");
+  EXPECT_EQ(text_items(r, field("y")), "abcde");
+  EXPECT_EQ(text_items(r, field("z")), "Qbcde");
+}
+
+// Turns a list under the key "frames" into a handle whose id sums its items' string ids; counts how often it runs.
+class FramesConsumer : public pickle::Consumer {
+ public:
+  explicit FramesConsumer(StringTable* s) : frames_(s->intern("frames")) {}
+  Result<bool> consume(const pickle::Reader& r, const Value& c, const Value* key, Value* out) override {
+    if (c.tag != Tag::kList || !key || key->tag != Tag::kStr) return false;
+    ++calls_on_lists;
+    if (key->payload != frames_) return false;
+    uint64_t sum = 0;
+    for (const Value& v : r.items(c)) sum += v.payload;
+    *out = Value::handle(7, sum);
+    return true;
+  }
+  int calls_on_lists = 0;
+
+ private:
+  uint64_t frames_;
+};
+
+TEST(MemoRuns, ConsumerAnswerIsReusedOnlyForTheSameKey) {
+  // [['a'..'e'], [{'frames': <run>}, {'frames': <same run>}, {'other': <same run>}]]
+  std::string entries;  // built with += (GCC 12 warns falsely on "literal" + std::string chains here)
+  for (const std::string& key : {str("frames") + put(5), get(5), str("other")}) {
+    entries += '}';
+    entries += key;
+    entries += run_list();
+    entries += 's';
+  }
+  const std::string p = "\x80\x02](](" + five_strings() + "e](" + entries + "ee.";
+  StringTable strings;
+  pickle::Reader r(&strings);
+  FramesConsumer consumer(&strings);
+  auto root = r.run(bytes(p), &consumer);
+  ASSERT_TRUE(root.ok()) << root.error().describe();
+  auto outer = r.items(root.value());
+  ASSERT_EQ(outer.size(), 2u);
+  auto dicts = r.items(outer[1]);
+  ASSERT_EQ(dicts.size(), 3u);
+  uint64_t expected = 0;
+  for (char c = 'a'; c <= 'e'; ++c) expected += strings.intern(std::string(1, c));
+  const Value first = *r.find(dicts[0], strings.intern("frames"));
+  const Value second = *r.find(dicts[1], strings.intern("frames"));
+  const Value other = *r.find(dicts[2], strings.intern("other"));
+  EXPECT_EQ(first.tag, Tag::kHandle);
+  EXPECT_EQ(first.payload, expected);
+  EXPECT_EQ(second.tag, Tag::kHandle);
+  EXPECT_EQ(second.payload, expected);
+  // The second 'frames' list took the first one's answer; 'other' was offered (and declined) and stays a list.
+  EXPECT_EQ(consumer.calls_on_lists, 2);
+  ASSERT_EQ(other.tag, Tag::kList);
+  EXPECT_EQ(text_items(r, other), "abcde");
+}
+
+TEST(MemoRuns, StreamedInTinyChunksGivesTheSameLists) {
+  const std::string p = "\x80\x02}(" + str("s") + "](" + five_strings() + "e" + str("x") + run_list() + str("y") +
+                        run_list() + str("z") + str("Q") + put(0) + "0" + run_list() + "u.";
+  for (size_t chunk : {1u, 3u, 7u}) {
+    StringTable strings;
+    pickle::Reader r(&strings);
+    r.begin();
+    for (size_t i = 0; i < p.size(); i += chunk) {
+      const std::string part = p.substr(i, chunk);
+      ASSERT_TRUE(r.feed(bytes(part)).ok());
+    }
+    auto root = r.finish();
+    ASSERT_TRUE(root.ok()) << root.error().describe();
+    EXPECT_EQ(text_items(r, *r.find(root.value(), strings.intern("y"))), "abcde") << chunk;
+    EXPECT_EQ(text_items(r, *r.find(root.value(), strings.intern("z"))), "Qbcde") << chunk;
+  }
+}
+
+}  // namespace
+}  // namespace allocscope
