@@ -63,7 +63,7 @@ bool Machine::step() {
     case kPOP_MARK: {
       size_t m = 0;
       if (!pop_mark(&m)) return false;
-      im_.stack.resize(m);
+      im_.stack.truncate(m);
       continue;
     }
     case kDUP: {
