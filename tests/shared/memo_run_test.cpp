@@ -49,6 +49,22 @@ TEST(MemoRuns, OverwrittenMemoSlotIsDecodedAgainNotTakenFromTheCache) {
   EXPECT_EQ(text_items(r, field("z")), "Qbcde");
 }
 
+TEST(MemoRuns, ListFilledFromTheCacheCanStillGrow) {
+  // {'s': ['a'..'e'], 'x': <run>, 'y': <run> + APPEND 'f', 'z': <run> + <run>}: the cached values are copied into the
+  // list before anything is added to it.
+  const std::string refs = get(0) + get(1) + get(2) + get(3) + get(4);
+  const std::string p = "\x80\x02}(" + str("s") + "](" + five_strings() + "e" + str("x") + run_list() + str("y") +
+                        run_list() + str("f") + "a" + str("z") + run_list() + "(" + refs + "e" + "u.";
+  StringTable strings;
+  pickle::Reader r(&strings);
+  auto root = r.run(bytes(p));
+  ASSERT_TRUE(root.ok()) << root.error().describe();
+  auto field = [&](std::string_view k) { return *r.find(root.value(), strings.intern(k)); };
+  EXPECT_EQ(text_items(r, field("x")), "abcde");
+  EXPECT_EQ(text_items(r, field("y")), "abcdef");
+  EXPECT_EQ(text_items(r, field("z")), "abcdeabcde");
+}
+
 // Turns a list under the key "frames" into a handle whose id sums its items' string ids; counts how often it runs.
 class FramesConsumer : public pickle::Consumer {
  public:

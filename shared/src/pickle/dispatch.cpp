@@ -10,17 +10,20 @@ bool Machine::step() {
   const uint64_t total = static_cast<uint64_t>(end_ - begin_);
   // An offset, not a pointer: finish() may run over an empty remainder whose begin_ is null.
   size_t next_report = 4u << 20;
+  // One comparison per opcode: `check` is the nearer of the end of the buffer and the next progress report.
+  size_t check = std::min<size_t>(next_report, total);
   for (;;) {
-  if (__builtin_expect(p_ >= end_, 0)) {
-    op_start_ = p_;
-    op_ = 0;
-    if (!last_) return wait_for_more();
-    return fail(Error{"expected an opcode (the pickle has no STOP; truncated file?)", off()});
-  }
-  if (__builtin_expect(static_cast<size_t>(p_ - begin_) >= next_report, 0)) {
+  if (__builtin_expect(static_cast<size_t>(p_ - begin_) >= check, 0)) {
+    if (p_ >= end_) {
+      op_start_ = p_;
+      op_ = 0;
+      if (!last_) return wait_for_more();
+      return fail(Error{"expected an opcode (the pickle has no STOP; truncated file?)", off()});
+    }
     *pos_out_ = im_.base + static_cast<uint64_t>(p_ - begin_);
     if (progress_ && *progress_) (*progress_)(*pos_out_, total);
     next_report = static_cast<size_t>(p_ - begin_) + (4u << 20);
+    check = std::min<size_t>(next_report, total);
   }
   op_start_ = p_;
   op_ = *p_++;
@@ -104,6 +107,13 @@ bool Machine::step() {
       if (!have(n)) return truncated(n);
       const uint8_t* b = p_;
       p_ += n;
+      if (n - 1 < 8 && have(8 - n)) {  // addresses and times: 1..8 bytes, read as one word and sign-extended
+        uint64_t w;
+        std::memcpy(&w, b, 8);
+        const int shift = static_cast<int>(64 - 8 * n);
+        if (!push(Value::integer(static_cast<int64_t>(w << shift) >> shift))) return false;
+        continue;
+      }
       if (!(push_long(b, n))) return false;
       continue;
     }

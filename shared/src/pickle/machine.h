@@ -28,9 +28,17 @@ struct Node {
   uint32_t depth = 1;
   uint32_t memo_slot = UINT32_MAX;
   uint32_t run = RunCache::kNone;  // the cached run that alone filled this list (its consumer answer can be reused)
+  bool lazy = false;  // items are that run's cached values, not copied yet (Reader::items reads them in place)
   uint64_t offset = 0;  // where the opcode that created it sits
   Value replacement;
   ValueVec items;
+};
+
+// A recently interned short UTF-8 string and its id (see push_string).
+struct ShortString {
+  uint8_t len = 0;  // 0 = empty slot
+  char bytes[23] = {};
+  uint32_t id = 0;
 };
 
 constexpr uint32_t kUnsetMemo = 0xFFFFFFFFu;  // aux of a kNone value marking an empty memo slot
@@ -55,8 +63,9 @@ struct Reader::Impl {
   std::vector<uint32_t> to_recycle;
   detail::ValueVec stack;
   std::vector<size_t> marks;
-  std::vector<Value> memo;
+  detail::ValueVec memo;
   detail::RunCache runs;
+  detail::ShortString short_strings[64];
   std::string scratch;
 };
 
@@ -164,6 +173,7 @@ class Machine {
     n.depth = 1;
     n.memo_slot = UINT32_MAX;
     n.run = RunCache::kNone;
+    n.lazy = false;
     n.offset = off();
     n.items.clear();
     *out = Value{kind, n.gen, idx};
@@ -243,12 +253,21 @@ class Machine {
         if (m.is_container() && m.payload == idx && m.aux == n.gen) m = unset_memo();
       }
       n.items.clear();
+      n.lazy = false;
       if (n.items.capacity() > 4096) n.items.release();
       n.free = true;
       n.consumed = false;
       ++n.gen;
       im_.free_nodes.push_back(idx);
     }
+  }
+
+  // Copies a lazily filled list's values into it before anything is added.
+  void materialize(Node& n) {
+    if (!n.lazy) return;
+    const Value* vals = im_.runs.values(n.run);
+    n.items.append(vals, vals + im_.runs.count(n.run));
+    n.lazy = false;
   }
 
   bool check_items(const Node& n, size_t adding) {
@@ -266,6 +285,7 @@ class Machine {
     Node* tn = nullptr;
     if (!node_of(target, &tn)) return false;
     if (tn->consumed) return err("modifies a container after it was placed in its parent (not supported)");
+    materialize(*tn);
     if (!check_items(*tn, im_.stack.size() - first)) return false;
     tn->run = RunCache::kNone;  // no longer exactly one cached run
     bool any_container = false;
@@ -355,7 +375,7 @@ class Machine {
     if (idx == im_.memo.size()) {
       im_.memo.push_back(v);  // the common case: MEMOIZE / sequential BINPUT
     } else {
-      if (idx > im_.memo.size()) im_.memo.resize(idx + 1, unset_memo());
+      if (idx > im_.memo.size()) im_.memo.grow_to(idx + 1, unset_memo());
       else im_.runs.disable();  // a slot is overwritten: cached runs may no longer decode as recorded
       im_.memo[idx] = v;
     }
@@ -378,11 +398,25 @@ class Machine {
 
   bool push_string(const uint8_t* data, size_t n, Tag tag) {
     std::string_view s(reinterpret_cast<const char*>(data), n);
+    // Short strings recur in every trace entry (a compile context of 'N/A', written anew each time): a small
+    // direct-mapped cache of valid ones skips validation and the table lookup.
+    ShortString* slot = nullptr;
+    if (tag == Tag::kStr && n - 1 < sizeof(ShortString::bytes)) {
+      slot = &im_.short_strings[(n * 31 + data[0] + data[n - 1] * 7) % std::size(im_.short_strings)];
+      if (slot->len == n && std::memcmp(slot->bytes, data, n) == 0) return push(Value{tag, 0, slot->id});
+    }
     if (tag == Tag::kStr && !utf8_valid(s)) {
       utf8_sanitize(s, &im_.scratch);
       s = im_.scratch;
+      slot = nullptr;
     }
-    return push(Value{tag, 0, strings_.intern(s)});
+    const StringId id = strings_.intern(s);
+    if (slot) {
+      slot->len = static_cast<uint8_t>(n);
+      std::memcpy(slot->bytes, data, n);
+      slot->id = id;
+    }
+    return push(Value{tag, 0, id});
   }
 
   bool push_long(const uint8_t* b, size_t n) {
@@ -469,6 +503,7 @@ class Machine {
     if (target.payload >= im_.nodes.size()) return false;
     Node& n = im_.nodes[target.payload];
     if (n.free || n.consumed || n.gen != target.aux) return false;
+    materialize(n);  // a second run appended to one list (never seen in real files)
     const bool fresh = n.items.empty();
     // A run seen before (the same stack again): its exact bytes are its key.
     const uint8_t* run_end = p_;
@@ -482,9 +517,14 @@ class Machine {
       if (const uint32_t e = im_.runs.find(p_, len); e != RunCache::kNone) {
         const size_t count = im_.runs.count(e);
         if (n.items.size() + count > lim_.max_container_items) return false;
-        const Value* vals = im_.runs.values(e);
-        n.items.append(vals, vals + count);
-        n.run = fresh ? e : RunCache::kNone;
+        if (fresh) {  // the list is exactly this run: leave its values in the cache until something must change them
+          n.run = e;
+          n.lazy = true;
+        } else {
+          const Value* vals = im_.runs.values(e);
+          n.items.append(vals, vals + count);
+          n.run = RunCache::kNone;
+        }
         p_ = run_end + 1;
         return true;
       }

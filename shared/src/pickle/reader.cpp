@@ -18,6 +18,7 @@ std::span<const Value> Reader::items(const Value& v) const {
   if (!v.is_container() || v.payload >= impl_->nodes.size()) return {};
   const Node& n = impl_->nodes[v.payload];
   if (n.gen != v.aux || n.free) return {};
+  if (n.lazy) return {impl_->runs.values(n.run), impl_->runs.count(n.run)};
   return n.items;
 }
 
@@ -47,6 +48,7 @@ void Reader::begin(Consumer* consumer, uint64_t size_hint) {
   im.marks.clear();
   im.memo.clear();
   im.runs.reset();
+  for (auto& ss : im.short_strings) ss = {};
   im.stack.reserve(4096);
   // Memo slots: about one per 60 bytes in real snapshots; reserving avoids regrowing a large array.
   im.memo.reserve(std::min<uint64_t>(size_hint / 48 + 64, limits_.max_memo));

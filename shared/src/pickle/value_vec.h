@@ -1,4 +1,4 @@
-// A growable array of Values for the machine's stack and container items (private to shared/src/pickle).
+// A growable array of Values for the machine's stack, memo and container items (private to shared/src/pickle).
 //
 // Why not std::vector: every opcode pushes a Value, and GCC keeps std::vector::push_back out of line with a full
 // register save even on its fast path (a quarter of the parse's instructions went there). Values are trivially
@@ -70,6 +70,11 @@ class ValueVec {
     Value* out = data_ + size_;
     size_ += n;
     return out;
+  }
+  // Grows to n, filling new places with v (a memo store past the end leaves unset slots between).
+  void grow_to(size_t n, const Value& v) {
+    if (n > cap_) grow(n);
+    while (size_ < n) data_[size_++] = v;
   }
   // Only ever shrinks (the machine cuts its stack back to a MARK).
   void truncate(size_t n) {
