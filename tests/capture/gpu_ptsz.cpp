@@ -6,6 +6,8 @@
 #endif
 #include <cuda_runtime.h>
 
+#include "gpu_check.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,23 +16,12 @@
 
 namespace gpu_ptsz {
 
-using Facts = std::map<std::string, uint64_t>;
-
-#define PCK(x)                                                                             \
-  do {                                                                                     \
-    auto _e = (x);                                                                         \
-    if (_e != 0) {                                                                         \
-      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #x, int(_e));     \
-      std::exit(3);                                                                        \
-    }                                                                                      \
-  } while (0)
-
 // Stream 0 here is the calling thread's default stream; an explicit stream and a created pool are used as well.
 __attribute__((noinline)) void gpu_scenario_ptsz(Facts& f) {
   int dev = 0;
-  PCK(cudaGetDevice(&dev));
+  CK(cudaGetDevice(&dev));
   cudaStream_t s;
-  PCK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaMemPoolProps props = {};
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
@@ -38,15 +29,15 @@ __attribute__((noinline)) void gpu_scenario_ptsz(Facts& f) {
   // `pool` keeps an allocation alive to the end; `trim_pool` keeps what is freed (release threshold: all) until the
   // trim gives it back.
   cudaMemPool_t pool, trim_pool;
-  PCK(cudaMemPoolCreate(&pool, &props));
-  PCK(cudaMemPoolCreate(&trim_pool, &props));
+  CK(cudaMemPoolCreate(&pool, &props));
+  CK(cudaMemPoolCreate(&trim_pool, &props));
   uint64_t keep_all = UINT64_MAX;
-  PCK(cudaMemPoolSetAttribute(trim_pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+  CK(cudaMemPoolSetAttribute(trim_pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
   void *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr;
-  PCK(cudaMallocAsync(&a, 768u << 10, 0));                // -> cuMemAllocAsync_ptsz, per-thread stream
-  PCK(cudaMallocAsync(&b, 640u << 10, s));                // -> cuMemAllocAsync_ptsz, explicit stream
-  PCK(cudaMallocFromPoolAsync(&c, 1536u << 10, trim_pool, 0));  // -> cuMemAllocFromPoolAsync_ptsz
-  PCK(cudaMallocFromPoolAsync(&d, 2560u << 10, pool, s));  // stays alive (in `segments`)
+  CK(cudaMallocAsync(&a, 768u << 10, 0));                // -> cuMemAllocAsync_ptsz, per-thread stream
+  CK(cudaMallocAsync(&b, 640u << 10, s));                // -> cuMemAllocAsync_ptsz, explicit stream
+  CK(cudaMallocFromPoolAsync(&c, 1536u << 10, trim_pool, 0));  // -> cuMemAllocFromPoolAsync_ptsz
+  CK(cudaMallocFromPoolAsync(&d, 2560u << 10, pool, s));  // stays alive (in `segments`)
   f["ptsz_a"] = reinterpret_cast<uint64_t>(a);
   f["ptsz_b"] = reinterpret_cast<uint64_t>(b);
   f["ptsz_c"] = reinterpret_cast<uint64_t>(c);
@@ -54,15 +45,15 @@ __attribute__((noinline)) void gpu_scenario_ptsz(Facts& f) {
   f["ptsz_stream"] = reinterpret_cast<uint64_t>(s);
   f["pool"] = reinterpret_cast<uint64_t>(pool);
   f["trim_pool"] = reinterpret_cast<uint64_t>(trim_pool);
-  PCK(cudaFreeAsync(a, 0));  // -> cuMemFreeAsync_ptsz
-  PCK(cudaFreeAsync(b, s));
-  PCK(cudaFreeAsync(c, 0));
-  PCK(cudaStreamSynchronize(0));
-  PCK(cudaStreamSynchronize(s));
+  CK(cudaFreeAsync(a, 0));  // -> cuMemFreeAsync_ptsz
+  CK(cudaFreeAsync(b, s));
+  CK(cudaFreeAsync(c, 0));
+  CK(cudaStreamSynchronize(0));
+  CK(cudaStreamSynchronize(s));
   uint64_t before = 0, after = 0;
-  PCK(cudaMemPoolGetAttribute(trim_pool, cudaMemPoolAttrReservedMemCurrent, &before));
-  PCK(cudaMemPoolTrimTo(trim_pool, 0));  // -> cuMemPoolTrimTo: gives back what c left reserved
-  PCK(cudaMemPoolGetAttribute(trim_pool, cudaMemPoolAttrReservedMemCurrent, &after));
+  CK(cudaMemPoolGetAttribute(trim_pool, cudaMemPoolAttrReservedMemCurrent, &before));
+  CK(cudaMemPoolTrimTo(trim_pool, 0));  // -> cuMemPoolTrimTo: gives back what c left reserved
+  CK(cudaMemPoolGetAttribute(trim_pool, cudaMemPoolAttrReservedMemCurrent, &after));
   f["pool_reserved_before_trim"] = before;
   f["pool_reserved_after_trim"] = after;
   asm volatile("");

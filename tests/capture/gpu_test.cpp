@@ -22,11 +22,12 @@
 
 #include "allocscope/loader.h"
 #include "allocscope_capture.h"
+#include "gpu_check.h"
 
 using namespace allocscope;
 
 namespace gpu_ptsz {
-void gpu_scenario_ptsz(std::map<std::string, uint64_t>& f);  // gpu_ptsz.cpp (per-thread default stream)
+void gpu_scenario_ptsz(Facts& f);  // gpu_ptsz.cpp (per-thread default stream)
 }
 
 namespace {
@@ -42,18 +43,6 @@ std::string tmp_path(const std::string& name) {
   const char* d = std::getenv("TMPDIR");
   return std::string(d && *d ? d : "/tmp") + "/allocscope_gpu_" + std::to_string(getpid()) + "_" + name;
 }
-
-// What the scenario did, for the checks: name -> value.
-using Facts = std::map<std::string, uint64_t>;
-
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    auto _e = (x);                                                                         \
-    if (_e != 0) {                                                                         \
-      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #x, int(_e));     \
-      std::exit(3);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 __attribute__((noinline)) void gpu_scenario_malloc_free(Facts& f) {
   void* p = nullptr;
@@ -97,15 +86,21 @@ F driver_fn(const char* name) {
 }
 #define DRV(fn) driver_fn<decltype(&fn)>(#fn)
 
-__attribute__((noinline)) void gpu_scenario_vmm(Facts& f) {
+// VMM properties for pinned memory on the current device, and their minimum granularity.
+CUmemAllocationProp pinned_on_current_device(size_t* gran) {
   int dev = 0;
   CK(cudaGetDevice(&dev));
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = dev;
+  CK(DRV(cuMemGetAllocationGranularity)(gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  return prop;
+}
+
+__attribute__((noinline)) void gpu_scenario_vmm(Facts& f) {
   size_t gran = 0;
-  CK(DRV(cuMemGetAllocationGranularity)(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  const CUmemAllocationProp prop = pinned_on_current_device(&gran);
   const size_t size = gran * 2;
   CUmemGenericAllocationHandle h;
   CK(DRV(cuMemCreate)(&h, size, &prop, 0));
@@ -541,14 +536,8 @@ __attribute__((noinline)) int job_exit_live(const std::string& out, const std::s
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaMallocAsync(&am, 1u << 20, s));
   CK(cudaStreamSynchronize(s));
-  int dev = 0;
-  CK(cudaGetDevice(&dev));
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = dev;
   size_t gran = 0;
-  CK(DRV(cuMemGetAllocationGranularity)(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  const CUmemAllocationProp prop = pinned_on_current_device(&gran);
   CUmemGenericAllocationHandle h;
   CK(DRV(cuMemCreate)(&h, gran, &prop, 0));
   CUdeviceptr ptr = 0;
