@@ -2,6 +2,7 @@
 // a cache and reuses the consumer's answer for it. These tests pin down that the shortcut never changes a result.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
 #include "allocscope/pickle.h"
@@ -35,34 +36,39 @@ std::string text_items(const pickle::Reader& r, const Value& list) {
   return out;
 }
 
+// A dict {'s': ['a'..'e'], 'x': <run>, ...more pairs}, parsed whole; field(k) is the list under k as text.
+struct ParsedDict {
+  StringTable strings;
+  pickle::Reader r{&strings};
+  Result<Value> root = Error{"not run"};
+  std::string field(std::string_view k) { return text_items(r, *r.find(root.value(), strings.intern(k))); }
+};
+std::unique_ptr<ParsedDict> parse_dict(const std::string& more_pairs) {
+  auto d = std::make_unique<ParsedDict>();
+  const std::string p =
+      "\x80\x02}(" + str("s") + "](" + five_strings() + "e" + str("x") + run_list() + more_pairs + "u.";
+  d->root = d->r.run(bytes(p));
+  return d;
+}
+
 TEST(MemoRuns, OverwrittenMemoSlotIsDecodedAgainNotTakenFromTheCache) {
   // {'s': ['a'..'e'], 'x': <run>, 'y': <same run>, 'z': <same run after slot 0 was overwritten with 'Q'>}
-  const std::string p = "\x80\x02}(" + str("s") + "](" + five_strings() + "e" + str("x") + run_list() + str("y") +
-                        run_list() + str("z") + str("Q") + put(0) + "0" + run_list() + "u.";
-  StringTable strings;
-  pickle::Reader r(&strings);
-  auto root = r.run(bytes(p));
-  ASSERT_TRUE(root.ok()) << root.error().describe();
-  auto field = [&](std::string_view k) { return *r.find(root.value(), strings.intern(k)); };
-  EXPECT_EQ(text_items(r, field("x")), "abcde");
-  EXPECT_EQ(text_items(r, field("y")), "abcde");
-  EXPECT_EQ(text_items(r, field("z")), "Qbcde");
+  const auto d = parse_dict(str("y") + run_list() + str("z") + str("Q") + put(0) + "0" + run_list());
+  ASSERT_TRUE(d->root.ok()) << d->root.error().describe();
+  EXPECT_EQ(d->field("x"), "abcde");
+  EXPECT_EQ(d->field("y"), "abcde");
+  EXPECT_EQ(d->field("z"), "Qbcde");
 }
 
 TEST(MemoRuns, ListFilledFromTheCacheCanStillGrow) {
   // {'s': ['a'..'e'], 'x': <run>, 'y': <run> + APPEND 'f', 'z': <run> + <run>}: the cached values are copied into the
   // list before anything is added to it.
   const std::string refs = get(0) + get(1) + get(2) + get(3) + get(4);
-  const std::string p = "\x80\x02}(" + str("s") + "](" + five_strings() + "e" + str("x") + run_list() + str("y") +
-                        run_list() + str("f") + "a" + str("z") + run_list() + "(" + refs + "e" + "u.";
-  StringTable strings;
-  pickle::Reader r(&strings);
-  auto root = r.run(bytes(p));
-  ASSERT_TRUE(root.ok()) << root.error().describe();
-  auto field = [&](std::string_view k) { return *r.find(root.value(), strings.intern(k)); };
-  EXPECT_EQ(text_items(r, field("x")), "abcde");
-  EXPECT_EQ(text_items(r, field("y")), "abcdef");
-  EXPECT_EQ(text_items(r, field("z")), "abcdeabcde");
+  const auto d = parse_dict(str("y") + run_list() + str("f") + "a" + str("z") + run_list() + "(" + refs + "e");
+  ASSERT_TRUE(d->root.ok()) << d->root.error().describe();
+  EXPECT_EQ(d->field("x"), "abcde");
+  EXPECT_EQ(d->field("y"), "abcdef");
+  EXPECT_EQ(d->field("z"), "abcdeabcde");
 }
 
 // Turns a list under the key "frames" into a handle whose id sums its items' string ids; counts how often it runs.
