@@ -4,7 +4,12 @@
 # medians printed last. Also times the dump of the last 100k events (ring buffer) from inside the job.
 # usage: tests/capture/bench_gpu.sh STAGE_DIR [ROUNDS]
 set -u
-S=$1
+S=$(cd "$1" && pwd)
+# Also usable on its own: the CUDA/CUPTI libraries and the staged ones on the path (run_gpu.sh exports the same).
+for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64; do
+  [ -d "$d" ] && LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"
+done
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$S:$S/dw"
 ROUNDS=${2:-5}
 LOG=$(mktemp)
 for r in $(seq "$ROUNDS"); do
