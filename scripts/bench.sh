@@ -12,6 +12,10 @@ for b in build/default/tests/bench/bench_*; do
   echo "=== $(basename "$b")"
   "$b" "$@"
 done
+if [ -f build/wasm/wasm/allocscope.wasm ]; then
+  echo "=== wasm loader under node (the viewer's core)"
+  node tests/bench/bench_wasm_load.js build/wasm/wasm web/engine.js tests/fixtures/gpt2_big_1M.pickle.gz 5
+fi
 if [ -d build/wasm/site ]; then
   echo "=== browser: drop -> first paint, memory (headless Chromium)"
   node tests/browser/bench_first_paint.js build/wasm/site tests/fixtures/gpt2_big_1M.pickle.gz 2
