@@ -1,7 +1,7 @@
 // Canvas drawing of one timeline_draw answer (the core's rectangles for a window and pixel grid), shared by the Active
 // Memory Timeline and the Diff view's two linked timelines: y grid, bands, x axis, plot frame.
 import { bytes } from '../format.js';
-import { colour, ticks, byteTicks } from '../canvas.js';
+import { ticks, byteTicks } from '../canvas.js';
 import { categoryColour } from './widgets.js';
 
 // Category order of the core's enum (categories.h).
@@ -24,19 +24,158 @@ export function drawYGrid(g, th, L, T, W, B, bpp) {
 
 // The rectangles of `blobs` (x0, x1, y0, y1, row, count, optional marked/category) with the plot's left edge at L
 // and their baseline at B. opts: mask (Uint8Array over rows: search hits stay bright).
+// ~80k rectangles for a 1M-event window: one fillRect each (with a CSS colour string parsed per rectangle) cost
+// ~150 ms of the page's thread, so they are rasterised straight into pixels (a colour per row computed once) and
+// composited over the grid with one drawImage.
 export function drawBands(g, th, blobs, L, B, opts) {
   const { x0, x1, y0, y1, row, count: cnt, marked, category: cats } = blobs;
+  const n = row.length;
+  if (!n) return;
   const hl = (opts && opts.mask) || null;
-  for (let i = 0; i < row.length; ++i) {
+  const dpr = g.getTransform().a || 1;
+  // The image covers the rectangles' extent, in device pixels, clipped to the canvas.
+  let xMin = Infinity, xMax = 0, yMax = 0;
+  for (let i = 0; i < n; ++i) {
+    if (x0[i] < xMin) xMin = x0[i];
+    if (x1[i] > xMax) xMax = x1[i];
+    if (y1[i] > yMax) yMax = y1[i];
+  }
+  const ox = Math.max(0, Math.round((L + xMin) * dpr));
+  const oxEnd = Math.min(g.canvas.width, Math.round((L + xMax) * dpr));
+  const by = B * dpr;  // the baseline, device px
+  const oy = Math.max(0, Math.floor(by - yMax * dpr));
+  const oyEnd = Math.min(g.canvas.height, Math.ceil(by));
+  const w = oxEnd - ox, h = oyEnd - oy;
+  if (w <= 0 || h <= 0) return;
+  const px = raster(w, h);
+  const greyBright = cssRGBA(th.dark ? 'hsl(220 8% 42%)' : 'hsl(220 8% 70%)');
+  const greyDim = cssRGBA(th.dark ? 'hsl(220 8% 22%)' : 'hsl(220 8% 88%)');
+  const catColours = cats ? CATEGORIES.map((c) => cssRGBA(categoryColour(c))) : null;
+  const catUnknown = cats ? cssRGBA(categoryColour('unknown')) : 0;
+  for (let i = 0; i < n; ++i) {
     const r = row[i];
     const dim = hl ? (marked ? !marked[i] : !hl[r]) : false;
-    g.fillStyle = cats ? categoryColour(CATEGORIES[cats[i]] || 'unknown')
-      : cnt[i] > 1 ? (th.dark ? `hsl(220 8% ${dim ? 22 : 42}%)` : `hsl(220 8% ${dim ? 88 : 70}%)`)
-      : colour(r, th.dark, dim ? 0.18 : 1);
-    if (cats && dim) g.globalAlpha = 0.2;
-    g.fillRect(L + x0[i], B - y1[i], x1[i] - x0[i], y1[i] - y0[i]);
-    g.globalAlpha = 1;
+    let c;
+    if (cats) {
+      c = catColours[cats[i]] || catUnknown;
+      if (dim) c = withAlpha(c, 0.2);
+    } else if (cnt[i] > 1) c = dim ? greyDim : greyBright;
+    else c = rowColour(r, th.dark, dim);
+    const xa = Math.max(0, Math.round((L + x0[i]) * dpr) - ox), xb = Math.min(w, Math.round((L + x1[i]) * dpr) - ox);
+    if (xb <= xa) continue;
+    const top = by - y1[i] * dpr - oy, bottom = by - y0[i] * dpr - oy;  // device px from the image's top
+    fillSpan(px, w, h, xa, xb, top, bottom, c);
   }
+  const ig = rasterCanvas.getContext('2d');
+  ig.putImageData(rasterImage, 0, 0, 0, 0, w, h);
+  g.save();
+  g.setTransform(1, 0, 0, 1, 0, 0);
+  g.drawImage(rasterCanvas, 0, 0, w, h, ox, oy, w, h);
+  g.restore();
+}
+
+// One reused pixel buffer (the views draw one canvas at a time): cleared to transparent for a w×h image.
+let rasterCanvas = null, rasterImage = null, rasterPixels = null;
+function raster(w, h) {
+  if (!rasterCanvas) rasterCanvas = document.createElement('canvas');
+  if (!rasterImage || rasterImage.width < w || rasterImage.height < h) {
+    const W = Math.max(w, rasterImage ? rasterImage.width : 0), H = Math.max(h, rasterImage ? rasterImage.height : 0);
+    rasterCanvas.width = W;
+    rasterCanvas.height = H;
+    rasterImage = new ImageData(W, H);
+    rasterPixels = new Uint32Array(rasterImage.data.buffer);
+  }
+  const stride = rasterImage.width;
+  // Clear only what this image uses; rows keep the buffer's stride.
+  for (let y = 0; y < h; ++y) rasterPixels.fill(0, y * stride, y * stride + w);
+  return { u32: rasterPixels, stride };
+}
+
+// Fills columns [xa, xb) between the fractional rows top..bottom with the packed colour c (0xAABBGGRR). Edges snap
+// to the nearest pixel row (stacked bands share their edge value, so they neither overlap nor leave gaps); a band
+// thinner than one row is blended into the row it lies in by its coverage, as anti-aliasing would show it. Most
+// rectangles are one column wide and a few rows tall: plain stores down the column (a fill() per row costs more).
+function fillSpan(px, w, h, xa, xb, top, bottom, c) {
+  const u32 = px.u32, stride = px.stride;
+  let ya = Math.round(top), yb = Math.round(bottom);
+  if (yb > h) yb = h;
+  if (ya < 0) ya = 0;
+  if (yb <= ya) {
+    const y = Math.floor((top + bottom) / 2);
+    if (bottom > top && y >= 0 && y < h) blendRow(u32, y * stride, xa, xb, c, bottom - top);
+    return;
+  }
+  if ((c >>> 24) === 255) {
+    for (let x = xa; x < xb; ++x)
+      for (let i = ya * stride + x, end = yb * stride + x; i < end; i += stride) u32[i] = c;
+  } else {
+    for (let y = ya; y < yb; ++y) blendRow(u32, y * stride, xa, xb, c, 1);
+  }
+}
+
+// Source-over of colour c at coverage `cover` onto pixels [base + xa, base + xb) (straight, not premultiplied, alpha).
+// Most edge pixels land on transparent ones (the band below has not been drawn there): those are a plain store.
+function blendRow(u32, base, xa, xb, c, cover) {
+  const sa = ((c >>> 24) / 255) * cover;
+  if (sa <= 0) return;
+  const rgb = c & 0xffffff;
+  const mine = ((Math.round(sa * 255) << 24) | rgb) >>> 0;
+  for (let i = base + xa; i < base + xb; ++i) {
+    const d = u32[i];
+    if (d === 0) { u32[i] = mine; continue; }
+    const da = (d >>> 24) / 255;
+    const k = da * (1 - sa);
+    const oa = sa + k;
+    const r = ((c & 255) * sa + (d & 255) * k) / oa, gg = (((c >>> 8) & 255) * sa + ((d >>> 8) & 255) * k) / oa,
+      b = (((c >>> 16) & 255) * sa + ((d >>> 16) & 255) * k) / oa;
+    u32[i] = ((Math.round(oa * 255) << 24) | (Math.round(b) << 16) | (Math.round(gg) << 8) | Math.round(r)) >>> 0;
+  }
+}
+
+function withAlpha(c, a) { return ((Math.round(((c >>> 24) / 255) * a * 255) << 24) | (c & 0xffffff)) >>> 0; }
+
+// The packed colour of colour(row, dark, dim ? 0.18 : 1) (canvas.js), computed once per row and theme.
+const rowCache = { dark: false, bright: new Uint32Array(0), dimmed: new Uint32Array(0) };
+function rowColour(key, dark, dim) {
+  if (rowCache.dark !== dark) Object.assign(rowCache, { dark, bright: new Uint32Array(0), dimmed: new Uint32Array(0) });
+  let cache = dim ? rowCache.dimmed : rowCache.bright;
+  if (key >= cache.length) {
+    const bigger = new Uint32Array(Math.max(key + 1, cache.length * 2, 1024));
+    bigger.set(cache);
+    cache = bigger;
+    if (dim) rowCache.dimmed = bigger; else rowCache.bright = bigger;
+  }
+  let c = cache[key];
+  if (c === 0) {
+    const h = Math.round(((key * 137.508) % 360) * 10) / 10;
+    const s = 55 + (key * 7) % 25;
+    const l = dark ? 48 + (key * 3) % 14 : 58 + (key * 5) % 16;
+    c = cache[key] = packHsl(h, s, l, dim ? 0.18 : 1);
+  }
+  return c;
+}
+
+function packHsl(h, s, l, a) {
+  s /= 100;
+  l /= 100;
+  const q = s * Math.min(l, 1 - l);
+  const ch = (n) => {
+    const k = (n + h / 30) % 12;
+    return Math.round((l - q * Math.max(-1, Math.min(k - 3, 9 - k, 1))) * 255);
+  };
+  return ((Math.round(a * 255) << 24) | (ch(4) << 16) | (ch(8) << 8) | ch(0)) >>> 0;
+}
+
+// The packed colour of the hsl() strings this module and widgets.js write ("hsl(H S% L%)" or "... / A)").
+const cssCache = new Map();
+function cssRGBA(text) {
+  let c = cssCache.get(text);
+  if (c === undefined) {
+    const m = /^hsl\(([\d.]+) ([\d.]+)% ([\d.]+)%(?: \/ ([\d.]+))?\)$/.exec(text);
+    c = m ? packHsl(Number(m[1]), Number(m[2]), Number(m[3]), m[4] === undefined ? 1 : Number(m[4])) : 0xff808080;
+    cssCache.set(text, c);
+  }
+  return c;
 }
 
 // Outlines every rectangle of the given rows: pairs [[row, css colour]] (hovered, pinned; -1 = none).
