@@ -9,8 +9,13 @@ namespace allocscope::wasm {
 namespace {
 
 json facts_of(const Snapshot& s) {
+  // Counted per enum value first: a map lookup with a fresh std::string per event cost ~70 ms of the first paint on
+  // 1M events in wasm.
+  uint64_t per_action[kActionCount] = {};
+  for (Action a : s.events.action) ++per_action[static_cast<int>(a)];
   std::map<std::string, uint64_t> actions;  // sorted like Python's json.dumps(sort_keys=True)
-  for (Action a : s.events.action) ++actions[std::string(action_name(a))];
+  for (int a = 0; a < kActionCount; ++a)
+    if (per_action[a]) actions[std::string(action_name(static_cast<Action>(a)))] += per_action[a];
   uint64_t reserved = 0, allocated = 0, active_blocks = 0;
   for (const Segment& seg : s.segments) {
     reserved += seg.total_size;
