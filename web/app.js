@@ -1,6 +1,6 @@
 // The viewer's shell: opening files (drop anywhere, picker, example, ?url=), progress and errors, the view tabs,
 // file/device selectors, keyboard help and the <html data-state> automation hook. Views draw themselves.
-import { openFiles, call, unload } from './worker_client.js';
+import { openFiles, call, unload, warmUp } from './worker_client.js';
 import { state, set, subscribe, readHash, writeHash } from './store.js';
 import { views } from './views/index.js';
 import { el } from './format.js';
@@ -259,6 +259,7 @@ async function start() {
   } else {
     show('welcome');
     setPageState('empty');
+    warmUp();
   }
 }
 

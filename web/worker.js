@@ -52,6 +52,8 @@ self.onmessage = async (event) => {
       const { ids, infos } = await open(msg.seq, msg.files);
       self.allocscopeEngine = await engine();  // for benchmarks and debugging (worker.evaluate)
       reply({ op: 'opened', seq: msg.seq, ids, infos });
+    } else if (msg.op === 'warm') {
+      await engine();
     } else if (msg.op === 'unload') {
       const eng = await engine();
       for (const id of msg.ids) eng.unload(id);
@@ -85,7 +87,9 @@ function explain(e) {
       'size). Use the allocscope command line, which has no such limit: allocscope summary FILE, or ' +
       'allocscope peak FILE --from STEP --to STEP for a time range; or record a shorter trace. ' +
       'The files opened before are closed; open them again.' };
+  // Emscripten's hint to rebuild with assertions is for us, not for the reader of the message.
+  const said = message.replace(/\s*Build with -s ASSERTIONS=1 for more info\.?/, '');
   return { lost: true, message:
-    `the viewer's WebAssembly core stopped (${message}). This is a bug in allocscope; the allocscope command line ` +
+    `the viewer's WebAssembly core stopped (${said}). This is a bug in allocscope; the allocscope command line ` +
     'reads the same file (allocscope summary FILE). The files opened before are closed; open them again.' };
 }

@@ -36,6 +36,10 @@ function send(msg, onProgress) {
   });
 }
 
+// Starts the worker and its wasm core while the page waits for a file, so a drop does not also wait for
+// allocscope.js and allocscope.wasm to load and compile (~100 ms of the first paint on the dev machine).
+export function warmUp() { ensure().postMessage({ op: 'warm', seq: 0 }); }
+
 // files: [{name, blob}] -> {ids, infos}
 export function openFiles(files, onProgress) { return send({ op: 'open', files }, onProgress); }
 
