@@ -138,6 +138,19 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   const [w0, w1] = after[0].window.split(',').map(Number);
   ok(w1 - w0 < 0.6 * Number(before[0].window.split(',')[1]), 'two zoom steps narrowed the window');
   ok(after.every((p) => p.rects > 0 && p.coloured > 1000), 'both timelines repaint after zooming');
+  // The linked window is view state in the URL hash (never data): a reload of that URL shows the same window.
+  const diffHash = await page.evaluate(() => location.hash);
+  const hashWindow = new URLSearchParams(diffHash.slice(1)).get('window');
+  ok(hashWindow && hashWindow.split(',').map(Number).every((v, i) => Math.abs(v - [w0, w1][i]) <= 1e-6 * Math.max(1, w1)),
+     `the diff's zoomed window is in the URL hash (${diffHash} vs ${after[0].window})`);
+  await page.goto('about:blank');
+  await page.goto(`${origin}/app/?url=${encodeURIComponent('/fixtures/ddp_rank0.pickle')}&url=${encodeURIComponent('/fixtures/ddp_rank1.pickle')}${diffHash}`);
+  eq(await waitState(page, ['ready', 'error'], 90000), 'ready', 'diff reopens from the URL with the window in its hash');
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-diff-panel] canvas')].every((c) => c.dataset.rects), null, { timeout: 10000 }).catch(() => null);
+  const reopened = await painted();
+  ok(reopened.length === 2 && reopened.every((p) => p.window === reopened[0].window && p.rects > 0 && p.coloured > 1000) &&
+     reopened[0].window.split(',').map(Number).every((v, i) => Math.abs(v - [w0, w1][i]) <= 1e-6 * Math.max(1, w1)),
+     `both reopened timelines show the window from the hash (${reopened.map((p) => p.window).join(' / ')})`);
   const bBox = await page.locator('[data-diff-panel="b"] canvas').boundingBox();
   await page.mouse.move(bBox.x + bBox.width * 0.5, bBox.y + bBox.height * 0.7);
   await page.waitForSelector('#detail:not(.hidden) .alloc-card', { timeout: 10000 }).catch(() => null);

@@ -152,9 +152,12 @@ export default {
 
     function requestAll() { for (const p of panels) p.request(); }
 
-    function makeZoom() {
+    // The linked window goes to the URL hash (window=a,b on the common axis) like the other views' windows, so a
+    // reload or a shared link reopens the same stretch of both traces; `window` is the hash's (null: everything).
+    function makeZoom(window) {
       const hi = Math.max(1, ...panels.map(span));
-      zoom = new Zoom(0, hi, null, () => { preview(); requestAll(); }, timeAxis() ? 1 : 4);
+      zoom = new Zoom(0, hi, window, (z) => { ctx.set({ window: [z.x0, z.x1] }, { quiet: true }); preview(); requestAll(); },
+                      timeAxis() ? 1 : 4);
     }
 
     function toggleAxis() {
@@ -212,7 +215,7 @@ export default {
           el('button', { type: 'button', title: 'zoom out to everything (Home)', onclick: () => zoom && zoom.reset() }, 'Reset zoom'),
           el('span', { class: 'fine', text: 'zoom and pan move both (wheel, drag, + − ← → Home); one byte scale for both' }), info);
         root.append(el('h3', { text: 'Active memory over the trace' }), toolbar, ...panels.map((p) => p.box));
-        makeZoom();
+        makeZoom(st.window);
         for (const p of panels) {
           zoom.attach(p.canvas, M.left, plotW, null);
           p.canvas.addEventListener('pointermove', (e) => onPointer(p, e));
