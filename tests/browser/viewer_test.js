@@ -2,7 +2,7 @@
 // data-state=ready with PyTorch's golden numbers on screen; a corrupt file must show a human error; the example,
 // ?url= and dark mode work; no request ever leaves the page's origin.
 // usage: node viewer_test.js SITE_DIR FIXTURES_DIR [group [CAPPED_WASM_DIR]]
-//        (group: shell | fixtures | views | big | memory; default: shell, fixtures, views)
+//        (group: shell | fixtures | views | big | memory | bug; default: shell, fixtures, views)
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -238,6 +238,55 @@ async function memoryTest(browser, origin) {
   await context.close();
 }
 
+// An abort of the core that is not out of memory, i.e. a bug: the capped test build's test_abort method stops the core
+// the way a failed check (std::abort) or a trap (out-of-bounds access, unreachable code) would, inside the worker,
+// through the same worker_client module the views call it with. The worker must call it a bug in words (not "too
+// large"), say the files are closed, and start a fresh core so the page keeps working.
+async function bugTest(browser, origin) {
+  console.log('bug');
+  const { context, page, watch } = await watchedPage(browser, origin);
+  await fresh(page, origin + '/capped/#view=overview');
+  await waitState(page, ['empty']);
+  for (const [kind, what] of [['abort', /\(Aborted\(/], ['trap', /\(unreachable/]]) {
+    eq(await openViaInput(page, path.join(fixturesDir, 'resnet50_train.pickle')), 'ready', `${kind}: a small file opens`);
+    const got = await page.evaluate(async (k) => {
+      const client = await import('./worker_client.js');
+      let id = 0;  // the open file's id in this core (ids count up per core)
+      for (let i = 1; i <= 16; ++i) await client.call({ method: 'info', id: i }).then(() => { id = i; }, () => {});
+      try {
+        await client.call({ method: 'test_abort', id, kind: k });
+        return { answered: true };
+      } catch (e) {
+        return { message: e.message, lost: e.lost };
+      }
+    }, kind);
+    console.log(`    ${kind}: ${got.message}`);
+    ok(!got.answered && /^the viewer's WebAssembly core stopped /.test(got.message || ''), `${kind}: the worker says the core stopped`);
+    ok(what.test(got.message || ''), `${kind}: the message quotes the abort (${what})`);
+    ok(!/ASSERTIONS/.test(got.message || ''), `${kind}: without Emscripten's hint to rebuild with assertions`);
+    ok(/This is a bug in allocscope/.test(got.message) && /allocscope summary FILE/.test(got.message),
+       `${kind}: it is reported as a bug, with the command line as the way to read the file`);
+    ok(!/too large|out of memory/.test(got.message), `${kind}: a bug is not reported as out of memory`);
+    ok(/files opened before are closed/.test(got.message) && got.lost === true, `${kind}: the files of the stopped core are given up`);
+    // A fresh core answers: the next file opens with its golden totals.
+    eq(await openViaInput(page, path.join(fixturesDir, 'linear_seed.pickle')), 'ready', `${kind}: a file opens in a fresh core afterwards`);
+    const facts = golden('linear_seed', 'facts.json');
+    const shown = await readFacts(page);
+    eq([shown.total_reserved, shown.total_allocated], [facts.total_reserved, facts.total_allocated], `${kind}: and shows its golden totals`);
+  }
+  // The site's own module has no such trigger.
+  await fresh(page, origin + '/app/#view=overview');
+  await waitState(page, ['empty']);
+  eq(await openViaInput(page, path.join(fixturesDir, 'linear_seed.pickle')), 'ready', 'site build: a small file opens');
+  const site = await page.evaluate(async () => {
+    const client = await import('./worker_client.js');
+    try { await client.call({ method: 'test_abort', id: 1 }); return 'answered'; } catch (e) { return e.message; }
+  });
+  eq(site, "bridge: unknown method 'test_abort'", 'the site build does not ship test_abort');
+  eq(watch.foreign, [], 'no request left the origin');
+  await context.close();
+}
+
 async function main() {
   const roots = { '/app/': siteDir, '/fixtures/': fixturesDir, '/': siteDir };
   if (cappedDir) Object.assign(roots, { '/capped/': siteDir, '/capped/allocscope.js': path.join(cappedDir, 'allocscope.js'),
@@ -249,6 +298,7 @@ async function main() {
     if (!group || group === 'fixtures') await fixtureTests(browser, origin);
     if (group === 'big') await bigTest(browser, origin);
     if (group === 'memory') await memoryTest(browser, origin);
+    if (group === 'bug') await bugTest(browser, origin);
     if (!group || group === 'views') await require('./views_test.js').run(browser, origin, { fixturesDir, artifacts, ok, eq, golden });
   } catch (e) {
     ++failed;
