@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <span>
@@ -92,7 +93,10 @@ class ValueVec {
 
  private:
   [[gnu::noinline]] void grow(size_t need) {
-    size_t cap = cap_ < 8 ? 8 : cap_ * 2;
+    // A size whose byte count would not fit size_t (32 bits in wasm) fails like any allocation, never wraps.
+    constexpr size_t kMaxCount = SIZE_MAX / sizeof(Value);
+    if (need > kMaxCount) throw std::bad_alloc();
+    size_t cap = cap_ < 8 ? 8 : cap_ > kMaxCount / 2 ? kMaxCount : cap_ * 2;
     if (cap < need) cap = need;
     Value* d = static_cast<Value*>(::operator new(cap * sizeof(Value)));
     if (size_) std::memcpy(static_cast<void*>(d), data_, size_ * sizeof(Value));
