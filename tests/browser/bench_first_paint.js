@@ -50,7 +50,7 @@ async function main() {
     });
     const rss = chromiumRss();
     await page.screenshot({ path: path.join(__dirname, 'artifacts', 'bench-first-paint.png') });
-    console.log(`| ${r} | ${path.basename(file)} (${mb(fs.statSync(file).size)} MiB) | ${seconds.toFixed(1)} | ${mb(heap)} | ${mb(wasm)} | ${mb(rss)} | ${draw.ms.toFixed(1)} | ${draw.rects} (cuda:${draw.device}) |`);
+    console.log(`| ${r} | ${path.basename(file)} (${mb(fs.statSync(file).size)} MiB) | ${seconds.toFixed(2)} | ${mb(heap)} | ${mb(wasm)} | ${mb(rss)} | ${draw.ms.toFixed(1)} | ${draw.rects} (cuda:${draw.device}) |`);
     if (watch.foreign.length) console.log('foreign requests!', watch.foreign);
     await browser.close();
   }

@@ -183,7 +183,7 @@ export function timelineView(kind) {
       if (frame.r.x0 !== zoom.x0 || frame.r.x1 !== zoom.x1) preview();
       info.textContent = `${count(frame.body.rects)} rectangles for ${count(frame.body.rows)} ${K.what} · ` +
         `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)}${searchInfo ? ' · ' + searchInfo : ''}`;
-      if (!painted) { painted = true; ctx.painted(); }
+      maybePainted();
       drawMiniWindow();
     }
 
@@ -286,29 +286,42 @@ export function timelineView(kind) {
       hoverQuery({ column: Math.floor(x), y: frame.r.height - y });
     }
 
-    async function start() {
-      const ax = await ctx.call({ method: 'axis', id: f.id, device });
-      axisInfo = { steps: ax.body.step_count, time_first_us: ax.body.time_first_us, time_last_us: ax.body.time_last_us };
+    // The headline (peak) numbers; the view counts as painted once they and the first exact frame are shown.
+    async function headline() {
       if (kind === 'segments') {
         const d = await ctx.call({ method: K.draw, id: f.id, device, x0: 0, x1: axisInfo.steps, width: 1, height: 1 });
         peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak reserved ' }),
           el('strong', { 'data-peak-reserved': d.body.peak_bytes, title: `${count(d.body.peak_bytes)} bytes` }, bytes(d.body.peak_bytes)),
           el('span', { class: 'fine', text: ` at event ${count(d.body.peak_step)}` }));
       } else {
-      const mv = await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false });
-      peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak ' }),
-        el('strong', { 'data-peak-bytes': mv.body.peak_active_bytes, title: `${count(mv.body.peak_active_bytes)} bytes` },
-           bytes(mv.body.peak_active_bytes)),
-        el('span', { class: 'fine', text: ` at event ${count(mv.body.peak_step)} · ${count(mv.body.allocations)} allocations` }));
+        const mv = await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false });
+        peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak ' }),
+          el('strong', { 'data-peak-bytes': mv.body.peak_active_bytes, title: `${count(mv.body.peak_active_bytes)} bytes` },
+             bytes(mv.body.peak_active_bytes)),
+          el('span', { class: 'fine', text: ` at event ${count(mv.body.peak_step)} · ${count(mv.body.allocations)} allocations` }));
       }
+    }
+    let headlineShown = false;
+    function maybePainted() {
+      if (!painted && frame && headlineShown) { painted = true; ctx.painted(); }
+    }
+
+    async function start() {
+      const ax = await ctx.call({ method: 'axis', id: f.id, device });
+      axisInfo = { steps: ax.body.step_count, time_first_us: ax.body.time_first_us, time_last_us: ax.body.time_last_us };
       annRanges = ann.ranges(f.info.annotations, device);
       laneCount = Math.min(4, ann.lanes(annRanges));
       annRanges = annRanges.filter((r) => r.lane < 4);
+      // The first view's queries go out together, in the order the first paint needs them (the worker answers in
+      // order): annotation steps, the plot, the minimap, the headline. The plot is painted on the page's thread while
+      // the worker still computes the rest, instead of each query waiting for the page to ask for the next.
       if (annRanges.length) {
         const times = [];
         for (const r of annRanges) times.push(r.t0, Number.isFinite(r.t1) ? r.t1 : axisInfo.time_last_us + 1);
-        const s = (await ctx.call({ method: 'axis', id: f.id, device, times })).body.steps;
-        annStep = annRanges.map((_, i) => [s[2 * i], s[2 * i + 1]]);
+        ctx.call({ method: 'axis', id: f.id, device, times }).then(({ body }) => {
+          annStep = annRanges.map((_, i) => [body.steps[2 * i], body.steps[2 * i + 1]]);
+          if (frame) draw();
+        }, (e) => ctx.fail(e));
       }
       axisBtn.textContent = st.axis === 'time' ? 'Axis: time' : 'Axis: events';
       makeZoom(st.window);
@@ -340,6 +353,7 @@ export function timelineView(kind) {
       if (st.search) await runSearch();
       request();
       requestMini();
+      headline().then(() => { headlineShown = true; maybePainted(); }, (e) => ctx.fail(e));
     }
 
     function toggleAxis() {
