@@ -34,11 +34,12 @@ export function drawBands(g, th, blobs, L, B, opts) {
   const hl = (opts && opts.mask) || null;
   const dpr = g.getTransform().a || 1;
   // The image covers the rectangles' extent, in device pixels, clipped to the canvas.
-  let xMin = Infinity, xMax = 0, yMax = 0;
+  let xMin = Infinity, xMax = 0, yMax = 0, rowMax = 0;
   for (let i = 0; i < n; ++i) {
     if (x0[i] < xMin) xMin = x0[i];
     if (x1[i] > xMax) xMax = x1[i];
     if (y1[i] > yMax) yMax = y1[i];
+    if (row[i] > rowMax) rowMax = row[i];
   }
   const ox = Math.max(0, Math.round((L + xMin) * dpr));
   const oxEnd = Math.min(g.canvas.width, Math.round((L + xMax) * dpr));
@@ -48,10 +49,14 @@ export function drawBands(g, th, blobs, L, B, opts) {
   const w = oxEnd - ox, h = oyEnd - oy;
   if (w <= 0 || h <= 0) return;
   const px = raster(w, h);
+  const u32 = px.u32, stride = px.stride;
   const greyBright = cssRGBA(th.dark ? 'hsl(220 8% 42%)' : 'hsl(220 8% 70%)');
   const greyDim = cssRGBA(th.dark ? 'hsl(220 8% 22%)' : 'hsl(220 8% 88%)');
   const catColours = cats ? CATEGORIES.map((c) => cssRGBA(categoryColour(c))) : null;
   const catUnknown = cats ? cssRGBA(categoryColour('unknown')) : 0;
+  const bright = rowColours(th.dark, false, rowMax), dimmed = hl ? rowColours(th.dark, true, rowMax) : null;
+  const xShift = L * dpr - ox;
+  // One pass, few calls: this loop runs before the JIT has optimised it on the first paint.
   for (let i = 0; i < n; ++i) {
     const r = row[i];
     const dim = hl ? (marked ? !marked[i] : !hl[r]) : false;
@@ -59,12 +64,34 @@ export function drawBands(g, th, blobs, L, B, opts) {
     if (cats) {
       c = catColours[cats[i]] || catUnknown;
       if (dim) c = withAlpha(c, 0.2);
-    } else if (cnt[i] > 1) c = dim ? greyDim : greyBright;
-    else c = rowColour(r, th.dark, dim);
-    const xa = Math.max(0, Math.round((L + x0[i]) * dpr) - ox), xb = Math.min(w, Math.round((L + x1[i]) * dpr) - ox);
+    } else if (cnt[i] > 1) {
+      c = dim ? greyDim : greyBright;
+    } else {
+      const cache = dim ? dimmed : bright;
+      c = cache[r];
+      if (c === 0) c = cache[r] = rowColour(r, th.dark, dim);
+    }
+    let xa = Math.round(x0[i] * dpr + xShift), xb = Math.round(x1[i] * dpr + xShift);
+    if (xa < 0) xa = 0;
+    if (xb > w) xb = w;
     if (xb <= xa) continue;
-    const top = by - y1[i] * dpr - oy, bottom = by - y0[i] * dpr - oy;  // device px from the image's top
-    fillSpan(px, w, h, xa, xb, top, bottom, c);
+    // Rows from the image's top; edges snap to the nearest pixel row (stacked bands share their edge value, so they
+    // neither overlap nor leave gaps); a band thinner than one row is blended into its row by coverage, as
+    // anti-aliasing would show it.
+    const top = by - y1[i] * dpr - oy, bottom = by - y0[i] * dpr - oy;
+    let ya = Math.round(top), yb = Math.round(bottom);
+    if (ya < 0) ya = 0;
+    if (yb > h) yb = h;
+    if (yb <= ya) {
+      const y = Math.floor((top + bottom) / 2);
+      if (bottom > top && y >= 0 && y < h) blendRow(u32, y * stride, xa, xb, c, bottom - top);
+    } else if ((c >>> 24) === 255) {
+      // Most rectangles are one column wide and a few rows tall: plain stores down the column.
+      for (let x = xa; x < xb; ++x)
+        for (let k = ya * stride + x, end = yb * stride + x; k < end; k += stride) u32[k] = c;
+    } else {
+      for (let y = ya; y < yb; ++y) blendRow(u32, y * stride, xa, xb, c, 1);
+    }
   }
   const ig = rasterCanvas.getContext('2d');
   ig.putImageData(rasterImage, 0, 0, 0, 0, w, h);
@@ -91,28 +118,6 @@ function raster(w, h) {
   return { u32: rasterPixels, stride };
 }
 
-// Fills columns [xa, xb) between the fractional rows top..bottom with the packed colour c (0xAABBGGRR). Edges snap
-// to the nearest pixel row (stacked bands share their edge value, so they neither overlap nor leave gaps); a band
-// thinner than one row is blended into the row it lies in by its coverage, as anti-aliasing would show it. Most
-// rectangles are one column wide and a few rows tall: plain stores down the column (a fill() per row costs more).
-function fillSpan(px, w, h, xa, xb, top, bottom, c) {
-  const u32 = px.u32, stride = px.stride;
-  let ya = Math.round(top), yb = Math.round(bottom);
-  if (yb > h) yb = h;
-  if (ya < 0) ya = 0;
-  if (yb <= ya) {
-    const y = Math.floor((top + bottom) / 2);
-    if (bottom > top && y >= 0 && y < h) blendRow(u32, y * stride, xa, xb, c, bottom - top);
-    return;
-  }
-  if ((c >>> 24) === 255) {
-    for (let x = xa; x < xb; ++x)
-      for (let i = ya * stride + x, end = yb * stride + x; i < end; i += stride) u32[i] = c;
-  } else {
-    for (let y = ya; y < yb; ++y) blendRow(u32, y * stride, xa, xb, c, 1);
-  }
-}
-
 // Source-over of colour c at coverage `cover` onto pixels [base + xa, base + xb) (straight, not premultiplied, alpha).
 // Most edge pixels land on transparent ones (the band below has not been drawn there): those are a plain store.
 function blendRow(u32, base, xa, xb, c, cover) {
@@ -134,36 +139,39 @@ function blendRow(u32, base, xa, xb, c, cover) {
 
 function withAlpha(c, a) { return ((Math.round(((c >>> 24) / 255) * a * 255) << 24) | (c & 0xffffff)) >>> 0; }
 
-// The packed colour of colour(row, dark, dim ? 0.18 : 1) (canvas.js), computed once per row and theme.
+// Packed colours of colour(row, dark, dim ? 0.18 : 1) (canvas.js) per row, computed on first use (0 = not yet) and
+// kept per theme, so a redraw builds no CSS strings.
 const rowCache = { dark: false, bright: new Uint32Array(0), dimmed: new Uint32Array(0) };
-function rowColour(key, dark, dim) {
+function rowColours(dark, dim, rowMax) {
   if (rowCache.dark !== dark) Object.assign(rowCache, { dark, bright: new Uint32Array(0), dimmed: new Uint32Array(0) });
-  let cache = dim ? rowCache.dimmed : rowCache.bright;
-  if (key >= cache.length) {
-    const bigger = new Uint32Array(Math.max(key + 1, cache.length * 2, 1024));
+  const key = dim ? 'dimmed' : 'bright';
+  let cache = rowCache[key];
+  if (rowMax >= cache.length) {
+    const bigger = new Uint32Array(Math.max(rowMax + 1, cache.length * 2, 1024));
     bigger.set(cache);
-    cache = bigger;
-    if (dim) rowCache.dimmed = bigger; else rowCache.bright = bigger;
+    cache = rowCache[key] = bigger;
   }
-  let c = cache[key];
-  if (c === 0) {
-    const h = Math.round(((key * 137.508) % 360) * 10) / 10;
-    const s = 55 + (key * 7) % 25;
-    const l = dark ? 48 + (key * 3) % 14 : 58 + (key * 5) % 16;
-    c = cache[key] = packHsl(h, s, l, dim ? 0.18 : 1);
-  }
-  return c;
+  return cache;
 }
 
+function rowColour(key, dark, dim) {
+  const h = Math.round(((key * 137.508) % 360) * 10) / 10;
+  const s = 55 + (key * 7) % 25;
+  const l = dark ? 48 + (key * 3) % 14 : 58 + (key * 5) % 16;
+  return packHsl(h, s, l, dim ? 0.18 : 1);
+}
+
+// CSS hsl() to a packed 0xAABBGGRR colour (the CSS Color 4 formula; no closures, it runs once per row).
 function packHsl(h, s, l, a) {
   s /= 100;
   l /= 100;
   const q = s * Math.min(l, 1 - l);
-  const ch = (n) => {
-    const k = (n + h / 30) % 12;
-    return Math.round((l - q * Math.max(-1, Math.min(k - 3, 9 - k, 1))) * 255);
-  };
-  return ((Math.round(a * 255) << 24) | (ch(4) << 16) | (ch(8) << 8) | ch(0)) >>> 0;
+  const h30 = h / 30;
+  const kr = h30 % 12, kg = (8 + h30) % 12, kb = (4 + h30) % 12;
+  const r = Math.round((l - q * Math.max(-1, Math.min(kr - 3, 9 - kr, 1))) * 255);
+  const g = Math.round((l - q * Math.max(-1, Math.min(kg - 3, 9 - kg, 1))) * 255);
+  const b = Math.round((l - q * Math.max(-1, Math.min(kb - 3, 9 - kb, 1))) * 255);
+  return ((Math.round(a * 255) << 24) | (b << 16) | (g << 8) | r) >>> 0;
 }
 
 // The packed colour of the hsl() strings this module and widgets.js write ("hsl(H S% L%)" or "... / A)").
