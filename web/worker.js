@@ -88,7 +88,7 @@ function explain(e) {
       'allocscope peak FILE --from STEP --to STEP for a time range; or record a shorter trace. ' +
       'The files opened before are closed; open them again.' };
   // Emscripten's hint to rebuild with assertions is for us, not for the reader of the message.
-  const said = message.replace(/\s*Build with -s ASSERTIONS=1 for more info\.?/, '');
+  const said = message.replace(/\.?\s*Build with -s ASSERTIONS=1 for more info\.?/, '');
   return { lost: true, message:
     `the viewer's WebAssembly core stopped (${said}). This is a bug in allocscope; the allocscope command line ` +
     'reads the same file (allocscope summary FILE). The files opened before are closed; open them again.' };
