@@ -55,6 +55,7 @@ Status Session::start(const Options& options) {
   HoldMu hold(mu_);
   if (active_.load()) return {};
   if (options.max_entries == 0) return Error{"max_entries must be positive"};
+  if (Recorder* previous = last_.load()) retired_.push_back(previous);
   auto* rec = new Recorder(options);
   // Publish before subscribing so the first callbacks already find it.
   last_.store(rec, std::memory_order_release);
@@ -64,6 +65,7 @@ Status Session::start(const Options& options) {
     if (!st.ok()) {
       active_.store(nullptr, std::memory_order_release);
       last_.store(nullptr, std::memory_order_release);
+      retired_.push_back(rec);  // another thread's annotation call may have read it in the meantime
       if (!warned_subscriber_) {
         warned_subscriber_ = true;
         std::fprintf(stderr, "allocscope capture: not recording: %s\n", st.error().describe().c_str());
@@ -152,8 +154,8 @@ void Session::after_fork_in_parent() {
 void Session::after_fork_in_child() {
   Session& s = get();
   s.forked_from_.store(s.owner_pid_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  s.active_.store(nullptr, std::memory_order_release);
-  s.last_.store(nullptr, std::memory_order_release);
+  s.parents_recorders_[0] = s.active_.exchange(nullptr, std::memory_order_acq_rel);
+  s.parents_recorders_[1] = s.last_.exchange(nullptr, std::memory_order_acq_rel);
   s.installed_signal_ = 0;
   // The helper thread that reads the pipe lives in the parent only: a signal to the child must not make the parent
   // dump, and a start() in the child makes its own pipe and helper.

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "allocscope/result.h"
 #include "options.h"
@@ -63,6 +64,12 @@ class Session {
   bool atfork_registered_ = false;
   std::atomic<pid_t> owner_pid_{0};
   std::atomic<pid_t> forked_from_{0};  // in a forked child: the parent that owns the recording
+  // In a forked child: the parent's recorders, never used or freed there (a thread that no longer exists may hold
+  // their locks), but kept reachable so leak checkers do not report them at the child's exit.
+  Recorder* parents_recorders_[2] = {nullptr, nullptr};
+  // Recorders of earlier start()/stop() rounds: a callback that read the pointer before stop() may still be running on
+  // one, so they are never freed; kept here (reachable) so leak checkers see held memory, not a leak.
+  std::vector<Recorder*> retired_;
   std::mutex report_mu_;
   std::string last_failure_;
   bool warned_subscriber_ = false;
