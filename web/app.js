@@ -131,7 +131,11 @@ function fillDevices() {
 
 function selectView(id) {
   if (id === state.view) return;
-  set({ view: id, pinned: null }, { quiet: true });
+  const patch = { view: id, pinned: null };
+  // The Diff view's time axis measures from each trace's first event; a single-file view's is the trace's own clock,
+  // so that window does not carry over (on the event axis both count events from the start, and it does).
+  if (state.view === 'diff' && state.axis === 'time') patch.window = null;
+  set(patch, { quiet: true });
   for (const b of $('tabs').children) b.classList.toggle('active', b.dataset.view === id);
   mountView();
 }

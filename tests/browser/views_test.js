@@ -163,6 +163,16 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   await page.mouse.move(0, 0);
   await page.waitForTimeout(300);
   await page.screenshot({ path: path.join(artifacts, 'diff-ddp-zoomed.png') });
+  // On the time axis the Diff window counts from each trace's first event, which a single-file view does not: it is
+  // not carried over (the event axis's window is, both count events from the start).
+  await page.keyboard.press('t');
+  await page.keyboard.press('+');
+  await page.waitForTimeout(300);
+  ok(/axis=time/.test(await page.evaluate(() => location.hash)) && /window=/.test(await page.evaluate(() => location.hash)),
+     'zoomed Diff on the time axis has its window in the hash');
+  await page.keyboard.press('1');
+  await page.waitForSelector('.view-timeline canvas[data-window]', { timeout: 10000 }).catch(() => null);
+  ok(!/window=/.test(await page.evaluate(() => location.hash)), 'switching to Active memory from the Diff time axis starts from the whole trace');
 
   // Ranks: each file's busiest device (rank 1 traced cuda:1), the outlier marked wherever it is, none among equals.
   eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle', 'ddp_rank0.pickle'], 'ranks'), 'ready', 'ranks reaches ready');
