@@ -1,6 +1,8 @@
 // external_annotations as labelled ranges: START/END pairs of one name on one device (nested by name, unmatched
-// starts run to the end of the trace). Drawn by the timelines in a strip above the plot.
+// starts run to the end of the trace). Drawn by the timelines (the Active Memory Timeline, the Diff view's two) in a
+// strip above the plot.
 import { colour } from './canvas.js';
+import { el, micros } from './format.js';
 
 export function ranges(annotations, device) {
   const open = new Map();
@@ -60,4 +62,59 @@ export function drawStrip(g, rs, toX, left, width, top, laneH, th) {
     }
   }
   g.restore();
+}
+
+// One timeline's strip: its ranges in at most `maxLanes` lanes, their event indices once the core has mapped the
+// times (the event axis), drawing and hit-testing on either axis. Axis values are the trace's own (time in µs, event
+// index); a view whose axis is shifted (the Diff view's time since the first event) shifts them in `toX` and `at`.
+export class Strip {
+  constructor(annotations, device, maxLanes = 4) {
+    const rs = ranges(annotations, device);
+    this.lanes = Math.min(maxLanes, lanes(rs));
+    this.ranges = rs.filter((r) => r.lane < maxLanes);
+    this.steps = null;  // [[first, last]] event indices per range, once mapped
+  }
+
+  // Asks the core (`call`) for the events before each range's ends; resolves once they are known.
+  async mapSteps(call, id, device, timeLast) {
+    if (!this.ranges.length) return;
+    const times = [];
+    for (const r of this.ranges) times.push(r.t0, Number.isFinite(r.t1) ? r.t1 : timeLast + 1);
+    const { body } = await call({ method: 'axis', id, device, times });
+    this.steps = this.ranges.map((_, i) => [body.steps[2 * i], body.steps[2 * i + 1]]);
+  }
+
+  // Range i on the time axis (µs) or the event axis; null while its events are not mapped yet.
+  extent(i, timeAxis) {
+    const r = this.ranges[i];
+    if (timeAxis) return [r.t0, r.t1];
+    return this.steps ? this.steps[i] : null;
+  }
+
+  // Draws the lanes into [left, left + width] from `top`; toX maps an axis value to px from `left`.
+  draw(g, timeAxis, toX, left, width, top, laneH, th) {
+    if (!this.lanes) return;
+    const rs = [];
+    this.ranges.forEach((r, i) => {
+      const e = this.extent(i, timeAxis);
+      if (e) rs.push({ name: r.name, lane: r.lane, x0: e[0], x1: e[1] });
+    });
+    drawStrip(g, rs, toX, left, width, top, laneH, th);
+  }
+
+  // The index of the range in `lane` that covers axis value v, or -1.
+  at(lane, v, timeAxis) {
+    return this.ranges.findIndex((r, i) => {
+      const e = r.lane === lane && this.extent(i, timeAxis);
+      return e && e[0] <= v && v <= e[1];
+    });
+  }
+
+  // The detail card of range i (times relative to the trace's first event, `timeFirst`). Names are text only.
+  card(i, timeFirst) {
+    const a = this.ranges[i];
+    return el('div', null, el('h4', { text: a.name }), el('div', { class: 'fine', text:
+      `external annotation · +${micros(a.t0 - timeFirst)}` +
+      (Number.isFinite(a.t1) ? ` – +${micros(a.t1 - timeFirst)} (${micros(a.t1 - a.t0)})` : ' – end') }));
+  }
 }

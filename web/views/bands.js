@@ -199,6 +199,26 @@ export function outlineRows(g, blobs, L, B, pairs) {
   }
 }
 
+// A pinned allocation's band over its whole life (band_outline: at xs[i] its bottom moves to offsets[i] bytes), even
+// where it is thinner than a pixel; xOf maps an axis value to canvas px, yOf bytes to canvas px; clipped to the plot.
+export function drawLife(g, colour, life, xs, xOf, yOf, L, T, W, H) {
+  g.save();
+  g.beginPath();
+  g.rect(L, T, W, H);
+  g.clip();
+  g.strokeStyle = colour;
+  g.lineWidth = 2;
+  g.beginPath();
+  for (let i = 0; i + 1 < xs.length; ++i) {
+    const xa = xOf(xs[i]), xb = xOf(xs[i + 1]);
+    const y0p = yOf(life.offsets[i]), y1p = yOf(life.offsets[i] + life.size);
+    g.rect(xa, Math.min(y1p, y0p - 1), Math.max(1, xb - xa), Math.max(1, y0p - y1p));
+  }
+  g.stroke();
+  g.restore();
+  g.lineWidth = 1;
+}
+
 // Ticks under the plot for the window [a, b] (label(v) formats one), the axis name at the left, and the plot frame.
 export function drawXAxis(g, th, L, T, W, B, a, b, label, name) {
   g.fillStyle = th.muted;

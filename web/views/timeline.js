@@ -4,10 +4,11 @@
 import { bytes, count, el, micros } from '../format.js';
 import { fitCanvas, theme, onResize } from '../canvas.js';
 import { Zoom, latest } from '../zoom.js';
-import { allocationCard, searchRegex } from '../detail.js';
-import * as ann from '../annotations.js';
+import { allocationCard } from '../detail.js';
+import { Strip } from '../annotations.js';
+import { matchRows } from '../search.js';
 import { categoryColour } from './widgets.js';
-import { CATEGORIES, drawYGrid, drawBands, outlineRows, drawXAxis, PlotSnapshot } from './bands.js';
+import { CATEGORIES, drawYGrid, drawBands, outlineRows, drawLife, drawXAxis, PlotSnapshot } from './bands.js';
 
 const M = { left: 72, right: 12, top: 6, bottom: 24 };
 const LANE = 14;
@@ -54,9 +55,7 @@ export function timelineView(kind) {
     let frame = null;       // last draw answer {body, blobs, x0, x1, w, h}
     let miniFrame = null;
     let axisInfo = null;    // {steps, time_first_us, time_last_us}
-    let annRanges = [];
-    let annStep = null;     // annotations mapped to steps
-    let laneCount = 0;
+    let strip = null;       // the annotations strip (annotations.js)
     let hover = null;       // {column, y, answer}
     let pinned = null;      // allocation JSON
     let outline = null;     // the pinned band's life: {steps, times, offsets, size}
@@ -67,7 +66,7 @@ export function timelineView(kind) {
     let byCategory = false;
 
     const plotW = () => Math.max(10, wrap.clientWidth - M.left - M.right);
-    const stripH = () => laneCount * LANE;
+    const stripH = () => (strip ? strip.lanes * LANE : 0);
     const plotH = () => Math.max(10, wrap.clientHeight - M.top - M.bottom - stripH());
 
     function axisRange() {
@@ -140,35 +139,14 @@ export function timelineView(kind) {
       const pinRow = pinned ? pinned.row : -1;
       drawBands(g, th, frame.blobs, L, B, { mask });
       // the pinned allocation's whole life, even where it is thinner than a pixel
-      if (outline && pinned && outline.row === pinned.row) {
-        const xs = st.axis === 'time' ? outline.times : outline.steps;
-        const yOf = (b) => B - (b - frame.body.y_min) / bpp;
-        g.save();
-        g.beginPath();
-        g.rect(L, T, W, H);
-        g.clip();
-        g.strokeStyle = th.bad;
-        g.lineWidth = 2;
-        g.beginPath();
-        for (let i = 0; i + 1 < xs.length; ++i) {
-          const xa = L + zoom.toX(xs[i], W), xb = L + zoom.toX(xs[i + 1], W);
-          const y0p = yOf(outline.offsets[i]), y1p = yOf(outline.offsets[i] + outline.size);
-          g.rect(xa, Math.min(y1p, y0p - 1), Math.max(1, xb - xa), Math.max(1, y0p - y1p));
-        }
-        g.stroke();
-        g.restore();
-        g.lineWidth = 1;
-      }
+      if (outline && pinned && outline.row === pinned.row)
+        drawLife(g, th.bad, outline, st.axis === 'time' ? outline.times : outline.steps, (v) => L + zoom.toX(v, W),
+                 (b) => B - (b - frame.body.y_min) / bpp, L, T, W, H);
       // hovered / pinned allocation outlined
       outlineRows(g, frame.blobs, L, B, [[hoverRow, th.fg], [pinRow, th.bad]]);
       drawXAxis(g, th, L, T, W, B, zoom.x0, zoom.x1, xLabel, st.axis === 'time' ? 'time' : 'event');
       // annotations strip
-      if (laneCount) {
-        const rs = annRanges.map((r, i) => st.axis === 'time'
-          ? { name: r.name, lane: r.lane, x0: r.t0, x1: r.t1 }
-          : { name: r.name, lane: r.lane, x0: annStep ? annStep[i][0] : 0, x1: annStep ? annStep[i][1] : 0 });
-        ann.drawStrip(g, rs, (v) => zoom.toX(v, W), L, W, M.top, LANE, th);
-      }
+      if (strip) strip.draw(g, st.axis === 'time', (v) => zoom.toX(v, W), L, W, M.top, LANE, th);
       // cursor
       if (hover) {
         g.fillStyle = th.fg;
@@ -240,25 +218,9 @@ export function timelineView(kind) {
       zoom.centre(x);
     }
     async function runSearch() {
-      const text = (st.search || '').trim();
-      mask = null;
-      searchInfo = '';
-      if (text && K.search) {
-        try {
-          let r;
-          if (/^0x[0-9a-f]+$/i.test(text)) r = await ctx.call({ method: 'match_rows', id: f.id, device, address: text });
-          else {
-            const re = searchRegex(text);
-            if (!re) { searchInfo = 'invalid regular expression'; draw(); return; }
-            if (!f._frames) f._frames = (await ctx.call({ method: 'frames', id: f.id })).body.frames;
-            const ids = [];
-            f._frames.forEach((s, i) => { if (re.test(s)) ids.push(i); });
-            r = await ctx.call({ method: 'match_rows', id: f.id, device, frames: ids });
-          }
-          mask = r.blobs.mask;
-          searchInfo = `${count(r.body.matches)} of ${count(r.body.rows)} allocations match`;
-        } catch (e) { searchInfo = e.message; }
-      }
+      const m = K.search ? await matchRows(ctx.call, f, device, st.search) : { mask: null, info: '' };
+      mask = m.mask;
+      searchInfo = m.info;
       if (zoom) request(); else draw();
     }
 
@@ -267,17 +229,8 @@ export function timelineView(kind) {
       const r = canvas.getBoundingClientRect();
       const x = e.clientX - r.left - M.left, y = e.clientY - r.top - M.top - stripH();
       if (x >= 0 && x < frame.r.width && y < 0 && y >= -stripH()) {  // the annotations strip
-        const lane = Math.floor((y + stripH()) / LANE);
-        const v = zoom.fromX(x, frame.r.width);
-        const i = annRanges.findIndex((a, k) => a.lane === lane &&
-          (st.axis === 'time' ? a.t0 <= v && v <= a.t1 : annStep && annStep[k][0] <= v && v <= annStep[k][1]));
-        if (i >= 0) {
-          const a = annRanges[i];
-          ctx.detail(el('div', null, el('h4', { text: a.name }), el('div', { class: 'fine', text:
-            `external annotation · +${micros(a.t0 - axisInfo.time_first_us)}` +
-            (Number.isFinite(a.t1) ? ` – +${micros(a.t1 - axisInfo.time_first_us)} (${micros(a.t1 - a.t0)})` : ' – end') })));
-          return;
-        }
+        const i = strip.at(Math.floor((y + stripH()) / LANE), zoom.fromX(x, frame.r.width), st.axis === 'time');
+        if (i >= 0) { ctx.detail(strip.card(i, axisInfo.time_first_us)); return; }
       }
       if (x < 0 || x >= frame.r.width || y < 0 || y >= frame.r.height) {
         if (hover) { hover = null; showDetail(); draw(); }
@@ -309,20 +262,12 @@ export function timelineView(kind) {
     async function start() {
       const ax = await ctx.call({ method: 'axis', id: f.id, device });
       axisInfo = { steps: ax.body.step_count, time_first_us: ax.body.time_first_us, time_last_us: ax.body.time_last_us };
-      annRanges = ann.ranges(f.info.annotations, device);
-      laneCount = Math.min(4, ann.lanes(annRanges));
-      annRanges = annRanges.filter((r) => r.lane < 4);
+      strip = new Strip(f.info.annotations, device);
       // The first view's queries go out together, in the order the first paint needs them (the worker answers in
       // order): annotation steps, the plot, the minimap, the headline. The plot is painted on the page's thread while
       // the worker still computes the rest, instead of each query waiting for the page to ask for the next.
-      if (annRanges.length) {
-        const times = [];
-        for (const r of annRanges) times.push(r.t0, Number.isFinite(r.t1) ? r.t1 : axisInfo.time_last_us + 1);
-        ctx.call({ method: 'axis', id: f.id, device, times }).then(({ body }) => {
-          annStep = annRanges.map((_, i) => [body.steps[2 * i], body.steps[2 * i + 1]]);
-          if (frame) draw();
-        }, (e) => ctx.fail(e));
-      }
+      if (strip.ranges.length)
+        strip.mapSteps(ctx.call, f.id, device, axisInfo.time_last_us).then(() => { if (frame) draw(); }, (e) => ctx.fail(e));
       axisBtn.textContent = st.axis === 'time' ? 'Axis: time' : 'Axis: events';
       makeZoom(st.window);
       zoom.attach(canvas, M.left, plotW, () => {
