@@ -174,6 +174,8 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   await page.waitForSelector('.view-timeline canvas[data-window]', { timeout: 10000 }).catch(() => null);
   ok(!/window=/.test(await page.evaluate(() => location.hash)), 'switching to Active memory from the Diff time axis starts from the whole trace');
 
+  await diffInteractions(page, open, { artifacts, ok, eq, golden });
+
   // Ranks: each file's busiest device (rank 1 traced cuda:1), the outlier marked wherever it is, none among equals.
   eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle', 'ddp_rank0.pickle'], 'ranks'), 'ready', 'ranks reaches ready');
   eq(Number(await attr('[data-outliers]', 'data-outliers')), 1, 'one outlier rank');
@@ -205,4 +207,163 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   await dark.context.close();
 }
 
-module.exports = { run };
+// The Diff view's timelines do what the single-file timeline does, checked on the pixels and state they produce: the
+// byte scale refits to the window (one scale for both), click pins with the full stack (frame filter honoured),
+// regex and address search dim the other allocations in both, and annotations are drawn as labelled ranges.
+async function diffInteractions(page, open, { artifacts, ok, eq, golden }) {
+  eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle'], 'diff'), 'ready', 'diff reopens for the interaction tests');
+  const settled = () => page.waitForFunction(() => {
+    const cs = [...document.querySelectorAll('[data-diff-panel] canvas')];
+    return cs.length === 2 && cs.every((c) => c.dataset.bytesPerPx && c.dataset.window === cs[0].dataset.window);
+  }, null, { timeout: 10000 }).catch(() => null);
+  await settled();
+  await page.mouse.move(0, 0);
+  await page.waitForTimeout(200);
+  // Per panel: its dataset, the top row (CSS px from the plot's top) of its bands (opaque saturated pixels), how many
+  // such pixels the plot holds, how many are the theme's --bad colour (the pinned outline), how many the strip holds.
+  const look = () => page.$$eval('[data-diff-panel] canvas', (cs) => cs.map((c) => {
+    const dpr = devicePixelRatio;
+    const [L, T, W, H] = c.dataset.plot.split(',').map((v) => Math.round(Number(v) * dpr));
+    const g = c.getContext('2d');
+    const d = g.getImageData(L + 2, T + 2, W - 4, H - 4).data;
+    const bad = getComputedStyle(document.documentElement).getPropertyValue('--bad').trim();
+    const probe = document.createElement('canvas').getContext('2d');
+    probe.fillStyle = bad;
+    probe.fillRect(0, 0, 1, 1);
+    const [br, bg, bb] = probe.getImageData(0, 0, 1, 1).data;
+    let coloured = 0, red = 0, topRow = -1;
+    const rowW = W - 4;
+    for (let i = 0; i < d.length; i += 4) {
+      const r = d[i], gg = d[i + 1], b = d[i + 2];
+      if (d[i + 3] > 200 && Math.abs(r - br) < 12 && Math.abs(gg - bg) < 12 && Math.abs(b - bb) < 12) ++red;
+      if (d[i + 3] > 200 && Math.max(r, gg, b) - Math.min(r, gg, b) > 40) {  // opaque: dimmed bands are translucent
+        ++coloured;
+        if (topRow < 0) topRow = Math.floor(i / 4 / rowW);
+      }
+    }
+    const s = g.getImageData(L, Math.round(4 * dpr), W, Math.max(1, T - Math.round(6 * dpr))).data;  // above the frame
+    let strip = 0;
+    for (let i = 0; i < s.length; i += 4) if (s[i + 3] > 0) ++strip;
+    return { ...c.dataset, H: H / dpr, dpr, topRow: topRow < 0 ? -1 : (topRow + 2) / dpr, coloured, red, strip };
+  }));
+
+  // 1. One byte scale, fitted to the window: at full zoom the larger peak (rank 1's) fills the plot; zoomed into the
+  // start of the traces (less memory) the scale shrinks, stays shared, and the taller window's bands reach the top.
+  const full = await look();
+  const peakB = golden('ddp_rank1', 'memoryviz.json').devices['1'].peak_active_bytes;
+  eq(Number(full[1].windowMax), peakB, 'full window: B\'s highest total is its peak');
+  ok(full[0].bytesPerPx === full[1].bytesPerPx && Math.abs(Number(full[0].bytesPerPx) - (peakB * 1.06) / full[0].H) < 1e-6 * peakB,
+     `full window: both timelines use one scale, from the larger peak (${full[0].bytesPerPx})`);
+  const box = await page.locator('[data-diff-panel="a"] canvas').boundingBox();
+  for (let i = 0; i < 4; ++i) {
+    await page.mouse.move(box.x + 74, box.y + box.height * 0.6);
+    await page.mouse.wheel(0, -500);
+    await page.waitForTimeout(150);
+  }
+  await page.mouse.move(0, 0);
+  await settled();
+  await page.waitForTimeout(400);
+  const zoomed = await look();
+  const [z0, z1] = zoomed[0].window.split(',').map(Number);
+  const zmax = Math.max(Number(zoomed[0].windowMax), Number(zoomed[1].windowMax));
+  ok(z0 < 5 && z1 < 100 && zmax < 0.5 * peakB, `wheel zoomed into the start of the traces (${zoomed[0].window}, highest ${zmax} bytes)`);
+  ok(zoomed[0].bytesPerPx === zoomed[1].bytesPerPx && Math.abs(Number(zoomed[0].bytesPerPx) - (zmax * 1.06) / zoomed[0].H) < 1e-6 * zmax,
+     `zoomed: the shared scale refits to the window's highest total (${full[0].bytesPerPx} -> ${zoomed[0].bytesPerPx} bytes/px)`);
+  // Pixels: each panel's tallest band ends where its window maximum puts it on that one scale.
+  for (const [i, p] of zoomed.entries()) {
+    const want = p.H - Number(p.windowMax) / Number(p.bytesPerPx);
+    ok(Math.abs(p.topRow - want) <= 3, `zoomed ${'AB'[i]}: the bands' top is at ${p.topRow.toFixed(1)} px, the scale puts it at ${want.toFixed(1)}`);
+  }
+  ok(Math.min(...zoomed.map((p) => p.topRow)) < 0.12 * zoomed[0].H,
+     `zoomed: the taller timeline fills its plot (top at ${Math.min(...zoomed.map((p) => p.topRow)).toFixed(1)} of ${zoomed[0].H} px)`);
+  await page.screenshot({ path: path.join(artifacts, 'diff-ddp-refit.png') });
+  await page.keyboard.press('Home');
+  await settled();
+  await page.waitForFunction(() => /^0,/.test(document.querySelector('[data-diff-panel] canvas').dataset.window), null, { timeout: 10000 }).catch(() => null);
+  await page.waitForTimeout(300);
+
+  // 2. Click pins an allocation of B: the same card as the single-file view (stack, frame filter toggle), kept while
+  // the pointer moves to A, the band outlined in red over its life; Esc unpins.
+  const before = await look();
+  const bBox = await page.locator('[data-diff-panel="b"] canvas').boundingBox();
+  // (left of the detail card, which sits over the bottom right of the page)
+  const px = bBox.x + 72 + (bBox.width - 84) * 0.3, py = bBox.y + Number(before[1].plot.split(',')[1]) + before[1].H * 0.75;
+  await page.mouse.move(px, py);
+  await page.waitForSelector('#detail:not(.hidden) [data-detail-panel="b"] .alloc-card', { timeout: 10000 }).catch(() => null);
+  await page.mouse.click(px, py);
+  await page.waitForFunction(() => document.querySelector('[data-diff-panel="b"] canvas').dataset.pinned, null, { timeout: 10000 }).catch(() => null);
+  await page.waitForTimeout(400);
+  const card = await page.textContent('#detail').catch(() => '');
+  const pinnedAddress = await page.$$eval('#detail .alloc-card tr', (rs) => {
+    const r = rs.find((x) => x.children[0].textContent === 'address');
+    return r ? r.children[1].textContent : null;
+  });
+  ok(/pinned/.test(card) && /ddp_rank1\.pickle/.test(card) && /address\s*0x[0-9a-f]+/.test(card) && /Stack/.test(card),
+     'click on B pins its allocation: the card names rank 1 and shows address and stack');
+  await page.mouse.move(box.x + box.width * 0.3, box.y + box.height * 0.7);
+  await page.waitForTimeout(500);
+  const pinnedLook = await look();
+  ok(/pinned/.test(await page.textContent('#detail')) && (await page.$('#detail [data-detail-panel="b"]')) !== null,
+     'the pinned card stays while the pointer hovers A');
+  ok(pinnedLook[1].red > before[1].red + 20, `the pinned band is outlined in B (${before[1].red} -> ${pinnedLook[1].red} --bad pixels)`);
+  await page.screenshot({ path: path.join(artifacts, 'diff-ddp-pinned.png') });
+  // The frame filter: the toggle in the card (and key f) shows all frames, then hides internals again.
+  const frames = async () => (/(\d+) of (\d+) frames/.exec(await page.textContent('#detail')) || []).slice(1).map(Number);
+  const [shown0, all0] = await frames();
+  ok(shown0 < all0, `the frame filter hides internals by default (${shown0} of ${all0})`);
+  await page.click('#detail button:has-text("show all frames")');
+  await page.waitForTimeout(200);
+  eq(await frames(), [all0, all0], 'the card\'s toggle shows every frame of the pinned stack');
+  await page.mouse.move(0, 0);
+  await page.keyboard.press('f');
+  await page.waitForTimeout(200);
+  eq(await frames(), [shown0, all0], 'key f hides the internals again');
+  await page.keyboard.press('Escape');
+  await page.waitForTimeout(300);
+  const unpinned = await look();
+  ok(!unpinned[1].pinned && unpinned[1].red <= before[1].red + 5 && !/pinned/.test(await page.textContent('#detail').catch(() => '')),
+     `Esc unpins (outline gone: ${unpinned[1].red} --bad pixels)`);
+
+  // 3. Search: a frame regex dims what does not match in both timelines; a hex address keeps only the allocations
+  // whose block holds it; clearing it brings the colours back.
+  await page.fill('#search', 'gelu');
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-diff-panel] canvas')].every((c) => c.dataset.matches), null, { timeout: 10000 }).catch(() => null);
+  await page.locator('#search').blur();
+  await page.waitForTimeout(500);
+  const found = await look();
+  const labels = await page.$$eval('[data-diff-panel] .diff-search', (es) => es.map((e) => e.textContent));
+  ok(found.every((p) => Number(p.matches) > 0) && labels.every((t) => /\d+ of \d+ allocations match/.test(t)),
+     `regex search matches in both timelines (${labels.join(' / ')})`);
+  ok(found.every((p, i) => p.coloured < 0.8 * before[i].coloured),
+     `the allocations that do not match are dimmed in both (${before.map((p) => p.coloured)} -> ${found.map((p) => p.coloured)} coloured px)`);
+  await page.screenshot({ path: path.join(artifacts, 'diff-ddp-search.png') });
+  ok(!!pinnedAddress, `the pinned card gave an address (${pinnedAddress})`);
+  await page.fill('#search', pinnedAddress || '0x0');
+  await page.waitForFunction((t) => [...document.querySelectorAll('[data-diff-panel] .diff-search')].every((e) => e.textContent && !/gelu/.test(t)), pinnedAddress, { timeout: 10000 }).catch(() => null);
+  await page.locator('#search').blur();
+  await page.waitForTimeout(600);
+  const byAddr = await look();
+  ok(Number(byAddr[1].matches) >= 1 && byAddr[1].coloured < 0.5 * before[1].coloured,
+     `address search keeps B's allocations at ${pinnedAddress} bright (${byAddr[1].matches} match, ${byAddr[1].coloured} coloured px)`);
+  await page.fill('#search', '');
+  await page.locator('#search').blur();
+  await page.waitForTimeout(600);
+  const cleared = await look();
+  ok(cleared.every((p, i) => !p.matches && Math.abs(p.coloured - before[i].coloured) < 0.05 * before[i].coloured),
+     'clearing the search restores both timelines');
+
+  // 4. Annotations (nccl, optimizer steps) as labelled ranges above each timeline, named on hover.
+  ok(before.every((p) => Number(p.plot.split(',')[1]) >= 4 + 14 && p.strip > 500),
+     `both timelines draw their annotation strip above the plot (${before.map((p) => `${p.strip} px, plot from y=${p.plot.split(',')[1]}`)})`);
+  let named = '';
+  for (let f = 0.02; f < 1 && !named; f += 0.01) {
+    await page.mouse.move(box.x + 72 + (box.width - 84) * f, box.y + 10);
+    await page.waitForTimeout(40);
+    const t = await page.textContent('#detail').catch(() => '');
+    if (/external annotation/.test(t)) named = t;
+  }
+  ok(/Optimizer|nccl|Distributed|zero_grad/.test(named), `hovering A's strip names the range (${named.slice(0, 60)})`);
+  await page.mouse.move(0, 0);
+}
+
+module.exports = { run, diffInteractions };
