@@ -125,16 +125,16 @@ TEST(CaptureSession, CAbiStartDumpStopWithRangesAndSignalDump) {
 
 namespace {
 
+#ifdef __has_feature  // clang; GCC names its sanitizers with __SANITIZE_*__ instead
+#define SESSION_TEST_HAS_FEATURE(x) __has_feature(x)
+#else
+#define SESSION_TEST_HAS_FEATURE(x) 0
+#endif
+
 // ThreadSanitizer cannot follow a fork() taken while threads run: in the child it reports the parent's threads as
 // leaked (exit status 66) and refuses to start new ones. The tests that fork under running threads skip under it.
-#if defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__) || SESSION_TEST_HAS_FEATURE(thread_sanitizer)
 constexpr bool kTsan = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kTsan = true;
-#else
-constexpr bool kTsan = false;
-#endif
 #else
 constexpr bool kTsan = false;
 #endif
@@ -142,14 +142,8 @@ constexpr bool kTsan = false;
 // thread is inside malloc can wait forever in its own first allocation (a fresh-clone CI run's child hung until its
 // alarm). Its LeakSanitizer also reports the other threads' thread-local memory in such a child. The test that forks
 // while threads allocate runs in the default build, where glibc's malloc is fork-safe.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || SESSION_TEST_HAS_FEATURE(address_sanitizer)
 constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
 #else
 constexpr bool kAsan = false;
 #endif

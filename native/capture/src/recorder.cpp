@@ -71,12 +71,19 @@ Recorder::Recorder(Options options)
   if (options_.stacks == StackMode::kNative) unwind_init();
 }
 
-#define ALLOCSCOPE_CAPTURE_STACK(cap, skip)                                                   \
+// Every hook starts the same way: unwind in the hook's own frame (so `skip` counts right; hence a macro) and read the
+// clock and the annotation path outside the lock, then take the lock and intern the stack. Declares t, path, lock
+// and stack.
+#define ALLOCSCOPE_HOOK_BEGIN(skip)                                                           \
   Captured cap;                                                                               \
   if (options_.stacks == StackMode::kNative) {                                                \
     cap.n = capture_stack(cap.ips, options_.max_frames, (skip) + 1);                          \
     cap.hash = StackInterner::hash(cap.ips, cap.n);                                           \
-  }
+  }                                                                                           \
+  const int64_t t = now_us();                                                                 \
+  const uint32_t path = current_path();                                                       \
+  std::lock_guard<std::mutex> lock(mu_);                                                      \
+  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash)
 
 void Recorder::push(Action a, const Site& s, uint64_t addr, uint64_t size, uint32_t stack, int64_t t,
                     uint32_t path) {
@@ -122,11 +129,7 @@ LiveEntry live_entry(const Site& site, uint64_t addr, uint64_t size, int64_t t, 
 
 __attribute__((noinline)) void Recorder::on_alloc(const Site& site, uint64_t addr, uint64_t size, SegmentKind kind,
                                                   int skip) {
-  ALLOCSCOPE_CAPTURE_STACK(cap, skip);
-  const int64_t t = now_us();
-  const uint32_t path = current_path();
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
+  ALLOCSCOPE_HOOK_BEGIN(skip);
   push(Action::kSegmentAlloc, site, addr, size, stack, t, path);
   push(Action::kAlloc, site, addr, size, stack, t, path);
   live_.put(live_entry(site, addr, size, t, stack, path, kind, site.pool));
@@ -134,11 +137,7 @@ __attribute__((noinline)) void Recorder::on_alloc(const Site& site, uint64_t add
 
 __attribute__((noinline)) void Recorder::on_free(const Site& site, uint64_t addr, uint64_t size_hint, bool async,
                                                  int skip) {
-  ALLOCSCOPE_CAPTURE_STACK(cap, skip);
-  const int64_t t = now_us();
-  const uint32_t path = current_path();
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
+  ALLOCSCOPE_HOOK_BEGIN(skip);
   LiveEntry e;
   const bool known = live_.take(addr, &e);
   Site s = site;
@@ -154,11 +153,7 @@ __attribute__((noinline)) void Recorder::on_free(const Site& site, uint64_t addr
 }
 
 __attribute__((noinline)) void Recorder::on_map(const Site& site, uint64_t addr, uint64_t size, int skip) {
-  ALLOCSCOPE_CAPTURE_STACK(cap, skip);
-  const int64_t t = now_us();
-  const uint32_t path = current_path();
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
+  ALLOCSCOPE_HOOK_BEGIN(skip);
   push(Action::kSegmentMap, site, addr, size, stack, t, path);
   push(Action::kAlloc, site, addr, size, stack, t, path);
   LiveEntry e = live_entry(site, addr, size, t, stack, path, SegmentKind::kMapped, /*pool=*/0);
@@ -166,11 +161,7 @@ __attribute__((noinline)) void Recorder::on_map(const Site& site, uint64_t addr,
 }
 
 __attribute__((noinline)) void Recorder::on_unmap(const Site& site, uint64_t addr, uint64_t size, int skip) {
-  ALLOCSCOPE_CAPTURE_STACK(cap, skip);
-  const int64_t t = now_us();
-  const uint32_t path = current_path();
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
+  ALLOCSCOPE_HOOK_BEGIN(skip);
   // One unmap may cover several mapped pieces laid end to end.
   uint64_t off = 0;
   bool any = false;
@@ -190,11 +181,7 @@ __attribute__((noinline)) void Recorder::on_unmap(const Site& site, uint64_t add
 }
 
 __attribute__((noinline)) void Recorder::on_oom(const Site& site, uint64_t size, uint64_t device_free, int skip) {
-  ALLOCSCOPE_CAPTURE_STACK(cap, skip);
-  const int64_t t = now_us();
-  const uint32_t path = current_path();
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint32_t stack = stacks_.intern(cap.ips, cap.n, cap.hash);
+  ALLOCSCOPE_HOOK_BEGIN(skip);
   push(Action::kOom, site, device_free, size, stack, t, path);
 }
 
