@@ -12,7 +12,7 @@ Answer frames(const Request&, std::span<Loaded* const> files) {
   const Snapshot& s = files[0]->snapshot;
   json out = json::array();
   for (const Frame& f : s.frames)
-    out.push_back(std::string(s.str(f.filename)) + ":" + std::to_string(f.line) + ":" + std::string(s.str(f.name)));
+    out.push_back(std::string(s.str(f.filename)) + ":" + line_text(f) + ":" + std::string(s.str(f.name)));
   Answer a;
   a.body = {{"frames", out}};
   return a;

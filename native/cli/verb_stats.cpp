@@ -17,6 +17,8 @@ int run_stats(const std::vector<std::string>& argv) {
   Snapshot s;
   if (!load_input(args.positional[0], &s)) return 1;
   const std::string text = memviz::stats(s);
+  const std::string notes = memviz::stats_notes(s);
+  std::fwrite(notes.data(), 1, notes.size(), stderr);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

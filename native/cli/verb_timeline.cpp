@@ -19,7 +19,7 @@ namespace {
 // Where an allocation came from: the innermost Python frame PyTorch would show, else the innermost shown frame.
 std::string where(const Snapshot& s, StackId stack) {
   auto text = [&](const Frame& fr) {
-    return std::string(s.str(fr.name)) + " (" + std::string(s.str(fr.filename)) + ":" + std::to_string(fr.line) + ")";
+    return std::string(s.str(fr.name)) + " (" + std::string(s.str(fr.filename)) + ":" + line_text(fr) + ")";
   };
   const Frame* shown = nullptr;
   for (FrameId f : s.stack(stack)) {

@@ -21,6 +21,8 @@ int run_trace(const std::vector<std::string>& argv) {
   memviz::TraceOptions options;
   options.pytorch_total = args.has("pytorch-total");
   const std::string text = memviz::trace(s, options);
+  const std::string notes = memviz::trace_notes(s);
+  std::fwrite(notes.data(), 1, notes.size(), stderr);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

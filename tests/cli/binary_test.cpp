@@ -89,3 +89,20 @@ TEST(Binary, UnwritableOutput) {
 }
 
 }  // namespace
+
+// Where PyTorch's own _memory_viz stops (see tests/fixtures/external/PROVENANCE.md), we print what the file holds
+// and say on stderr why PyTorch would not.
+TEST(CliBinary, StatsOfSegmentsWhoseBlocksDoNotAddUpPrintsAndSaysSo) {
+  const auto r = clitest::run_cli({"stats", clitest::snapshot_path("external/synthetic_snapviewer")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("segments: 5\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("5 of 5 segments' blocks do not add up"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("AssertionError"), std::string::npos) << r.err;
+}
+
+TEST(CliBinary, TraceOfABareListOfSegmentsIsEmptyAndSaysWhy) {
+  const auto r = clitest::run_cli({"trace", clitest::snapshot_path("external/listonly_segments")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("bare list of segments"), std::string::npos) << r.err;
+}

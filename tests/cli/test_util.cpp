@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <span>
 #include <sstream>
 
 #include "allocscope/loader.h"
@@ -20,8 +21,27 @@ namespace clitest {
 
 std::string fixtures_dir() { return ALLOCSCOPE_FIXTURES; }
 
+// A name "external/NAME" is a snapshot of tests/fixtures/external, whose goldens live in external/expected.
+static std::pair<std::string, std::string> dir_and_leaf(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  if (slash == std::string::npos) return {fixtures_dir(), name};
+  return {fixtures_dir() + "/" + name.substr(0, slash), name.substr(slash + 1)};
+}
+
 std::string expected_path(const std::string& name, const std::string& kind) {
-  return fixtures_dir() + "/expected/" + name + "." + kind;
+  const auto [dir, leaf] = dir_and_leaf(name);
+  const std::string plain = dir + "/expected/" + leaf + "." + kind;
+  // Goldens over 1 MB are kept gzipped.
+  return fs::exists(plain) || !fs::exists(plain + ".gz") ? plain : plain + ".gz";
+}
+
+std::string read_golden(const std::string& path) {
+  const std::string bytes = read_text(path);
+  const std::span<const uint8_t> view(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!allocscope::is_gzip(view)) return bytes;
+  auto inflated = allocscope::gunzip(view);
+  if (!inflated.ok()) return "";
+  return std::string(inflated.value().begin(), inflated.value().end());
 }
 
 bool file_exists(const std::string& path) { return fs::exists(path); }
@@ -55,12 +75,14 @@ std::string snapshot_path(const std::string& name) {
 
 std::vector<std::string> fixture_names() {
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(fixtures_dir())) {
-    std::string leaf = entry.path().filename().string();
-    for (const std::string suffix : {".pickle.gz", ".pickle"}) {
-      if (leaf.size() > suffix.size() && leaf.compare(leaf.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        names.push_back(leaf.substr(0, leaf.size() - suffix.size()));
-        break;
+  for (const std::string sub : {"", "external/"}) {
+    for (const auto& entry : fs::directory_iterator(fixtures_dir() + "/" + sub)) {
+      std::string leaf = entry.path().filename().string();
+      for (const std::string suffix : {".pickle.gz", ".pickle"}) {
+        if (leaf.size() > suffix.size() && leaf.compare(leaf.size() - suffix.size(), suffix.size(), suffix) == 0) {
+          names.push_back(sub + leaf.substr(0, leaf.size() - suffix.size()));
+          break;
+        }
       }
     }
   }

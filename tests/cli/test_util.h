@@ -9,13 +9,16 @@
 namespace clitest {
 
 std::string fixtures_dir();                         // ALLOCSCOPE_FIXTURES
-std::string expected_path(const std::string& name, const std::string& kind);  // expected/NAME.KIND
+// expected/NAME.KIND (or .KIND.gz when only that exists); "external/NAME" reads external/expected/NAME.KIND.
+std::string expected_path(const std::string& name, const std::string& kind);
+// A golden file's text, inflated when it is gzipped; "" when unreadable.
+std::string read_golden(const std::string& path);
 bool file_exists(const std::string& path);
 std::string read_text(const std::string& path);     // whole file; "" when unreadable
 void write_bytes(const std::string& path, const std::string& bytes);
 std::string temp_path(const std::string& leaf);     // a fresh path under the test's temp dir
 
-// Fixture snapshot files (NAME.pickle or NAME.pickle.gz) that have at least one golden file, by NAME.
+// Fixture snapshot files (NAME.pickle or NAME.pickle.gz, and external/NAME.pickle.gz), by NAME.
 std::vector<std::string> fixture_names();
 std::string snapshot_path(const std::string& name);
 // Loads a fixture or fails the current test (loaded once per process and cached).

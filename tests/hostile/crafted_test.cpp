@@ -1,5 +1,6 @@
 // Crafted pickles: 100k-deep nesting of every container kind, 2^60-byte length claims, memo slots that do not exist,
 // and wrong types under every known key. Each must give an error that names what was expected and where.
+#include <algorithm>
 #include <functional>
 
 #include "hostile.h"
@@ -304,6 +305,47 @@ TEST(Refused, ClassAndCallOpcodesInsideARealFile) {
       EXPECT_EQ(o.error.offset, starts[k]) << o.error.describe();
     }
   }
+}
+
+
+// ---- Keys no PyTorch version we know writes, at every level, are counted and never stop a load; a frame line
+// above 2^63 (torch.compile writes 2^64-1 for fake frames) is kept exactly.
+
+TEST(UnknownKeys, AtEveryLevelLoadAndAreCounted) {
+  const auto frame = [](P& p, bool huge_line) {
+    p.dict().mark().str("name").str("f").str("filename").str("x.py").str("line");
+    if (huge_line) p.op(0x8a).u8(9).u64(UINT64_MAX).u8(0);  // LONG1: 2^64-1 needs a ninth, zero byte
+    else p.i(7);
+    p.str("frame_extra").i(1).setitems();
+  };
+  P p(2);
+  p.dict().mark();
+  p.str("segments").list().dict().mark().str("address").i(4096).str("total_size").i(512).str("segment_extra").list();
+  p.str("blocks").list().dict().mark().str("address").i(4096).str("size").i(512).str("requested_size").i(500);
+  p.str("state").str("active_allocated").str("block_extra").dict().str("frames").list();
+  frame(p, false);
+  p.append().setitems().append().setitems().append();
+  p.str("device_traces").list().list().dict().mark().str("action").str("alloc").str("addr").i(4096).str("size").i(500);
+  p.str("entry_extra").str("x").str("frames").list();
+  frame(p, true);
+  p.append().setitems().append().append();
+  p.str("top_extra").none().setitems();
+  const Bytes in = p.done();
+  auto r = allocscope::load_snapshot(in);
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  const allocscope::Snapshot& s = r.value();
+  ASSERT_EQ(s.segments.size(), 1u);
+  ASSERT_EQ(s.blocks.size(), 1u);
+  EXPECT_EQ(s.blocks[0].requested_size, 500u);
+  ASSERT_EQ(s.events.size_rows(), 1u);
+  const auto stack = s.stack(s.events.stack[0]);
+  ASSERT_EQ(stack.size(), 1u);
+  EXPECT_EQ(allocscope::line_text(s.frames[stack[0]]), "18446744073709551615");
+  EXPECT_EQ(allocscope::line_text(s.frames[s.stack(s.blocks[0].stack)[0]]), "7");
+  std::vector<std::string> unknown;
+  for (const auto& [key, count] : s.unknown_keys) unknown.push_back(key);
+  for (const char* key : {"segment_extra", "block_extra", "entry_extra", "top_extra", "frame_extra"})
+    EXPECT_NE(std::find(unknown.begin(), unknown.end(), key), unknown.end()) << key << " not counted";
 }
 
 }  // namespace

@@ -33,6 +33,13 @@ std::string frame_fmt(const Snapshot& s, const Frame& f, bool full_filename = fa
 
 // `segsum` (the `stats` verb): one bar per segment >= 20 MiB, then totals and the legend.
 std::string stats(const Snapshot& s);
+// Where PyTorch's segsum stops with an AssertionError (a segment whose blocks do not add up to its total_size, as
+// in files not written by PyTorch), we print the bars anyway; this says which segments and how many bytes, one line
+// each ("" when every segment adds up). The CLI writes it to stderr.
+std::string stats_notes(const Snapshot& s);
+// Where PyTorch's trace stops with KeyError 'device_traces' (a bare list of segments, what
+// torch.cuda.memory_snapshot() returns), we print no events; this says why ("" otherwise).
+std::string trace_notes(const Snapshot& s);
 
 struct TraceOptions {
   // PyTorch reuses the loop index `count` as its byte counter, so its `TOTAL MEM` is garbage. By default we print

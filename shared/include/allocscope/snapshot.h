@@ -61,8 +61,13 @@ struct Frame {
   StringId name = 0;
   StringId filename = 0;
   int64_t line = 0;
+  // Python ints are unbounded: torch.compile's fake-tensor frames carry line 2^64-1. Such a line is kept as its
+  // 64 bits with this flag set, so it prints as Python would.
+  bool line_unsigned = false;
   bool operator==(const Frame&) const = default;
 };
+// A frame's line as Python prints it.
+std::string line_text(const Frame& f);
 
 // Stacks as flat frame lists, innermost frame first (the order PyTorch stores `frames`).
 class StackTable {
@@ -84,6 +89,14 @@ class StackTable {
 };
 
 // Trace events of all devices, one column per field; device d owns rows [devices[d].begin, devices[d].end).
+// The keys a trace entry had, in file order. PyTorch prints the entries it does not format (segment_map, snapshot,
+// ...) as their dict, so which keys were there, and in what order, is part of the data (PyTorch 2.0 entries have no
+// time_us; `snapshot` and some frees have no frames).
+enum class EntryKey : uint8_t {
+  kAction, kAddr, kDeviceFree, kSize, kStream, kTimeUs, kFrames, kCompileContext, kUserMetadata, kOther
+};
+using EntryLayout = std::vector<EntryKey>;
+
 struct EventColumns {
   std::vector<Action> action;
   std::vector<uint64_t> addr;     // for `oom`: device_free (PyTorch stores it instead of addr)
@@ -93,6 +106,9 @@ struct EventColumns {
   std::vector<StackId> stack;
   std::vector<StringId> compile_context;  // 0 when absent
   std::vector<StringId> user_metadata;    // 0 when absent
+  // Index into Snapshot::entry_layouts per row. Empty when the snapshot was built in memory (capture): every row
+  // then has PyTorch 2.11's keys.
+  std::vector<uint8_t> layout;
   size_t size_rows() const { return action.size(); }
   size_t memory_bytes() const;
 };
@@ -104,12 +120,24 @@ struct DeviceTrace {
   uint32_t count() const { return end - begin; }
 };
 
+// One entry of a PyTorch 2.0 block's `history` (the allocations that block held, newest first).
+struct BlockHistory {
+  uint64_t addr = 0;
+  uint64_t real_size = 0;
+  StackId stack = 0;
+  bool has_frames = false;  // the entry had a 'frames' key
+};
+
 struct Block {
   uint64_t address = 0;
   uint64_t size = 0;
-  uint64_t requested_size = 0;
+  uint64_t requested_size = 0;  // the block's size when the file has neither requested_size nor history
   BlockState state = BlockState::kUnknown;
-  StackId stack = 0;
+  StackId stack = 0;            // a 2.0 block without 'frames': its first history entry's frames
+  bool has_frames = true;       // the block dict had a 'frames' key (2.0 blocks have 'history' instead)
+  bool has_history = false;     // the block dict had a 'history' key
+  uint32_t first_history = 0;   // rows in Snapshot::block_history
+  uint32_t num_history = 0;
 };
 
 struct Segment {
@@ -155,8 +183,10 @@ struct Snapshot {
 
   std::vector<Segment> segments;  // in file order
   std::vector<Block> blocks;
+  std::vector<BlockHistory> block_history;  // PyTorch 2.0 files only
   std::vector<DeviceTrace> devices;  // one per entry of `device_traces`
   EventColumns events;
+  std::vector<EntryLayout> entry_layouts;  // distinct key orders of trace entries (at most 256)
   std::vector<Annotation> annotations;
   std::vector<Setting> allocator_settings;
   bool has_device_traces = false;  // false for a bare list of segments (oldest format)
@@ -173,6 +203,15 @@ struct Snapshot {
   std::span<const FrameId> stack(StackId id) const { return stacks.get(id); }
   const DeviceTrace* device(int64_t ordinal) const;
   std::span<const Block> blocks_of(const Segment& s) const { return {blocks.data() + s.first_block, s.num_blocks}; }
+  std::span<const BlockHistory> history_of(const Block& b) const {
+    return {block_history.data() + b.first_history, b.num_history};
+  }
+  // The keys of trace row `row` in file order; nullptr when the row has PyTorch 2.11's keys (built in memory).
+  const EntryLayout* layout_of(size_t row) const {
+    return row < events.layout.size() && events.layout[row] < entry_layouts.size()
+               ? &entry_layouts[events.layout[row]]
+               : nullptr;
+  }
   size_t memory_bytes() const;
 };
 

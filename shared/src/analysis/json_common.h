@@ -17,7 +17,8 @@ inline Json frame(const Snapshot& s, FrameId f) {
   const Frame& fr = s.frames[f];
   return Json{{"name", std::string(s.str(fr.name))},
               {"filename", std::string(s.str(fr.filename))},
-              {"line", fr.line},
+              // A line above 2^63 (torch.compile's 2^64-1) as its exact text: JSON readers would round the number.
+              {"line", fr.line_unsigned ? Json(line_text(fr)) : Json(fr.line)},
               {"text", FrameFilter::format(s, f)}};
 }
 

@@ -33,7 +33,7 @@ std::string frame_fmt(const Snapshot& s, const Frame& f, bool full_filename) {
   }
   std::string out(fname);
   out += ':';
-  out += std::to_string(f.line);
+  out += line_text(f);
   out += ':';
   out += s.str(f.name);
   return out;
@@ -83,9 +83,51 @@ const std::string& StackFormatter::fragment(StackId stack) {
   return stack_text_[stack];
 }
 
+uint64_t block_extra_size(const Snapshot& s, const Block& b) {
+  if (!b.has_frames && b.has_history && b.num_history > 0) return s.history_of(b)[0].real_size;
+  return b.requested_size;
+}
+
+namespace {
+
+// `_write_blocks` for a 2.0 block with 'history': one line per history entry ("<no-context>" when it has no frames),
+// then the bytes no entry accounts for as <gaps>.
+void write_history(const Snapshot& s, StackFormatter* fmt, const std::string& prefix, const Block& b,
+                   std::string* out) {
+  const std::string_view state = block_state_name(b.state);
+  __int128 accounted = 0;
+  for (const BlockHistory& h : s.history_of(b)) {
+    accounted += h.real_size;
+    *out += prefix;
+    *out += ';';
+    *out += state;
+    *out += ';';
+    *out += h.has_frames ? fmt->fragment(h.stack) : std::string("<no-context>");
+    *out += ' ';
+    *out += py_int(h.real_size);
+    *out += '\n';
+  }
+  const __int128 gaps = static_cast<__int128>(b.size) - accounted;
+  if (gaps != 0) {
+    *out += prefix + ';' + std::string(state) + ";<gaps> ";
+    if (gaps < 0) out->push_back('-');
+    const unsigned __int128 mag = gaps < 0 ? -gaps : gaps;
+    std::string digits;
+    for (unsigned __int128 m = mag; m || digits.empty(); m /= 10) digits.insert(digits.begin(), char('0' + int(m % 10)));
+    *out += digits;
+    *out += '\n';
+  }
+}
+
+}  // namespace
+
 void write_blocks(const Snapshot& s, StackFormatter* fmt, const std::string& prefix, const Segment& seg,
                   std::string* out) {
   for (const Block& b : s.blocks_of(seg)) {
+    if (b.has_history) {
+      write_history(s, fmt, prefix, b, out);
+      continue;
+    }
     const std::string_view state = block_state_name(b.state);
     *out += prefix;
     *out += ';';

@@ -30,6 +30,9 @@ class StackFormatter {
 void write_blocks(const Snapshot& s, StackFormatter* fmt, const std::string& prefix, const Segment& seg,
                   std::string* out);
 
+// `_block_extra`'s size: requested_size, or for a 2.0 block without 'frames' its first history entry's real_size.
+uint64_t block_extra_size(const Snapshot& s, const Block& b);
+
 // Python's str(int) for the integer types snapshots hold.
 inline std::string py_int(int64_t v) { return std::to_string(v); }
 inline std::string py_int(uint64_t v) { return std::to_string(v); }

@@ -98,7 +98,7 @@ std::string stats(const Snapshot& s) {
     for (const Block& b : s.blocks_of(seg)) {
       const auto size = static_cast<int64_t>(b.size);
       if (b.state == BlockState::kActiveAllocated) {
-        const auto allocated_size = static_cast<int64_t>(b.requested_size);
+        const auto allocated_size = static_cast<int64_t>(block_extra_size(s, b));
         ranges.push_back({boffset, allocated_size});
         seg_allocated += allocated_size;
         seg_free_internal += size - allocated_size;
@@ -132,6 +132,32 @@ std::string stats(const Snapshot& s) {
          "    0-9: page is partially full with tensors of multiple blocks (9 == 90% full)\n"
          "    (X% internal) - of the free memory, X% is free because we rounded the size of the allocation.\n";
   return out;
+}
+
+}  // namespace allocscope::memviz
+
+namespace allocscope::memviz {
+
+std::string stats_notes(const Snapshot& s) {
+  size_t bad = 0;
+  uint64_t uncovered = 0;
+  std::string first;
+  for (size_t i = 0; i < s.segments.size(); ++i) {
+    const Segment& seg = s.segments[i];
+    uint64_t sum = 0;
+    for (const Block& b : s.blocks_of(seg)) sum += b.size;
+    if (sum == seg.total_size) continue;
+    if (bad++ == 0)
+      first = "segment " + std::to_string(i) + " (" + std::to_string(seg.total_size) + " bytes) has blocks of " +
+              std::to_string(sum) + " bytes";
+    uncovered += sum < seg.total_size ? seg.total_size - sum : sum - seg.total_size;
+  }
+  if (bad == 0) return "";
+  // PyTorch's segsum asserts here ("Segment size mismatch"); the file was not written by PyTorch's allocator or was
+  // edited. The bars above count the blocks there are.
+  return "allocscope: note: " + std::to_string(bad) + " of " + std::to_string(s.segments.size()) +
+         " segments' blocks do not add up to their total_size (" + std::to_string(uncovered) +
+         " bytes differ; first: " + first + "); PyTorch's stats stops with an AssertionError on such a file\n";
 }
 
 }  // namespace allocscope::memviz

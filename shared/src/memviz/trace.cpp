@@ -18,35 +18,57 @@ std::string seq_name(uint64_t k) {
   return n;
 }
 
-// Python's repr() of a trace entry dict, keys in the order PyTorch 2.x writes them.
-void append_entry_repr(const Snapshot& s, size_t row, std::string* out) {
-  const EventColumns& ev = s.events;
-  const Action a = ev.action[row];
-  std::string_view name = action_name(a);
-  if (a == Action::kUnknown && s.unknown_action_names.size() == 1) name = s.unknown_action_names[0];
-  *out += "{'action': " + py_repr(name);
-  *out += a == Action::kOom ? ", 'device_free': " : ", 'addr': ";
-  *out += py_int(ev.addr[row]);
-  *out += ", 'size': " + py_int(ev.size[row]);
-  *out += ", 'stream': " + py_int(ev.stream[row]);
-  *out += ", 'time_us': " + py_int(ev.time_us[row]);
-  *out += ", 'compile_context': " + py_repr(s.str(ev.compile_context[row]));
-  *out += ", 'user_metadata': " + py_repr(s.str(ev.user_metadata[row]));
-  // PyTorch writes `frames` only for entries with a captured context; `snapshot` markers never have one.
-  if (a == Action::kSnapshot) {
-    *out += "}";
-    return;
-  }
-  *out += ", 'frames': [";
+void append_frames_repr(const Snapshot& s, StackId stack, std::string* out) {
+  *out += "[";
   bool first = true;
-  for (FrameId fid : s.stack(ev.stack[row])) {
+  for (FrameId fid : s.stack(stack)) {
     if (!first) *out += ", ";
     first = false;
     const Frame& f = s.frames[fid];
     *out += "{'name': " + py_repr(s.str(f.name)) + ", 'filename': " + py_repr(s.str(f.filename)) +
-            ", 'line': " + py_int(f.line) + "}";
+            ", 'line': " + line_text(f) + "}";
   }
-  *out += "]}";
+  *out += "]";
+}
+
+// PyTorch 2.11's keys, for rows built in memory (no layout): `snapshot` markers never have frames.
+const EntryLayout& default_layout(Action a) {
+  using K = EntryKey;
+  static const EntryLayout with_frames = {K::kAction, K::kAddr,           K::kSize,         K::kStream,
+                                          K::kTimeUs, K::kCompileContext, K::kUserMetadata, K::kFrames};
+  static const EntryLayout without_frames(with_frames.begin(), with_frames.end() - 1);
+  return a == Action::kSnapshot ? without_frames : with_frames;
+}
+
+// Python's repr() of a trace entry dict: the keys the file had, in its order. Values of keys we do not model were
+// not kept (they are counted in Snapshot::unknown_keys), so such keys are left out.
+void append_entry_repr(const Snapshot& s, size_t row, std::string* out) {
+  const EventColumns& ev = s.events;
+  const Action a = ev.action[row];
+  const EntryLayout* layout = s.layout_of(row);
+  if (!layout) layout = &default_layout(a);
+  std::string_view name = action_name(a);
+  if (a == Action::kUnknown && s.unknown_action_names.size() == 1) name = s.unknown_action_names[0];
+  *out += '{';
+  bool first = true;
+  for (EntryKey k : *layout) {
+    if (k == EntryKey::kOther) continue;
+    if (!first) *out += ", ";
+    first = false;
+    switch (k) {
+      case EntryKey::kAction: *out += "'action': " + py_repr(name); break;
+      case EntryKey::kAddr: *out += "'addr': " + py_int(ev.addr[row]); break;
+      case EntryKey::kDeviceFree: *out += "'device_free': " + py_int(ev.addr[row]); break;
+      case EntryKey::kSize: *out += "'size': " + py_int(ev.size[row]); break;
+      case EntryKey::kStream: *out += "'stream': " + py_int(ev.stream[row]); break;
+      case EntryKey::kTimeUs: *out += "'time_us': " + py_int(ev.time_us[row]); break;
+      case EntryKey::kCompileContext: *out += "'compile_context': " + py_repr(s.str(ev.compile_context[row])); break;
+      case EntryKey::kUserMetadata: *out += "'user_metadata': " + py_repr(s.str(ev.user_metadata[row])); break;
+      case EntryKey::kFrames: *out += "'frames': "; append_frames_repr(s, ev.stack[row], out); break;
+      case EntryKey::kOther: break;
+    }
+  }
+  *out += '}';
 }
 
 void format_device(const Snapshot& s, const DeviceTrace& d, const FirstCover& final_segments,
@@ -149,6 +171,16 @@ std::string trace(const Snapshot& s, const TraceOptions& options) {
     format_device(s, d, final_segments, options, &out);
   }
   return out;
+}
+
+}  // namespace allocscope::memviz
+
+namespace allocscope::memviz {
+
+std::string trace_notes(const Snapshot& s) {
+  if (s.has_device_traces) return "";
+  return "allocscope: note: no trace: the file is a bare list of segments (torch.cuda.memory_snapshot()), which "
+         "records no events; PyTorch's trace stops with KeyError 'device_traces' on it\n";
 }
 
 }  // namespace allocscope::memviz

@@ -27,7 +27,8 @@ constexpr size_t kMaxSettingBytes = 1 << 20;
 
 struct FrameHash {
   size_t operator()(const Frame& f) const {
-    return detail::mix64((static_cast<uint64_t>(f.name) << 32 | f.filename) ^ detail::mix64(static_cast<uint64_t>(f.line)));
+    return detail::mix64((static_cast<uint64_t>(f.name) << 32 | f.filename) ^
+                         detail::mix64(static_cast<uint64_t>(f.line) + f.line_unsigned));
   }
 };
 
@@ -65,7 +66,8 @@ class Builder : public pickle::Consumer {
       // Frames have 3 keys and trace entries about 8; anything large is something else (and must stay cheap to
       // offer again when a crafted file references it many times).
       if (items.size() > 2 * kMaxEntryKeys) return false;
-      if (items.size() == 6) {
+      // A frame is {name, filename, line}; a writer may add keys (counted as unknown), but never 'action'.
+      if (items.size() >= 6) {
         FrameId f;
         if (as_frame(items, &f)) {
           *out = Value::handle(kFrameHandle, f);
@@ -106,16 +108,24 @@ class Builder : public pickle::Consumer {
   bool as_frame(std::span<const Value> it, FrameId* out) {
     Frame f;
     int seen = 0;
-    for (size_t i = 0; i < 6; i += 2) {
+    size_t extra = 0;
+    for (size_t i = 0; i + 1 < it.size(); i += 2) {
       const Value& k = it[i];
       const Value& v = it[i + 1];
-      if (k.tag != Tag::kStr) return false;
+      if (k.tag != Tag::kStr || k.payload == keys_.action) return false;
       if (k.payload == keys_.name && v.tag == Tag::kStr) f.name = static_cast<StringId>(v.payload), seen |= 1;
       else if (k.payload == keys_.filename && v.tag == Tag::kStr) f.filename = static_cast<StringId>(v.payload), seen |= 2;
       else if (k.payload == keys_.line && v.tag == Tag::kInt) f.line = v.as_int(), seen |= 4;
-      else return false;
+      else if (k.payload == keys_.line && v.tag == Tag::kUInt)  // above 2^63-1: torch.compile writes 2^64-1
+        f.line = static_cast<int64_t>(v.payload), f.line_unsigned = true, seen |= 4;
+      else if (k.payload == keys_.name || k.payload == keys_.filename || k.payload == keys_.line) return false;
+      else ++extra;
     }
     if (seen != 7) return false;
+    if (extra > 0)
+      for (size_t i = 0; i + 1 < it.size(); i += 2)
+        if (it[i].payload != keys_.name && it[i].payload != keys_.filename && it[i].payload != keys_.line)
+          ++unknown_[static_cast<StringId>(it[i].payload)];
     auto [it2, inserted] = frame_index_.try_emplace(f, static_cast<FrameId>(s_->frames.size()));
     if (inserted) s_->frames.push_back(f);
     *out = it2->second;
@@ -143,13 +153,18 @@ class Builder : public pickle::Consumer {
     int64_t stream = 0, time_us = 0;
     StackId stack = 0;
     StringId cc = 0, um = 0;
+    EntryKey order[kMaxEntryKeys];
+    size_t n_keys = 0;
     auto items = r.items(entry);
     for (size_t i = 0; i + 1 < items.size(); i += 2) {
       const Value& k = items[i];
       const Value& v = items[i + 1];
       if (k.tag != Tag::kStr) return Error{"trace entry has a non-string key", r.offset_of(entry)};
       const StringId key = static_cast<StringId>(k.payload);
-      switch (field_of(key)) {
+      const Field field = field_of(key);
+      if (n_keys < kMaxEntryKeys)
+        order[n_keys++] = field == kAddr && key == keys_.device_free ? EntryKey::kDeviceFree : kEntryKeyOf[field];
+      switch (field) {
         case kAction:
           if (v.tag != Tag::kStr)
             return Error{"trace entry 'action' is a " + type_of(v) + "; expected a str", r.offset_of(entry)};
@@ -202,8 +217,23 @@ class Builder : public pickle::Consumer {
     e.stack.push_back(stack);
     e.compile_context.push_back(cc);
     e.user_metadata.push_back(um);
+    e.layout.push_back(layout_id(order, n_keys));
     return static_cast<uint32_t>(e.action.size() - 1);
   }
+
+  // The id of this key order in Snapshot::entry_layouts; a file has a handful, and consecutive rows mostly share
+  // one. Past 255 distinct orders (only a crafted file) rows get 255, which means "PyTorch 2.11's keys".
+  uint8_t layout_id(const EntryKey* keys, size_t n) {
+    auto same = [&](const EntryLayout& l) { return l.size() == n && std::equal(l.begin(), l.end(), keys); };
+    auto& layouts = s_->entry_layouts;
+    if (last_layout_ < layouts.size() && same(layouts[last_layout_])) return last_layout_;
+    for (size_t i = 0; i < layouts.size(); ++i)
+      if (same(layouts[i])) return last_layout_ = static_cast<uint8_t>(i);
+    if (layouts.size() >= 255) return 255;
+    layouts.emplace_back(keys, keys + n);
+    return last_layout_ = static_cast<uint8_t>(layouts.size() - 1);
+  }
+  uint8_t last_layout_ = 0;
 
   // Action strings repeat a handful of interned ids: remember what each id means.
   Action action_of(const pickle::Reader& r, const Value& v) {
@@ -231,11 +261,15 @@ class Builder : public pickle::Consumer {
 
   Status read_segments(const pickle::Reader& r, const Value& list);
   Status read_traces(const pickle::Reader& r, const Value& list);
+  Status read_history(const pickle::Reader& r, const Value& list, Block* b);
   Status read_annotations(const pickle::Reader& r, const Value& list);
   Setting to_setting(const pickle::Reader& r, const Value& v, int depth);
 
   // Trace entry keys are interned first, so their ids are small: a table maps id -> field without comparisons.
   enum Field : uint8_t { kOther, kAction, kAddr, kSize, kStream, kTime, kFrames, kCompileContext, kUserMetadata };
+  static constexpr EntryKey kEntryKeyOf[] = {EntryKey::kOther,  EntryKey::kAction, EntryKey::kAddr,
+                                             EntryKey::kSize,   EntryKey::kStream, EntryKey::kTimeUs,
+                                             EntryKey::kFrames, EntryKey::kCompileContext, EntryKey::kUserMetadata};
   static constexpr uint32_t kFieldTable = 64;
   Field field_[kFieldTable] = {};
   Field field_of(StringId key) const { return key < kFieldTable ? field_[key] : kOther; }

@@ -72,6 +72,7 @@ Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
       }
     }
     seg.first_block = static_cast<uint32_t>(s_->blocks.size());
+    uint64_t next_address = seg.address;
     if (has_blocks) {
       if (!seen_.insert(identity(blocks_v)).second)
         return Error{"one 'blocks' list belongs to two segments (shared through the memo); expected distinct lists",
@@ -82,6 +83,8 @@ Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
           return Error{"one block dict is listed twice (shared through the memo); expected distinct blocks",
                        r.offset_of(bv)};
         Block b;
+        b.has_frames = false;
+        bool has_address = false, has_requested = false;
         Fields g{r, bv, "block"};
         auto bi = r.items(bv);
         for (size_t i = 0; i + 1 < bi.size(); i += 2) {
@@ -89,10 +92,15 @@ Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
           const Value& v = bi[i + 1];
           if (k.tag != Tag::kStr) return Error{"block has a non-string key", r.offset_of(bv)};
           const StringId key = static_cast<StringId>(k.payload);
-          if (key == keys_.address) ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &b.address));
-          else if (key == keys_.size) ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &b.size));
-          else if (key == keys_.requested_size) ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &b.requested_size));
-          else if (key == keys_.state) {
+          if (key == keys_.address) {
+            ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &b.address));
+            has_address = true;
+          } else if (key == keys_.size) {
+            ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &b.size));
+          } else if (key == keys_.requested_size) {
+            ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &b.requested_size));
+            has_requested = true;
+          } else if (key == keys_.state) {
             if (v.tag != Tag::kStr) return g.bad(k, v, "a str");
             std::string_view st = r.str(v);
             b.state = st == "active_allocated"      ? BlockState::kActiveAllocated
@@ -102,16 +110,63 @@ Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
           } else if (key == keys_.frames) {
             if (v.tag == Tag::kHandle && v.aux == kStackHandle) b.stack = static_cast<StackId>(v.payload);
             else if (v.tag != Tag::kNone) return g.bad(k, v, "a list of frames");
+            b.has_frames = true;
+          } else if (key == keys_.history) {
+            ALLOCSCOPE_RETURN_IF_ERROR(read_history(r, v, &b));
           } else {
             ++unknown_[key];
           }
         }
+        // PyTorch 2.0 blocks have no address: blocks tile their segment in order, so it is the segment's address
+        // plus the sizes before it. Without requested_size, PyTorch counts the whole block (or history[0]).
+        if (!has_address) b.address = next_address;
+        if (!has_requested) b.requested_size = b.size;
+        if (!b.has_frames && b.num_history > 0) {
+          const BlockHistory& h0 = s_->block_history[b.first_history];
+          b.stack = h0.stack;
+          if (!has_requested) b.requested_size = h0.real_size;
+        }
+        next_address = b.address + b.size;
         s_->blocks.push_back(b);
       }
     }
     seg.num_blocks = static_cast<uint32_t>(s_->blocks.size() - seg.first_block);
     s_->segments.push_back(seg);
   }
+  return {};
+}
+
+// A 2.0 block's `history`: [{addr, real_size, frames}, ...], newest first; entries may lack frames.
+Status Builder::read_history(const pickle::Reader& r, const Value& list, Block* b) {
+  if (list.tag != Tag::kList) return Error{"block 'history' is a " + type_of(list) + "; expected a list", r.offset_of(list)};
+  if (!seen_.insert(identity(list)).second)
+    return Error{"one 'history' list belongs to two blocks (shared through the memo); expected distinct lists",
+                 r.offset_of(list)};
+  b->has_history = true;
+  b->first_history = static_cast<uint32_t>(s_->block_history.size());
+  for (const Value& hv : r.items(list)) {
+    if (hv.tag != Tag::kDict) return Error{"a history entry is a " + type_of(hv) + "; expected a dict", r.offset_of(list)};
+    BlockHistory h;
+    Fields g{r, hv, "history entry"};
+    auto items = r.items(hv);
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      const Value& k = items[i];
+      const Value& v = items[i + 1];
+      if (k.tag != Tag::kStr) return Error{"history entry has a non-string key", r.offset_of(hv)};
+      const StringId key = static_cast<StringId>(k.payload);
+      if (key == keys_.addr) ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &h.addr));
+      else if (key == keys_.real_size) ALLOCSCOPE_RETURN_IF_ERROR(g.u64(k, v, &h.real_size));
+      else if (key == keys_.frames) {
+        if (v.tag == Tag::kHandle && v.aux == kStackHandle) h.stack = static_cast<StackId>(v.payload);
+        else if (v.tag != Tag::kNone) return g.bad(k, v, "a list of frames");
+        h.has_frames = true;
+      } else {
+        ++unknown_[key];
+      }
+    }
+    s_->block_history.push_back(h);
+  }
+  b->num_history = static_cast<uint32_t>(s_->block_history.size() - b->first_history);
   return {};
 }
 
@@ -157,7 +212,7 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
       col = std::move(out);
     };
     gather(e.action), gather(e.addr), gather(e.size), gather(e.stream), gather(e.time_us), gather(e.stack);
-    gather(e.compile_context), gather(e.user_metadata);
+    gather(e.compile_context), gather(e.user_metadata), gather(e.layout);
   }
   return {};
 }

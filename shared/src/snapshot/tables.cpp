@@ -20,6 +20,10 @@ Action action_from_name(std::string_view name) {
   return Action::kUnknown;
 }
 
+std::string line_text(const Frame& f) {
+  return f.line_unsigned ? std::to_string(static_cast<uint64_t>(f.line)) : std::to_string(f.line);
+}
+
 std::string_view block_state_name(BlockState s) {
   switch (s) {
     case BlockState::kActiveAllocated: return "active_allocated";
@@ -124,7 +128,7 @@ size_t StackTable::memory_bytes() const {
 size_t EventColumns::memory_bytes() const {
   return action.capacity() + addr.capacity() * 8 + size.capacity() * 8 + stream.capacity() * 8 +
          time_us.capacity() * 8 + stack.capacity() * 4 + compile_context.capacity() * 4 +
-         user_metadata.capacity() * 4;
+         user_metadata.capacity() * 4 + layout.capacity();
 }
 
 const DeviceTrace* Snapshot::device(int64_t ordinal) const {
@@ -136,7 +140,7 @@ const DeviceTrace* Snapshot::device(int64_t ordinal) const {
 size_t Snapshot::memory_bytes() const {
   return strings.memory_bytes() + frames.capacity() * sizeof(Frame) + stacks.memory_bytes() +
          segments.capacity() * sizeof(Segment) + blocks.capacity() * sizeof(Block) + events.memory_bytes() +
-         annotations.capacity() * sizeof(Annotation);
+         block_history.capacity() * sizeof(BlockHistory) + annotations.capacity() * sizeof(Annotation);
 }
 
 }  // namespace allocscope
