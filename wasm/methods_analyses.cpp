@@ -140,7 +140,7 @@ Answer ranks(const Request&, std::span<Loaded* const> files) {
     row["events"] = best ? best->events : 0;
     row["ooms"] = best ? best->ooms : 0;
     row["leak_suspected"] = best && best->leak_suspected;
-    row["top_site"] = best && !best->top_site.empty() ? FrameFilter::format(f->snapshot, best->top_site[0]) : "";
+    row["top_site"] = best && !best->top_site.empty() ? FrameFilter::site_text(f->snapshot, best->top_site[0]) : "";
     rows.push_back(row);
   }
   json medians = json::object();

@@ -1,6 +1,7 @@
 // Which frames say who allocated: PyTorch's flame-graph filter plus a "user code" test, precomputed per frame/stack.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -14,8 +15,15 @@ namespace allocscope {
 constexpr FrameId kNoFrame = std::numeric_limits<FrameId>::max();
 
 // True for library frames: PyTorch and other installed packages (site-/dist-packages), the Python standard library,
-// "<frozen ...>"/"<string>" pseudo-files, and C++ frames without a usable file ("??", "", .cpp/.h/.cu sources).
+// "<frozen ...>"/"<string>" pseudo-files, and C++ frames without a usable file ("??", "", .cpp/.h/.cu sources,
+// object files and shared libraries).
 bool is_library_frame(std::string_view name, std::string_view filename);
+
+// The autograd node a C++ frame runs, for stacks recorded with C++ frames: "MmBackward0" for
+// "torch::autograd::generated::MmBackward0::apply(...)", "AccumulateGrad" for its apply; "" for any other frame.
+// Backward allocations are made on the engine's threads, whose stacks hold no Python frame: the node is the
+// nearest thing to a user's line there is.
+std::string_view autograd_node(std::string_view name);
 
 // Built once per snapshot (cost: one pass over frames and distinct stacks); all queries are then O(1).
 class FrameFilter {
@@ -27,14 +35,21 @@ class FrameFilter {
   bool visible(FrameId f) const { return f < visible_.size() && visible_[f]; }
   // Visible and not a library frame: the user's own code.
   bool user(FrameId f) const { return f < user_.size() && user_[f]; }
-  // The allocation site: the innermost user frame of the stack, else its innermost visible frame; kNoFrame when the
-  // stack is empty (e.g. allocations made by the autograd engine's threads when only Python stacks are recorded).
+  // The allocation site, the one rule every answer uses (CLI, JSON, viewer): the innermost user frame of the stack;
+  // else, on the autograd engine's threads, the backward node's apply frame; else the innermost visible frame that
+  // is not the allocator's or the dispatcher's; kNoFrame when the stack is empty (e.g. allocations made by the
+  // autograd engine's threads when only Python stacks are recorded, or before recording started).
   FrameId site(StackId s) const { return s < site_.size() ? site_[s] : kNoFrame; }
   // True when the stack has at least one user frame (so `site` is user code).
   bool has_user_frame(StackId s) const { return s < site_user_.size() && site_user_[s]; }
 
   // "file.py:LINE:name" (PyTorch's `_frame_fmt`); "<no frames>" for kNoFrame.
   static std::string format(const Snapshot& s, FrameId f, bool full_filename = false);
+  // A site as answers print it: format(), except an autograd node's frame reads "backward: MmBackward0".
+  static std::string site_text(const Snapshot& s, FrameId f, bool full_filename = false);
+  // The stack's frames that `visible` keeps, innermost first, at most `max_frames`: printed stacks drop the
+  // unwinder's, the interpreter loop's and the dispatcher glue's frames, as PyTorch's flame graphs do.
+  std::vector<FrameId> shown_frames(const Snapshot& s, StackId id, size_t max_frames = SIZE_MAX) const;
 
  private:
   std::vector<uint8_t> visible_;

@@ -35,7 +35,7 @@ void add_live(const Snapshot& s, int side, std::map<std::string, Group>* groups,
       }
       if (key.empty()) key = "<no frames>";
       auto g = groups->try_emplace(key).first;
-      if (g->second.site.empty()) g->second.site = FrameFilter::format(s, ff.site(b.stack));
+      if (g->second.site.empty()) g->second.site = FrameFilter::site_text(s, ff.site(b.stack));
       it = by_stack.emplace(b.stack, g).first;
     }
     it->second->second.bytes[side] += b.requested_size;

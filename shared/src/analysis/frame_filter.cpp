@@ -1,6 +1,8 @@
 // Frame classification for the answers (sites, flame trees, categories): memviz's filter plus a library test.
 #include "allocscope/frame_filter.h"
 
+#include <cctype>
+
 #include "allocscope/memviz.h"
 
 namespace allocscope {
@@ -25,11 +27,27 @@ bool is_library_frame(std::string_view name, std::string_view filename) {
   };
   for (std::string_view d : kLibraryDirs)
     if (contains(filename, d)) return true;
-  // C/C++/CUDA sources are framework internals when stacks='all' is recorded.
-  static constexpr std::string_view kNativeExt[] = {".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh"};
+  // C/C++/CUDA sources are framework internals when stacks='all' is recorded; object files and shared libraries
+  // (what an unwinder names when a binary has no line table, e.g. "thread48.o") are too.
+  static constexpr std::string_view kNativeExt[] = {".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh", ".o", ".so", ".S"};
   for (std::string_view e : kNativeExt)
     if (ends_with(filename, e)) return true;
+  if (contains(filename, ".so.")) return true;  // libfoo.so.1
   return false;
+}
+
+std::string_view autograd_node(std::string_view name) {
+  // "torch::autograd::generated::MmBackward0::apply(std::vector<...>&&)", "torch::autograd::AccumulateGrad::apply(...)"
+  static constexpr std::string_view kPrefix = "torch::autograd::";
+  if (name.rfind(kPrefix, 0) != 0) return {};
+  const size_t apply = name.find("::apply(");
+  if (apply == std::string_view::npos) return {};
+  const std::string_view qualified = name.substr(0, apply);
+  const size_t last = qualified.rfind("::");
+  const std::string_view node = qualified.substr(last + 2);
+  // A node is a class (Backward0, AccumulateGrad, CopyBackwards, PyNode), not a namespace-level function.
+  if (node.empty() || !std::isupper(static_cast<unsigned char>(node.front()))) return {};
+  return node;
 }
 
 FrameFilter::FrameFilter(const Snapshot& s) {
@@ -46,7 +64,7 @@ FrameFilter::FrameFilter(const Snapshot& s) {
   site_.assign(ns, kNoFrame);
   site_user_.assign(ns, 0);
   for (uint32_t id = 0; id < ns; ++id) {
-    FrameId first_visible = kNoFrame, engine = kNoFrame;
+    FrameId first_visible = kNoFrame, engine = kNoFrame, node = kNoFrame;
     for (FrameId f : s.stack(id)) {  // innermost first
       if (f >= nf) continue;          // malformed ids are skipped, never trusted
       if (user_[f]) {
@@ -60,17 +78,35 @@ FrameFilter::FrameFilter(const Snapshot& s) {
       if (first_visible == kNoFrame && !contains(name, "Allocator") && name.rfind("c10::", 0) != 0 &&
           !contains(name, "at::detail::") && !contains(name, "empty"))
         first_visible = f;
-      // The backward pass runs on the autograd engine's threads: one site for all of it reads better than one
-      // per ATen operator.
+      // The backward pass runs on the autograd engine's threads: the node (MmBackward0) says which operation's
+      // gradient this is; without one (the engine's own bookkeeping), the engine itself.
+      if (node == kNoFrame && !autograd_node(name).empty()) node = f;
       if (contains(name, "autograd::Engine::thread_main")) engine = f;
     }
-    if (!site_user_[id]) site_[id] = engine != kNoFrame ? engine : first_visible;
+    if (!site_user_[id]) site_[id] = node != kNoFrame ? node : engine != kNoFrame ? engine : first_visible;
   }
 }
 
 std::string FrameFilter::format(const Snapshot& s, FrameId f, bool full_filename) {
   if (f >= s.frames.size()) return "<no frames>";
   return memviz::frame_fmt(s, s.frames[f], full_filename);
+}
+
+std::string FrameFilter::site_text(const Snapshot& s, FrameId f, bool full_filename) {
+  if (f >= s.frames.size()) return "<no frames>";
+  const std::string_view name = s.str(s.frames[f].name);
+  if (const std::string_view node = autograd_node(name); !node.empty()) return "backward: " + std::string(node);
+  if (contains(name, "autograd::Engine::thread_main")) return "backward: autograd engine";
+  return format(s, f, full_filename);
+}
+
+std::vector<FrameId> FrameFilter::shown_frames(const Snapshot& s, StackId id, size_t max_frames) const {
+  std::vector<FrameId> out;
+  for (FrameId f : s.stack(id)) {
+    if (out.size() >= max_frames) break;
+    if (visible(f)) out.push_back(f);
+  }
+  return out;
 }
 
 }  // namespace allocscope

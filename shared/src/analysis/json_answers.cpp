@@ -11,7 +11,7 @@ using json_detail::Json;
 
 namespace {
 
-Json row(const Snapshot& s, const DeviceLifetimes& lt, uint32_t i) {
+Json row(const Snapshot& s, const FrameFilter& ff, const DeviceLifetimes& lt, uint32_t i) {
   return Json{{"row", i},
               {"addr", lt.addr[i]},
               {"addr_hex", json_detail::hex(lt.addr[i])},
@@ -19,6 +19,7 @@ Json row(const Snapshot& s, const DeviceLifetimes& lt, uint32_t i) {
               {"stream", lt.stream[i]},
               {"birth_step", lt.birth_step(i)},
               {"death_step", lt.free_event[i] == kNoEvent ? Json(nullptr) : Json(lt.death_step(i))},
+              {"site", json_detail::frame(s, ff.site(lt.stack[i]))},
               {"frames", json_detail::stack(s, lt.stack[i])}};
 }
 
@@ -53,7 +54,8 @@ std::string to_json(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p,
     sites.push_back({{"site", json_detail::frame(s, p.site[k])}, {"bytes", p.site_bytes[k]}, {"count", p.site_count[k]}});
   j["sites"] = std::move(sites);
   Json largest = Json::array();
-  for (uint32_t i : p.largest) largest.push_back(row(s, lt, i));
+  const FrameFilter ff(s);
+  for (uint32_t i : p.largest) largest.push_back(row(s, ff, lt, i));
   j["largest"] = std::move(largest);
   if (p.has_categories) j["categories"] = categories_obj(p.category_bytes, p.category_count);
   if (with_tree) {

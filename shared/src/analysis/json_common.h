@@ -5,6 +5,7 @@
 #include <string>
 
 #include "allocscope/frame_filter.h"
+#include "allocscope/memviz.h"
 #include "allocscope/snapshot.h"
 
 namespace allocscope::json_detail {
@@ -19,15 +20,18 @@ inline Json frame(const Snapshot& s, FrameId f) {
               {"filename", std::string(s.str(fr.filename))},
               // A line above 2^63 (torch.compile's 2^64-1) as its exact text: JSON readers would round the number.
               {"line", fr.line_unsigned ? Json(line_text(fr)) : Json(fr.line)},
-              {"text", FrameFilter::format(s, f)}};
+              {"text", FrameFilter::site_text(s, f)}};
 }
 
-// A stack as its frames' "file:line:name" texts, innermost first (PyTorch's order).
+// A stack as its frames' "file:line:name" texts, innermost first (PyTorch's order), without the frames PyTorch's
+// flame graphs hide (the unwinder's own, the interpreter loop, dispatcher glue).
 inline Json stack(const Snapshot& s, StackId id, size_t max_frames = 64) {
   Json a = Json::array();
   for (FrameId f : s.stack(id)) {
     if (a.size() >= max_frames) break;
-    a.push_back(FrameFilter::format(s, f));
+    if (f >= s.frames.size()) continue;
+    const Frame& fr = s.frames[f];
+    if (memviz::frame_filter(s.str(fr.name), s.str(fr.filename))) a.push_back(FrameFilter::format(s, f));
   }
   return a;
 }

@@ -10,11 +10,13 @@ using json_detail::Json;
 
 std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::vector<OomReport>& reports) {
   Json a = Json::array();
+  const FrameFilter ff(s);
   for (const OomReport& o : reports) {
     Json top = Json::array();
     if (const DeviceLifetimes* lt = lifetimes.device(o.device)) {
       for (uint32_t i : o.top_rows)
-        top.push_back({{"addr", lt->addr[i]}, {"addr_hex", json_detail::hex(lt->addr[i])}, {"size", lt->size[i]}, {"frames", json_detail::stack(s, lt->stack[i])}});
+        top.push_back({{"addr", lt->addr[i]}, {"addr_hex", json_detail::hex(lt->addr[i])}, {"size", lt->size[i]},
+                       {"site", json_detail::frame(s, ff.site(lt->stack[i]))}, {"frames", json_detail::stack(s, lt->stack[i])}});
     }
     a.push_back({{"device", o.device},
                  {"event", o.event},

@@ -24,6 +24,7 @@ std::string counts(const std::vector<uint32_t>& v) {
 }  // namespace
 
 std::string to_text(const Snapshot& s, const LeakReport& r) {
+  const FrameFilter ff(s);
   std::string o = "device " + std::to_string(r.device) + ": ";
   const uint32_t m = static_cast<uint32_t>(r.iterations.boundary.size());
   if (r.iterations.source == Iterations::Source::kNone) {
@@ -31,7 +32,7 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
   }
   if (r.leak_suspected()) {
     const LeakGroup& g = r.growing.front();
-    o += "LEAK: " + FrameFilter::format(s, g.site, true) + " keeps " + std::to_string(g.allocations) +
+    o += "LEAK: " + FrameFilter::site_text(s, g.site, true) + " keeps " + std::to_string(g.allocations) +
          " more allocation(s) alive over " + std::to_string(m) + " iterations (+" + size(g.bytes_per_iteration) +
          " per iteration)\n";
   } else if (!r.held.empty()) {
@@ -44,10 +45,9 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
   if (!r.growing.empty()) {
     o += "\ngrowing sites (alive allocations at each iteration start):\n";
     for (const LeakGroup& g : r.growing) {
-      o += "  " + rpad("+" + size(g.bytes_per_iteration), 11) + "/iter  " + FrameFilter::format(s, g.site) + "  [" +
+      o += "  " + rpad("+" + size(g.bytes_per_iteration), 11) + "/iter  " + FrameFilter::site_text(s, g.site) + "  [" +
            std::string(category_name(g.category)) + "]  counts: " + counts(g.alive_count) + "\n";
-      const auto frames = s.stack(g.stack);
-      for (size_t k = 0; k < frames.size() && k < 4; ++k) o += "        at " + FrameFilter::format(s, frames[k]) + "\n";
+      for (FrameId f : ff.shown_frames(s, g.stack, 4)) o += "        at " + FrameFilter::format(s, f) + "\n";
     }
   }
   if (!r.held.empty()) {
@@ -55,7 +55,7 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
     for (const LeakGroup& g : r.held)
       o += "  " + rpad(size(g.bytes_per_iteration), 10) + "  " + rpad(std::to_string(g.allocations), 5) +
            " gradient allocation(s) from " +
-           (g.site == kNoFrame ? std::string("the backward pass (no frames)") : FrameFilter::format(s, g.site)) +
+           (g.site == kNoFrame ? std::string("the backward pass (no frames)") : FrameFilter::site_text(s, g.site)) +
            " stay alive from one step to the next (gradients never cleared: call optimizer.zero_grad())\n";
   }
   // A long run prints its ends: the floor's trend shows there, and 600 numbers help nobody.

@@ -10,6 +10,7 @@ using namespace text_detail;
 std::string to_text(const Snapshot& s, const Lifetimes& lifetimes, const std::vector<OomReport>& reports) {
   if (reports.empty()) return "no out-of-memory event in this snapshot\n";
   std::string o;
+  const FrameFilter ff(s);
   for (const OomReport& r : reports) {
     o += "device " + std::to_string(r.device) + ", event " + std::to_string(r.event) + ": OUT OF MEMORY asking for " +
          size(r.requested) + "; the driver had " + size(r.device_free) + " free\n";
@@ -29,9 +30,7 @@ std::string to_text(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
     if (!lt || r.top_rows.empty()) continue;
     o += "  largest live allocations:\n";
     for (uint32_t i : r.top_rows) {
-      const auto frames = s.stack(lt->stack[i]);
-      o += "    " + rpad(size(lt->size[i]), 10) + "  " +
-           (frames.empty() ? std::string("<no frames>") : FrameFilter::format(s, frames[0])) + "\n";
+      o += "    " + rpad(size(lt->size[i]), 10) + "  " + FrameFilter::site_text(s, ff.site(lt->stack[i])) + "\n";
     }
   }
   return o;

@@ -30,12 +30,11 @@ std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p)
   o += "by site (deepest user frame):\n";
   for (size_t k = 0; k < p.site.size(); ++k)
     o += "  " + rpad(size(p.site_bytes[k]), 10) + "  " + rpad(std::to_string(p.site_count[k]), 6) + "x  " +
-         FrameFilter::format(s, p.site[k]) + "\n";
+         FrameFilter::site_text(s, p.site[k]) + "\n";
   o += "largest allocations:\n";
-  for (uint32_t i : p.largest) {
-    const auto frames = s.stack(lt.stack[i]);
-    o += "  " + rpad(size(lt.size[i]), 10) + "  " + (frames.empty() ? "<no frames>" : FrameFilter::format(s, frames[0])) + "\n";
-  }
+  const FrameFilter ff(s);
+  for (uint32_t i : p.largest)
+    o += "  " + rpad(size(lt.size[i]), 10) + "  " + FrameFilter::site_text(s, ff.site(lt.stack[i])) + "\n";
   return o;
 }
 
@@ -62,7 +61,7 @@ std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Categori
     }
     std::sort(sites.begin(), sites.end(), [](auto& a, auto& b) { return a.first > b.first; });
     for (size_t j = 0; j < sites.size() && j < 3; ++j)
-      o += "      " + rpad(size(sites[j].first), 10) + "  " + FrameFilter::format(s, sites[j].second) + "\n";
+      o += "      " + rpad(size(sites[j].first), 10) + "  " + FrameFilter::site_text(s, sites[j].second) + "\n";
   }
   return o;
 }

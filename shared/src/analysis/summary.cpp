@@ -82,7 +82,7 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
       d.leak_suspected = lr.leak_suspected();
       if (d.leak_suspected) {
         const LeakGroup& g = lr.growing.front();
-        d.leak_site = FrameFilter::format(s, g.site);
+        d.leak_site = FrameFilter::site_text(s, g.site);
         leak_warnings.push_back(dev(lt.device) + "leak suspected: " + d.leak_site + " keeps " +
                                 std::to_string(g.allocations) + " more allocation(s) alive over " +
                                 std::to_string(it.boundary.size()) + " iterations (+" +
@@ -93,7 +93,7 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
                                 std::to_string(g.allocations) + " allocation(s), " +
                                 memviz::format_size(g.bytes_per_iteration) + " from " +
                                 (g.site == kNoFrame ? std::string("the backward pass (no frames)")
-                                                    : FrameFilter::format(s, g.site)) +
+                                                    : FrameFilter::site_text(s, g.site)) +
                                 " (never freed between steps: is zero_grad missing?)");
       }
     }

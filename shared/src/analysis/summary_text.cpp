@@ -22,7 +22,7 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
     if (!d.top_site.empty()) {
       o += "  top sites at the peak:\n";
       for (size_t k = 0; k < d.top_site.size(); ++k)
-        o += "    " + rpad(size(d.top_site_bytes[k]), 10) + "  " + FrameFilter::format(s, d.top_site[k]) + "\n";
+        o += "    " + rpad(size(d.top_site_bytes[k]), 10) + "  " + FrameFilter::site_text(s, d.top_site[k]) + "\n";
     }
   }
   if (!sum.warnings.empty()) {

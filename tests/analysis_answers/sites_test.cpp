@@ -1,0 +1,104 @@
+// The one site rule (FrameFilter::site) on files recorded with C++ frames (stacks='all', PyTorch's default) and with
+// Python frames only: the site is the user's innermost line where the stack has one, the autograd node on the
+// engine's threads, and never the unwinder, the allocator or the interpreter. Printed stacks drop the unwinder.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+#include "allocscope/oom.h"
+#include "allocscope/peak.h"
+#include "answers_fixtures.h"
+
+namespace allocscope::test {
+namespace {
+
+// The spec, written out independently of FrameFilter: a user frame is a .py file that is not an installed package,
+// the standard library or PyTorch.
+bool plainly_user(std::string_view file) {
+  if (!file.ends_with(".py")) return false;
+  for (std::string_view lib : {"site-packages/", "dist-packages/", "/lib/python", "/torch/"})
+    if (file.find(lib) != std::string_view::npos) return false;
+  return true;
+}
+
+struct SiteCounts {
+  size_t stacks = 0, with_user = 0, backward_nodes = 0;
+};
+
+SiteCounts check_sites(const std::string& name) {
+  SiteCounts n;
+  const Loaded* l = load(name);
+  EXPECT_TRUE(l) << name;
+  if (!l) return n;
+  const Snapshot& s = l->s;
+  for (const DeviceLifetimes& lt : l->lifetimes.devices) {
+    for (uint32_t i = 0; i < lt.count(); ++i) {
+      const StackId st = lt.stack[i];
+      const auto frames = s.stack(st);
+      if (frames.empty()) continue;
+      ++n.stacks;
+      const FrameId site = l->ff.site(st);
+      EXPECT_NE(site, kNoFrame) << name;
+      if (site == kNoFrame) continue;
+      const std::string text = FrameFilter::site_text(s, site);
+      for (const char* never : {"unwind::unwind", "CapturedTraceback", "gather_with_cpp", "CachingAllocator",
+                                "_PyEval_", "c10::impl::", "thread_main("})
+        EXPECT_EQ(text.find(never), std::string::npos) << name << ": site " << text;
+      FrameId want = kNoFrame;
+      for (FrameId f : frames)
+        if (plainly_user(s.str(s.frames[f].filename))) {
+          want = f;
+          break;
+        }
+      if (want != kNoFrame) {
+        ++n.with_user;
+        EXPECT_EQ(site, want) << name << ": site " << text << ", innermost user frame "
+                              << FrameFilter::format(s, want);
+      }
+      n.backward_nodes += text.rfind("backward: ", 0) == 0 && text != "backward: autograd engine";
+    }
+  }
+  return n;
+}
+
+TEST(Sites, CppStacksNameTheUsersLine) {
+  for (const char* name : {"gpt2_cpp", "external/pt28_4dev_expandable_oom", "external/pt21_ftcourse",
+                           "external/pt26_cs336_train", "external/pt22_eor_nn", "external/pt25_sqattn_4dev"}) {
+    const SiteCounts n = check_sites(name);
+    EXPECT_GT(n.with_user, 0u) << name;
+  }
+}
+
+TEST(Sites, PythonOnlyStacksNameTheUsersLine) {
+  for (const char* name : {"resnet50_train", "transformer_leak", "external/pt29_decomfl", "external/pt22_diffusion_tiny"}) {
+    const SiteCounts n = check_sites(name);
+    EXPECT_GT(n.with_user, 0u) << name;
+  }
+}
+
+// Backward allocations on the engine's threads have no Python frame: the site names the autograd node.
+TEST(Sites, BackwardAllocationsNameTheAutogradNode) {
+  EXPECT_GT(check_sites("gpt2_cpp").backward_nodes, 100u);
+  EXPECT_EQ(autograd_node("torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)"), "MmBackward0");
+  EXPECT_EQ(autograd_node("torch::autograd::AccumulateGrad::apply(std::vector<at::Tensor>&&)"), "AccumulateGrad");
+  EXPECT_EQ(autograd_node("torch::autograd::generated::MmBackward0_apply_functional(std::vector<at::Tensor>&&)"), "");
+  EXPECT_EQ(autograd_node("torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)"), "");
+}
+
+// The OOM on device 1 of a 4-GPU job recorded with C++ frames: every largest live allocation points at the model.
+TEST(Sites, OomListsTheUsersLines) {
+  const Loaded* l = load("external/pt28_4dev_expandable_oom");
+  ASSERT_TRUE(l);
+  const auto reports = analyze_ooms(l->s, l->lifetimes);
+  ASSERT_EQ(reports.size(), 1u);
+  const std::string text = to_text(l->s, l->lifetimes, reports);
+  EXPECT_EQ(text.find("unwind"), std::string::npos) << text;
+  EXPECT_NE(text.find("models.py:174:update_nodes"), std::string::npos) << text;
+  const std::string json = to_json(l->s, l->lifetimes, reports);
+  EXPECT_EQ(json.find("unwind::unwind"), std::string::npos);  // printed stacks drop the unwinder's frames
+  EXPECT_NE(json.find("\"site\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace allocscope::test
