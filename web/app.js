@@ -3,7 +3,7 @@
 import { openFiles, call, unload, warmUp } from './worker_client.js';
 import { state, set, subscribe, readHash, writeHash } from './store.js';
 import { views } from './views/index.js';
-import { el } from './format.js';
+import { el, count } from './format.js';
 
 const $ = (id) => document.getElementById(id);
 const html = document.documentElement;
@@ -154,6 +154,16 @@ function mountView() {
   $('detail').classList.add('hidden');
   const v = views.find((x) => x.id === state.view) || views[0];
   const my = ++mountSeq;
+  // A per-device view on a device the trace never reached (a 4-GPU box traced on one): say so, not the core's error.
+  const dev = v.perDevice ? devicesOf(currentFile()).find((d) => d.device === state.device) : null;
+  if (dev && !dev.events) {
+    root.append(el('div', { class: 'verdict', 'data-empty': 'no-trace' },
+      `cuda:${dev.device} has no trace: this snapshot recorded no allocation events on that device, so ` +
+      `${v.long || v.title} has nothing to show for it. Choose a device with a trace in the device selector` +
+      (dev.segments ? `; this device's ${count(dev.segments)} segments are counted in the Overview.` : '.')));
+    if (html.dataset.state !== 'ready') setPageState('ready');
+    return;
+  }
   const ctx = {
     state,
     set,
@@ -180,8 +190,10 @@ function mountView() {
 }
 
 subscribe((st, patch) => {
-  if (!mounted) return;
   if ('file' in patch) { if (!validDevice(st.device)) set({ device: defaultDevice() }, { quiet: true }); fillDevices(); }
+  // The views read the file and device when they mount: choosing another one in the selectors mounts the view again.
+  if (('file' in patch || 'device' in patch) && state.files.length) { mountView(); return; }
+  if (!mounted) return;
   try { mounted.update(patch); } catch (e) { console.error(e); }
 });
 

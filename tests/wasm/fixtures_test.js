@@ -1,6 +1,7 @@
 // Node test of the wasm build: loads a real fixture through the same engine.js the worker uses (gzip inflated by
 // DecompressionStream, as in the browser) and checks the core's answers against PyTorch's golden files.
-// usage: node fixtures_test.js GLUE_JS ENGINE_JS FIXTURE EXPECTED_DIR
+// usage: node fixtures_test.js GLUE_JS ENGINE_JS FIXTURE EXPECTED_DIR [methods]
+//        (methods: also run every view's method on every device with a trace, for files without other goldens)
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -8,7 +9,7 @@ const assert = require('assert');
 const checks = require('./checks.js');
 
 async function main() {
-  const [glue, enginePath, fixture, expectedDir] = process.argv.slice(2);
+  const [glue, enginePath, fixture, expectedDir, mode] = process.argv.slice(2);
   const factory = require(path.resolve(glue));
   const { openEngine, readChunks } = require(path.resolve(enginePath));
   const wasmBinary = fs.readFileSync(path.join(path.dirname(path.resolve(glue)), 'allocscope.wasm'));
@@ -43,8 +44,45 @@ async function main() {
       ++failed;
     }
   }
+  if (mode === 'methods') {
+    try {
+      methodsAnswer(engine, id, assert);
+      console.log('  ok   every view\'s method answers on every device with a trace');
+      ++passed;
+    } catch (e) {
+      console.log(`  FAIL every view's method answers on every device with a trace: ${e.message}`);
+      ++failed;
+    }
+  }
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(failed || !passed ? 1 : 0);
+}
+
+// What the viewer asks of the core for each view, on each device with a trace, with the answers' own invariants: a
+// timeline of bands, the allocator state at the last event holding the device's segments, the flame graph at the
+// peak holding the peak's bytes, one OOM entry per oom event.
+function methodsAnswer(engine, id, assert) {
+  const info = engine.call({ method: 'info', id }).body;
+  for (const d of info.devices) {
+    if (!d.events) continue;
+    const q = (req) => engine.call(Object.assign({ id, device: d.device }, req));
+    const where = `cuda:${d.device}`;
+    const steps = q({ method: 'axis' }).body.step_count;
+    assert.strictEqual(steps, d.events + 1, `${where}: axis steps`);
+    for (const method of ['timeline_draw', 'segment_draw']) {
+      const { body } = q({ method, x0: 0, x1: steps, width: 300, height: 200 });
+      assert.ok(body.rects > 0, `${where}: ${method} draws rectangles (${body.rects})`);
+    }
+    const state = q({ method: 'state_at', step: steps - 1 });
+    assert.strictEqual(state.blobs.seg_size.length, d.segments, `${where}: state_at the last event holds the device's segments`);
+    const peak = q({ method: 'peak', top: 5 }).body;
+    assert.strictEqual(q({ method: 'flame', step: -1, filter: true }).body.total, peak.allocated.bytes, `${where}: flame at the peak`);
+    q({ method: 'memoryviz', with_totals: false });
+    q({ method: 'leaks' });
+  }
+  const facts = engine.call({ method: 'facts', id }).body;
+  assert.strictEqual(engine.call({ method: 'ooms', id }).body.ooms.length, facts.actions.oom || 0, 'one OOM entry per oom event');
+  engine.call({ method: 'summary', id, top: 5 });
 }
 
 main().catch((e) => { console.error(e && e.stack ? e.stack : e); process.exit(1); });

@@ -82,10 +82,12 @@ export default {
       const H = Math.max(10, p.wrap.clientHeight - top() - M.bottom);
       const c0 = Math.max(zoom.x0, 0), c1 = Math.min(zoom.x1, span(p));
       const pxPerUnit = W / (zoom.x1 - zoom.x0);
-      const width = Math.round((c1 - c0) * pxPerUnit);
-      if (!(c1 > c0) || width < 1) return { empty: true, window: [zoom.x0, zoom.x1], W, H };
+      // A trace in the window gets a column even when it is shorter than a pixel (one event against thousands): the
+      // blocks alive before it are a band, not "no events".
+      const width = Math.max(1, Math.round((c1 - c0) * pxPerUnit));
+      if (!(c1 > c0)) return { empty: true, window: [zoom.x0, zoom.x1], W, H };
       return {
-        window: [zoom.x0, zoom.x1], W, H, offset: Math.round((c0 - zoom.x0) * pxPerUnit),
+        window: [zoom.x0, zoom.x1], W, H, offset: Math.min(W - width, Math.round((c0 - zoom.x0) * pxPerUnit)),
         req: { method: 'timeline_draw', id: p.f.id, device: p.device, axis: timeAxis() ? 'time' : 'step',
                x0: c0 + base(p), x1: c1 + base(p), width, height: H, y_min: 0 },
       };
@@ -286,6 +288,11 @@ export default {
           el('span', { class: 'fine', text: ` at event ${count(mv.peak_step)} · ${count(mv.allocations)} allocations` }));
       }
       if (destroyed) return;
+      // A file without a trace keeps its place, with a message instead of an empty plot.
+      const shown = panels.map((p) => (p.device !== null ? p.box : el('div', { class: 'diff-timeline', 'data-diff-panel': p.which.toLowerCase() },
+        el('div', { class: 'diff-label' }, el('strong', { text: p.which }), ' ', el('span', { class: 'mono', text: p.f.name })),
+        el('div', { class: 'verdict', 'data-empty': 'no-trace', text: `No trace: ${p.f.name} holds no allocation events, so it has ` +
+          'no timeline to compare; the numbers and tables here compare its segments and live blocks.' }))));
       const traced = panels.filter((p) => p.device !== null);
       panels.splice(0, panels.length, ...traced);
       // Both plots keep the same height: the canvases grow by the taller strip.
@@ -297,7 +304,7 @@ export default {
         const toolbar = el('div', { class: 'toolbar' }, axisBtn,
           el('button', { type: 'button', title: 'zoom out to everything (Home)', onclick: () => zoom && zoom.reset() }, 'Reset zoom'),
           el('span', { class: 'fine', text: 'zoom and pan move both (wheel, drag, + − ← → Home); one byte scale for both, fitted to the window; click pins' }), info);
-        root.append(el('h3', { text: 'Active memory over the trace' }), toolbar, ...panels.map((p) => p.box));
+        root.append(el('h3', { text: 'Active memory over the trace' }), toolbar, ...shown);
         makeZoom(st.window);
         for (const p of panels) {
           zoom.attach(p.canvas, M.left, plotW, () => pin(p));
@@ -315,7 +322,7 @@ export default {
         document.addEventListener('keydown', onKey);
         stopResize = onResize(panels[0].wrap, () => request());
         if ((st.search || '').trim()) await runSearch(false);
-      }
+      } else root.append(el('h3', { text: 'Active memory over the trace' }), ...shown);
 
       const max = Math.max(1, ...d.stacks.map((s) => Math.abs(s.delta)));
       const t = el('table', { class: 'table' }, el('tr', null, el('th', { class: 'num', text: 'change' }), el('th', { text: '' }),

@@ -12,6 +12,7 @@ export default {
   long: 'Flame graph of live memory',
   key: '4',
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  perDevice: true,
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();

@@ -22,6 +22,7 @@ export default {
   title: 'Leaks',
   key: '6',
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  perDevice: true,
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();

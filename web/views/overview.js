@@ -9,6 +9,19 @@ const FACTS = [
   ['active_blocks', 'Active blocks', count],
 ];
 
+// A file without trace events (history not recorded, or a bare list of segments): the views that need the trace are
+// not offered, and this says why and how to record one.
+function noTrace(f) {
+  const what = f.info.has_device_traces
+    ? 'this snapshot holds no allocation events (the history was not being recorded when it was taken)'
+    : 'this file is a bare list of segments (what torch.cuda.memory_snapshot() returns), without the allocation history';
+  const none = f.info.facts.segments === 0 ? ' It holds no segments either: nothing was allocated on the GPU when it was taken.' : '';
+  return el('div', { class: 'verdict', 'data-empty': 'no-trace' },
+    `No trace: ${what}. Only Overview and OOM apply; the timelines, state history, flame graph, peak and leaks need ` +
+    `the trace, which torch.cuda.memory._record_memory_history() records and torch.cuda.memory._dump_snapshot() ` +
+    `writes with the segments.${none}`);
+}
+
 export default {
   id: 'overview',
   title: 'Overview',
@@ -32,6 +45,7 @@ export default {
         el('div', { class: 'card-value', 'data-fact': 'events', 'data-value': events }, count(events)),
         el('div', { class: 'card-label', text: 'Trace events' })));
       root.append(grid);
+      if (!f.info.devices.some((d) => d.events > 0)) root.append(noTrace(f));
       const glance = el('div', { class: 'glance' }, el('p', { class: 'fine', text: 'Analysing…' }));
       root.append(glance);
       // The one-screen answer (peaks, leaks, OOMs, warnings) arrives after the counts have painted.
@@ -68,7 +82,8 @@ export default {
       for (const d of f.info.devices)
         tb.append(el('tr', null, el('td', { text: d.device }),
           el('td', { 'data-device-events': d.device, 'data-value': d.events, text: count(d.events) }),
-          el('td', { text: count(d.segments) }), el('td', { text: bytes(d.reserved_bytes) })));
+          el('td', { 'data-device-segments': d.device, 'data-value': d.segments, text: count(d.segments) }),
+          el('td', { text: bytes(d.reserved_bytes) })));
       devs.append(tb);
       root.append(el('h3', { text: 'Devices' }), devs);
 

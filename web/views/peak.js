@@ -8,6 +8,7 @@ export default {
   title: 'Peak',
   key: '5',
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  perDevice: true,
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();
@@ -18,7 +19,7 @@ export default {
       root.append(el('h2', { text: `Peak memory on cuda:${device}` }));
       root.append(el('div', { class: 'cards' },
         card('Peak allocated (active)', bytes(p.allocated.bytes), `after event ${count(p.allocated.step)} at ${rel(p.allocated.time_us)}`,
-             { 'data-peak-allocated': p.allocated.bytes }),
+             { 'data-peak-allocated': p.allocated.bytes, 'data-peak-step': p.allocated.step }),
         card('Reserved at that moment', bytes(p.allocated.reserved_then), `${bytes(p.allocated.reserved_then - p.allocated.bytes)} cached but free`),
         card('Peak reserved', bytes(p.reserved.bytes), `after event ${count(p.reserved.step)} at ${rel(p.reserved.time_us)}`,
              { 'data-peak-reserved': p.reserved.bytes }),

@@ -14,6 +14,7 @@ export default {
   long: 'Allocator State History',
   key: '3',
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  perDevice: true,
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();
@@ -71,6 +72,8 @@ export default {
       const th = theme();
       g.clearRect(0, 0, width, height);
       const { seg_size, blk_seg, blk_offset, blk_size, blk_requested, blk_row, blk_flags } = data.blobs;
+      canvas.dataset.stateSegments = seg_size.length;  // for the tests: the segments alive after this event
+      canvas.dataset.stateStep = data.body.step;
       const W = width - 2 * PAD;
       const rows = Math.max(1, Math.floor((height - PAD) / ROW_H));
       let total = 0;

@@ -29,6 +29,7 @@ export function timelineView(kind) {
   long: K.long,
   key: K.key,
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  perDevice: true,
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();
@@ -156,6 +157,7 @@ export function timelineView(kind) {
       }
       snapshot.take(canvas, L, T, W, H, [frame.r.x0, frame.r.x1]);
       canvas.dataset.window = `${frame.r.x0},${frame.r.x1}`;
+      canvas.dataset.rects = frame.body.rects;
       // An answer for a window the user has already left (a newer one is queued): show it where the current window
       // puts it, rather than jumping back until the newer draw arrives.
       if (frame.r.x0 !== zoom.x0 || frame.r.x1 !== zoom.x1) preview();
