@@ -17,12 +17,11 @@ json facts_of(const Snapshot& s) {
   for (int a = 0; a < kActionCount; ++a)
     if (per_action[a]) actions[std::string(action_name(static_cast<Action>(a)))] += per_action[a];
   uint64_t reserved = 0, allocated = 0, active_blocks = 0;
-  for (const Segment& seg : s.segments) {
-    reserved += seg.total_size;
-    allocated += seg.requested_size;
-  }
+  for (const Segment& seg : s.segments) reserved += seg.total_size;
+  // PyTorch's facts count the requested bytes of active_allocated blocks, not the segments' requested_size: the two
+  // differ for blocks pending free and in files PyTorch did not write (pt25_verl_pending_free, synthetic_snapviewer).
   for (const Block& b : s.blocks)
-    if (b.state == BlockState::kActiveAllocated) ++active_blocks;
+    if (b.state == BlockState::kActiveAllocated) ++active_blocks, allocated += b.requested_size;
   json per_device = json::array();
   for (const DeviceTrace& d : s.devices) per_device.push_back(d.count());
   json j;
@@ -60,11 +59,16 @@ Answer info(const Request&, std::span<Loaded* const> files) {
     dj["reserved_bytes"] = reserved;
     devices.push_back(dj);
   }
-  // Devices that only appear in segments (no trace recorded) still get a selector entry.
+  // Devices that only appear in segments (no trace recorded, or a file that is a bare list of segments) still get a
+  // selector entry, with their own segment count and reserved bytes.
+  std::map<int64_t, std::pair<uint64_t, uint64_t>> untraced;  // device -> (segments, reserved)
   for (const Segment& seg : s.segments) {
-    bool known = std::any_of(devices.begin(), devices.end(), [&](const json& d) { return d["device"] == seg.device; });
-    if (!known) devices.push_back({{"device", seg.device}, {"events", 0}, {"segments", 0}, {"reserved_bytes", 0}});
+    bool traced = std::any_of(s.devices.begin(), s.devices.end(),
+                              [&](const DeviceTrace& t) { return t.device == seg.device; });
+    if (!traced) ++untraced[seg.device].first, untraced[seg.device].second += seg.total_size;
   }
+  for (const auto& [device, counts] : untraced)
+    devices.push_back({{"device", device}, {"events", 0}, {"segments", counts.first}, {"reserved_bytes", counts.second}});
   json settings = json::array();
   for (const Setting& st : s.allocator_settings) settings.push_back({st.key, st.repr()});
   json unknown = json::array();
