@@ -168,5 +168,20 @@ TEST(CliAnswers, HelpHasExamplesAndErrorsAreOneLine) {
   }
 }
 
+TEST(CliAnswers, OomGpuOptionAndJsonCause) {
+  const std::string file = std::string(ALLOCSCOPE_FIXTURES) + "/oom_causes/oom_outside.pickle.gz";
+  const auto j = json_of(run({"oom", file, "--gpu", "h100", "--json"}));
+  ASSERT_EQ(j["ooms"].size(), 1u);
+  EXPECT_EQ(j["ooms"][0]["cause"], "held_outside");
+  EXPECT_EQ(j["ooms"][0]["gpu_inferred"], false);
+  EXPECT_GT(j["ooms"][0]["held_outside"].get<uint64_t>(), 40ull << 30);  // CuPy held 47 GiB
+  const CliRun bad = run({"oom", file, "--gpu", "h1000"});
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("neither a GPU name"), std::string::npos) << bad.err;
+  const CliRun text = run({"oom", file});
+  EXPECT_NE(text.out.find("cause: held_outside"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("inferred"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace allocscope::test

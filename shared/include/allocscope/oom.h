@@ -3,13 +3,34 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
+#include "allocscope/gpu_sizes.h"
 #include "allocscope/lifetimes.h"
 #include "allocscope/snapshot.h"
 
 namespace allocscope {
+
+// Why the request failed, decided in this order (the first that holds):
+enum class OomCause : uint8_t {
+  kRequestTooLarge,  // the request alone is larger than the GPU: nothing anyone frees can make it fit
+  kHeldOutside,      // larger than all PyTorch holds plus what the driver has free: the rest of the GPU is held
+                     // outside this allocator (another process, NCCL, CuPy, JAX, a CUDA context), so freeing
+                     // PyTorch's tensors cannot help
+  kAllocatorCap,     // the driver reported enough free memory, yet the allocator refused: a per-process cap
+                     // (set_per_process_memory_fraction) or, rarely, the driver's own fragmentation
+  kFragmentation,    // enough free bytes (cached in segments plus the driver's), but no block large enough
+  kLiveTensors,      // live tensors hold the memory: fewer or smaller live tensors make it fit
+};
+std::string_view oom_cause_name(OomCause c);  // "request_too_large", "held_outside", ...
+
+struct OomOptions {
+  uint32_t top = 10;                  // bounds top_rows
+  std::optional<GpuCapacity> gpu;     // the GPU's size when the user knows it; inferred otherwise
+};
 
 struct OomReport {
   int64_t device = 0;
@@ -24,14 +45,20 @@ struct OomReport {
   uint64_t cached_free = 0;    // reserved - allocated: free inside segments
   uint64_t largest_free_block = 0;  // the largest gap inside one segment
   uint32_t live_allocations = 0;
-  // The request would have fit in the cached free bytes but no single free block was large enough.
+  // The request would have fit in the free bytes (cached plus the driver's) but no single free block was large enough.
   bool fragmentation = false;
+  OomCause cause = OomCause::kLiveTensors;
+  bool cause_sure = true;        // false when the cause hangs on the GPU's size and that size was inferred
+  GpuCapacity gpu;               // total_bytes 0 when even the largest GPU we know is smaller than the numbers
+  uint64_t held_outside = 0;     // gpu total - reserved - device_free: a lower bound when the GPU size is inferred
+  bool expandable_segments = false;  // the allocator setting, when the file records it
+  std::string advice;            // what to do about this cause, in one or two sentences
   // Largest live allocations (lifetimes rows), largest first.
   std::vector<uint32_t> top_rows;
 };
 
-// One report per `oom` event, in trace order. `top` bounds top_rows.
-std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetimes, uint32_t top = 10);
+// One report per `oom` event, in trace order.
+std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetimes, const OomOptions& options = {});
 
 std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::vector<OomReport>& r);
 std::string to_text(const Snapshot& s, const Lifetimes& lifetimes, const std::vector<OomReport>& r);

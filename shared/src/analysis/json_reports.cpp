@@ -30,6 +30,14 @@ std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
                  {"largest_free_block", o.largest_free_block},
                  {"live_allocations", o.live_allocations},
                  {"fragmentation", o.fragmentation},
+                 {"cause", std::string(oom_cause_name(o.cause))},
+                 {"cause_sure", o.cause_sure},
+                 {"advice", o.advice},
+                 {"gpu_total", o.gpu.total_bytes},
+                 {"gpu_class", o.gpu.label},
+                 {"gpu_inferred", o.gpu.inferred},
+                 {"held_outside", o.held_outside},
+                 {"expandable_segments", o.expandable_segments},
                  {"largest_live", std::move(top)}});
   }
   return json_detail::dump(a);

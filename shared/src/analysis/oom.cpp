@@ -5,11 +5,96 @@
 #include <algorithm>
 
 #include "allocscope/allocator_state.h"
+#include "allocscope/memviz.h"
 #include "allocscope/segment_timeline.h"
 
 namespace allocscope {
 
-std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetimes, uint32_t top) {
+std::string_view oom_cause_name(OomCause c) {
+  switch (c) {
+    case OomCause::kRequestTooLarge: return "request_too_large";
+    case OomCause::kHeldOutside: return "held_outside";
+    case OomCause::kAllocatorCap: return "allocator_cap";
+    case OomCause::kFragmentation: return "fragmentation";
+    case OomCause::kLiveTensors: return "live_tensors";
+  }
+  return "unknown";
+}
+
+namespace {
+
+bool expandable_segments_on(const Snapshot& s) {
+  for (const Setting& st : s.allocator_settings)
+    if (st.key == "expandable_segments") return st.kind == Setting::Kind::kBool && st.i != 0;
+  return false;
+}
+
+// Decides the cause from the numbers alone (see OomCause for the order) and says what to do about it.
+void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
+  const uint64_t accounted = o.reserved + o.device_free;  // all PyTorch could free, plus what the driver has
+  const auto gpu = given ? given : infer_gpu_capacity(accounted);
+  if (gpu) o.gpu = *gpu;
+  o.held_outside = gpu && gpu->total_bytes > accounted ? gpu->total_bytes - accounted : 0;
+  const uint64_t free_total = o.cached_free + o.device_free;
+  o.fragmentation = free_total >= o.requested && o.largest_free_block < o.requested && o.device_free < o.requested;
+  using memviz::format_size;
+  const std::string req = format_size(o.requested);
+  if (gpu && o.requested > gpu->total_bytes) {
+    o.cause = OomCause::kRequestTooLarge;
+    o.advice = "one " + req + " tensor is larger than the whole GPU (" + format_size(o.gpu.total_bytes) +
+               "); freeing other tensors cannot help. Make that tensor smaller (batch size, sequence length, "
+               "chunk the operation), shard it across GPUs, or use a GPU with more memory.";
+    if (gpu->inferred) {
+      // The file cannot tell a small GPU from a large one whose rest is held elsewhere: say which numbers decide.
+      o.cause_sure = false;
+      o.advice += " Unsure: the file does not hold the GPU's size; " + format_size(o.gpu.total_bytes) +
+                  " is the smallest common GPU that fits PyTorch's " + format_size(o.reserved) + " plus the driver's " +
+                  format_size(o.device_free) + " free. On a GPU larger than " + req + " the cause is memory held "
+                  "outside PyTorch instead; pass --gpu NAME to decide.";
+    }
+  } else if (o.requested > accounted) {
+    o.cause = OomCause::kHeldOutside;
+    o.advice = "the request needs " + format_size(o.requested - accounted) + " more than PyTorch's whole " +
+               format_size(o.reserved) + " plus the driver's " + format_size(o.device_free) +
+               " free, so freeing PyTorch's tensors cannot make room: " +
+               (o.gpu.inferred ? "at least " : "") + format_size(o.held_outside) + " of the GPU" +
+               (o.gpu.inferred ? " (if it is the smallest that fits: " + o.gpu.label + ")" : "") +
+               " is held outside PyTorch's allocator. Find who holds it: nvidia-smi for other "
+               "processes; in this one, torch.cuda.mem_get_info() against torch.cuda.memory_reserved(); NCCL "
+               "buffers (NCCL_BUFFSIZE), CuPy's or JAX's pools (XLA_PYTHON_CLIENT_PREALLOCATE=false), CUDA graphs.";
+  } else if (o.device_free >= o.requested) {
+    o.cause = OomCause::kAllocatorCap;
+    o.advice = "the driver reported " + format_size(o.device_free) + " free, enough for " + req +
+               ", yet the allocator refused: this process is capped below the GPU's size. Look for "
+               "torch.cuda.set_per_process_memory_fraction (PyTorch's message then says how much is \"allowed\") "
+               "and raise or remove the cap, or keep less alive under it.";
+  } else if (free_total >= o.requested) {
+    o.cause = OomCause::kFragmentation;
+    o.advice = format_size(o.cached_free) + " is free inside PyTorch's segments and " +
+               format_size(o.device_free) + " in the driver, but the largest free block is " +
+               format_size(o.largest_free_block) + ": no piece holds " + req + ". " +
+               (o.expandable_segments
+                    ? std::string("expandable_segments is already on: set max_split_size_mb so large blocks are "
+                                  "not split, or allocate the large long-lived tensors first.")
+                    : std::string("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow in place "
+                                  "instead of leaving holes), or allocate the large long-lived tensors first."));
+  } else {
+    o.cause = OomCause::kLiveTensors;
+    o.advice = "live tensors hold " + format_size(o.allocated) + "; the request needs " +
+               format_size(o.requested - free_total) + " more than is free. Keep less alive at this point: the "
+               "largest live allocations are listed (smaller batch or sequence, activation checkpointing, drop "
+               "references earlier, set_to_none gradients).";
+    if (o.held_outside >= (2ull << 30))
+      o.advice += " Also, " + format_size(o.held_outside) + " of the GPU is held outside PyTorch (if the GPU is " +
+                  o.gpu.label + ").";
+  }
+}
+
+}  // namespace
+
+std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetimes, const OomOptions& options) {
+  const uint32_t top = options.top;
+  const bool expandable = expandable_segments_on(s);
   std::vector<OomReport> out;
   const EventColumns& ev = s.events;
   for (const DeviceLifetimes& lt : lifetimes.devices) {
@@ -46,7 +131,8 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
         }
         if (seg_end > cursor) o.largest_free_block = std::max(o.largest_free_block, seg_end - cursor);
       }
-      o.fragmentation = o.cached_free >= o.requested && o.largest_free_block < o.requested;
+      o.expandable_segments = expandable;
+      classify(o, options.gpu);
       std::vector<uint32_t> alive;
       for (uint32_t i = 0; i < lt.count(); ++i)
         if (lt.alive_at(i, e)) alive.push_back(i);

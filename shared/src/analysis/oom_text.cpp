@@ -1,4 +1,5 @@
-// Human text for OOM reports: the request against free memory first, then the verdict, then what was alive.
+// Human text for OOM reports: the request against free memory first, then the cause and what to do, then what was
+// alive.
 #include "allocscope/oom.h"
 #include "allocscope/frame_filter.h"
 #include "analysis/frame_filter_text.h"
@@ -18,14 +19,17 @@ std::string to_text(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
     o += "  allocated            " + rpad(size(r.allocated), 10) + "  (" + std::to_string(r.live_allocations) +
          " live blocks, " + size(r.requested_live) + " requested)\n";
     o += "  cached free          " + rpad(size(r.cached_free), 10) + "  largest free block " + size(r.largest_free_block) + "\n";
-    if (r.fragmentation) {
-      o += "  => fragmentation: the cached free memory could hold the request but no single block can;\n"
-           "     try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n";
-    } else if (r.cached_free + r.device_free < r.requested) {
-      o += "  => the request exceeds all free memory (driver free + cached free): live tensors must shrink\n";
-    } else {
-      o += "  => the request exceeds what the driver could still map\n";
+    if (r.gpu.total_bytes) {
+      o += "  GPU                  " + rpad(size(r.gpu.total_bytes), 10) + "  " +
+           (r.gpu.inferred ? "inferred: the smallest common GPU that holds these numbers (" + r.gpu.label +
+                                 "); pass --gpu NAME if it is larger"
+                           : r.gpu.label) + "\n";
+      o += "  held outside PyTorch " + rpad(size(r.held_outside), 10) + "  GPU - reserved - driver free" +
+           (r.gpu.inferred ? ", at least" : "") + "\n";
     }
+    if (r.expandable_segments) o += "  expandable_segments  on\n";
+    o += "  => cause: " + std::string(oom_cause_name(r.cause)) + (r.cause_sure ? "" : " (unsure)") + ": " +
+         r.advice + "\n";
     const DeviceLifetimes* lt = lifetimes.device(r.device);
     if (!lt || r.top_rows.empty()) continue;
     o += "  largest live allocations:\n";

@@ -1,0 +1,78 @@
+// The GPU catalogue and the two ways to get a capacity: named by the user, or inferred from a snapshot's numbers.
+#include "allocscope/gpu_sizes.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+namespace allocscope {
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+// Totals as cudaMemGetInfo reports them (PyTorch's "total capacity"), measured or from vendors' MiB figures. Where
+// one class has several cards, the smallest total is kept, so an inferred class never claims more than there is.
+constexpr GpuClass kClasses[] = {
+    {"8 GB (RTX 3070/4060)", "8gb,rtx3070,rtx4060", 7800 * kMiB},
+    {"11 GB (RTX 2080 Ti)", "11gb,rtx2080ti", 10800 * kMiB},
+    {"12 GB (RTX 3060/4070)", "12gb,rtx3060,rtx4070", 11800 * kMiB},
+    {"16 GB (T4, V100 16GB, RTX 4080)", "16gb,t4,v100-16gb,rtx4080,a4000", 14930 * kMiB},
+    {"20 GB (A4500)", "20gb,a4500", 19990 * kMiB},
+    {"24 GB (A10, L4, RTX 3090/4090, A30)", "24gb,a10,l4,rtx3090,rtx4090,a30,a5000", 22480 * kMiB},
+    {"32 GB (V100 32GB, RTX 5090)", "32gb,v100,v100-32gb,rtx5090", 31840 * kMiB},
+    {"40 GB (A100 40GB)", "40gb,a100-40gb", 40330 * kMiB},
+    {"48 GB (A40, A6000, L40S)", "48gb,a40,a6000,l40,l40s,rtx6000ada", 45400 * kMiB},
+    {"80 GB (A100 80GB, H100, H800)", "80gb,a100,a100-80gb,h100,h800", 81040 * kMiB},
+    {"94 GB (H100 NVL)", "94gb,h100nvl,h100-nvl", 95320 * kMiB},
+    {"96 GB (H20, RTX PRO 6000)", "96gb,h20,rtxpro6000", 97250 * kMiB},
+    {"141 GB (H200)", "141gb,h200", 143166 * kMiB},
+    {"180 GB (B200)", "180gb,b200", 182600 * kMiB},
+    {"192 GB (MI300X)", "192gb,mi300x", 196592 * kMiB},
+    {"288 GB (B300, MI355X)", "288gb,b300,mi355x", 275000 * kMiB},
+};
+
+std::string lower(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    if (c != ' ' && c != '_') out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return out;
+}
+
+}  // namespace
+
+std::span<const GpuClass> gpu_classes() { return kClasses; }
+
+std::optional<GpuCapacity> infer_gpu_capacity(uint64_t accounted_bytes) {
+  for (const GpuClass& c : kClasses)
+    if (c.total_bytes >= accounted_bytes + kMinContextBytes)
+      return GpuCapacity{c.total_bytes, std::string(c.label), true};
+  return std::nullopt;
+}
+
+Result<GpuCapacity> parse_gpu_capacity(std::string_view text) {
+  const std::string t = lower(text);
+  for (const GpuClass& c : kClasses) {
+    std::string_view names = c.names;
+    while (!names.empty()) {
+      const size_t comma = names.find(',');
+      if (names.substr(0, comma) == t) return GpuCapacity{c.total_bytes, std::string(c.label), false};
+      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+    }
+  }
+  // A size: digits, optional fraction, optional unit (GB = 10^9, GiB = 2^30, none = bytes).
+  char* end = nullptr;
+  const double v = std::strtod(t.c_str(), &end);
+  const std::string unit = end ? std::string(end) : "";
+  double scale = 0;
+  if (unit.empty()) scale = 1;
+  else if (unit == "gb") scale = 1e9;
+  else if (unit == "gib" || unit == "g") scale = 1073741824.0;
+  else if (unit == "mib" || unit == "m") scale = 1048576.0;
+  if (end == t.c_str() || scale == 0 || !(v > 0) || v * scale > 1e15)
+    return Error{"--gpu: '" + std::string(text) + "' is neither a GPU name (h100, a100-40gb, 24gb, ...) nor a size "
+                 "(85017493504, 79.18GiB, 80GB)"};
+  return GpuCapacity{static_cast<uint64_t>(v * scale), "as given", false};
+}
+
+}  // namespace allocscope

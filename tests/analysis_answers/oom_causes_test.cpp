@@ -1,0 +1,125 @@
+// The OOM explainer's cause against ground truth: tests/fixtures/oom_causes holds one real out-of-memory snapshot per
+// cause, provoked on purpose on an H100 (tests/fixtures/generators/gen_oom_causes.py), each with a label written by
+// the same process: the cause it built, the GPU's total (cudaMemGetInfo) and the bytes held outside PyTorch's
+// allocator measured after the failure. The label is the oracle; nothing here is derived from our own output.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "allocscope/gpu_sizes.h"
+#include "allocscope/oom.h"
+#include "answers_fixtures.h"
+
+namespace allocscope {
+namespace {
+
+using test::load;
+using test::Loaded;
+
+nlohmann::json label(const std::string& name) {
+  std::ifstream f(std::string(ALLOCSCOPE_FIXTURES) + "/oom_causes/" + name + ".label.json");
+  return f ? nlohmann::json::parse(f) : nlohmann::json();
+}
+
+const Loaded* load_case(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  auto& p = cache[name];
+  if (!p) {
+    auto r = load_snapshot_file(std::string(ALLOCSCOPE_FIXTURES) + "/oom_causes/" + name + ".pickle.gz");
+    if (!r.ok()) return nullptr;
+    p = std::make_unique<Loaded>();
+    p->s = std::move(r).value();
+    p->lifetimes = build_lifetimes(p->s);
+  }
+  return p.get();
+}
+
+class OomCauses : public testing::TestWithParam<const char*> {};
+
+// Told the GPU's size (as a user passing --gpu would be), the cause is the one built and the bytes held outside
+// PyTorch equal what the process measured, within the CUDA context's jitter between the failure and the measurement.
+TEST_P(OomCauses, CauseAndOutsideBytesEqualTheLabelWhenTheGpuIsKnown) {
+  const std::string name = GetParam();
+  const nlohmann::json l = label(name);
+  ASSERT_FALSE(l.is_null()) << name;
+  const Loaded* f = load_case(name);
+  ASSERT_TRUE(f) << name;
+  OomOptions opt;
+  opt.gpu = GpuCapacity{l["gpu_total"].get<uint64_t>(), "as given", false};
+  const auto reports = analyze_ooms(f->s, f->lifetimes, opt);
+  ASSERT_EQ(reports.size(), 1u) << name;
+  const OomReport& r = reports[0];
+  EXPECT_EQ(oom_cause_name(r.cause), l["cause"].get<std::string>()) << name << ": " << r.advice;
+  EXPECT_TRUE(r.cause_sure) << name;
+  EXPECT_FALSE(r.gpu.inferred);
+  const double measured = l["outside_measured"].get<double>();
+  EXPECT_NEAR(static_cast<double>(r.held_outside), measured, 64.0 * (1 << 20)) << name;
+  if (l.contains("outside_bytes"))  // what CuPy was asked to hold is inside what we call held outside
+    EXPECT_GE(r.held_outside, l["outside_bytes"].get<uint64_t>()) << name;
+  EXPECT_EQ(r.expandable_segments, l["alloc_conf"].get<std::string>().find("expandable_segments:True") == 0) << name;
+  EXPECT_FALSE(r.advice.empty());
+}
+
+// Without --gpu the size is inferred from the file alone. The cause is still right; where it hangs on the GPU's size
+// (a request larger than every GPU that fits the numbers), the report says it is unsure and asks for --gpu.
+TEST_P(OomCauses, CauseEqualsTheLabelWithTheGpuInferred) {
+  const std::string name = GetParam();
+  const nlohmann::json l = label(name);
+  const Loaded* f = load_case(name);
+  ASSERT_TRUE(f) << name;
+  const auto reports = analyze_ooms(f->s, f->lifetimes);
+  ASSERT_EQ(reports.size(), 1u);
+  const OomReport& r = reports[0];
+  EXPECT_EQ(oom_cause_name(r.cause), l["cause"].get<std::string>()) << name << ": " << r.advice;
+  EXPECT_TRUE(r.gpu.inferred);
+  // The inferred GPU is never larger than the real one, so the bytes held outside are a lower bound.
+  EXPECT_LE(r.gpu.total_bytes, l["gpu_total"].get<uint64_t>()) << name;
+  EXPECT_LE(static_cast<double>(r.held_outside), l["outside_measured"].get<double>() + (1 << 20)) << name;
+  EXPECT_EQ(r.cause_sure, r.cause != OomCause::kRequestTooLarge) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Labelled, OomCauses,
+                         testing::Values("oom_too_large", "oom_fragmentation", "oom_outside", "oom_outside_modest",
+                                         "oom_live", "oom_live_expandable", "oom_capped"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// Real files from other people end in an OOM too: both are live tensors filling an 80 GB / 141 GB GPU.
+TEST(OomCausesReal, ExternalAndFixtureFilesAreLiveTensors) {
+  for (const char* name : {"oom", "external/pt28_4dev_expandable_oom"}) {
+    const Loaded* l = load(name);
+    ASSERT_TRUE(l) << name;
+    const auto reports = analyze_ooms(l->s, l->lifetimes);
+    ASSERT_EQ(reports.size(), 1u) << name;
+    EXPECT_EQ(reports[0].cause, OomCause::kLiveTensors) << name << ": " << reports[0].advice;
+    EXPECT_TRUE(reports[0].cause_sure);
+  }
+  // pt28 ran with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; the advice must not suggest turning it on.
+  const auto pt28 = analyze_ooms(load("external/pt28_4dev_expandable_oom")->s,
+                                 load("external/pt28_4dev_expandable_oom")->lifetimes);
+  EXPECT_TRUE(pt28[0].expandable_segments);
+  EXPECT_EQ(pt28[0].device, 1);
+}
+
+TEST(GpuSizes, ParsesNamesSizesAndBytesAndRejectsNonsense) {
+  auto h100 = parse_gpu_capacity("H100");
+  ASSERT_TRUE(h100.ok());
+  EXPECT_FALSE(h100.value().inferred);
+  // The class keeps the smallest total of its cards: never more than an H100's measured 85017493504.
+  EXPECT_LE(h100.value().total_bytes, 85017493504ull);
+  EXPECT_GT(h100.value().total_bytes, 84000000000ull);
+  EXPECT_EQ(parse_gpu_capacity("85017493504").value().total_bytes, 85017493504ull);
+  EXPECT_EQ(parse_gpu_capacity("24GiB").value().total_bytes, 24ull << 30);
+  EXPECT_EQ(parse_gpu_capacity("80GB").value().total_bytes, parse_gpu_capacity("a100").value().total_bytes);
+  for (const char* bad : {"", "h1000", "-5", "80 parsecs", "1e300", "GiB"}) EXPECT_FALSE(parse_gpu_capacity(bad).ok()) << bad;
+  // Inference picks the smallest class that holds the numbers plus a CUDA context, and gives up above the largest.
+  EXPECT_EQ(infer_gpu_capacity(70ull << 30)->total_bytes, h100.value().total_bytes);
+  EXPECT_FALSE(infer_gpu_capacity(1ull << 50));
+}
+
+}  // namespace
+}  // namespace allocscope
