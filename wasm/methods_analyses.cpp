@@ -96,9 +96,15 @@ Answer leaks(const Request& r, std::span<Loaded* const> files) {
   return a;
 }
 
-Answer ooms(const Request&, std::span<Loaded* const> files) {
+Answer ooms(const Request& r, std::span<Loaded* const> files) {
   Loaded& f = *files[0];
-  auto reports = analyze_ooms(f.snapshot, all_lifetimes(f));
+  OomOptions options;  // "gpu": the viewer's GPU field, the same names and sizes as the CLI's --gpu
+  if (const std::string gpu = r.str("gpu"); !gpu.empty()) {
+    auto g = parse_gpu_capacity(gpu);
+    if (!g.ok()) return Answer::error(g.error().message);
+    options.gpu = g.value();
+  }
+  auto reports = analyze_ooms(f.snapshot, all_lifetimes(f), options);
   Answer a;
   a.body = {{"ooms", parse(to_json(f.snapshot, all_lifetimes(f), reports))}};
   return a;

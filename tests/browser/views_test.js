@@ -102,6 +102,23 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   eq(await open(['oom.pickle'], 'oom'), 'ready', 'OOM view reaches ready');
   eq(Number(await attr('[data-ooms]', 'data-ooms')), golden('oom', 'facts.json').actions.oom, 'OOM view lists every oom event');
   await page.screenshot({ path: path.join(artifacts, 'oom.png') });
+  // The OOM view's cause against the labels the GPU run wrote (tests/fixtures/oom_causes): inferred GPU, then the
+  // real one typed into the GPU field, as a user who knows their GPU would.
+  const fs = require('fs');
+  for (const c of ['oom_outside', 'oom_fragmentation', 'oom_capped']) {
+    const label = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'oom_causes', `${c}.label.json`), 'utf8'));
+    eq(await open([`oom_causes/${c}.pickle.gz`], 'oom'), 'ready', `${c}: OOM view reaches ready`);
+    eq(await attr('[data-oom-cause]', 'data-oom-cause'), label.cause, `${c}: OOM view's cause equals the label`);
+    await page.fill('.gpu-input', String(label.gpu_total));
+    await page.press('.gpu-input', 'Enter');
+    await page.waitForFunction(() => /Held outside/.test(document.body.textContent) && !/≥/.test(document.body.textContent), null, { timeout: 10000 });
+    eq(await attr('[data-oom-cause]', 'data-oom-cause'), label.cause, `${c}: cause with the GPU given`);
+  }
+  await page.fill('.gpu-input', 'h1000');
+  await page.press('.gpu-input', 'Enter');
+  await page.waitForFunction(() => /neither a GPU name/.test(document.body.textContent), null, { timeout: 10000 });
+  ok(true, 'a GPU the core cannot read is reported next to the field');
+  await page.screenshot({ path: path.join(artifacts, 'oom-capped.png') });
 
   // Two files: diff. The two Active Memory Timelines (rank 0 traced cuda:0, rank 1 cuda:1) one above the other, each
   // painted with PyTorch's peak for its device, zoom/pan linked; the tables' totals equal the facts' difference.

@@ -1,7 +1,15 @@
-// OOM: for each out-of-memory event, the request against what the driver and the allocator had, whether it was
-// fragmentation (enough cached free bytes, no block large enough), and the largest live allocations.
-import { bytes, count, el, micros } from '../format.js';
+// OOM: for each out-of-memory event, the request against what the driver and the allocator had, the cause (the same
+// decision as `allocscope oom`, made in the core) with what to do, and the largest live allocations.
+import { bytes, count, el } from '../format.js';
 import { card, stackList } from './widgets.js';
+
+const CAUSES = {
+  request_too_large: 'The request alone is larger than the GPU',
+  held_outside: 'The GPU is held outside PyTorch',
+  allocator_cap: 'A per-process cap refused it',
+  fragmentation: 'Fragmentation',
+  live_tensors: 'Live tensors fill the GPU',
+};
 
 export default {
   id: 'oom',
@@ -10,37 +18,56 @@ export default {
   available: (st) => st.files.length > 0,
   mount(root, ctx) {
     const f = ctx.file();
-    (async () => {
-      const { ooms } = (await ctx.call({ method: 'ooms', id: f.id })).body;
-      root.append(el('h2', { text: 'Out-of-memory events' }));
+    let gpu = '';  // what the user typed: a GPU name or size, as the CLI's --gpu
+    const body = el('div');
+    const gpuInput = el('input', { type: 'text', class: 'gpu-input', placeholder: 'h100, a100-40gb, 24gb, 79.18GiB',
+      'aria-label': 'GPU', size: 22 });
+    const gpuError = el('span', { class: 'muted' });
+    gpuInput.addEventListener('change', () => { gpu = gpuInput.value.trim(); render(); });
+    root.append(el('h2', { text: 'Out-of-memory events' }),
+      el('div', { class: 'toolbar' }, el('label', null, 'GPU (the file does not record it; inferred when empty): ', gpuInput), gpuError),
+      body);
+    const render = async () => {
+      let reply;
+      try {
+        reply = await ctx.call({ method: 'ooms', id: f.id, gpu });
+      } catch (e) {
+        if (!gpu) throw e;
+        gpuError.textContent = ` ${e.message}`;  // a GPU the core could not read: say so, keep the last answer
+        return;
+      }
+      gpuError.textContent = '';
+      const { ooms } = reply.body;
+      body.replaceChildren();
       if (!ooms.length) {
-        root.append(el('div', { class: 'verdict', 'data-ooms': 0, text: 'No out-of-memory event in this file.' }));
+        body.append(el('div', { class: 'verdict', 'data-ooms': 0, text: 'No out-of-memory event in this file.' }));
       }
       for (const o of ooms) {
-        const why = o.fragmentation
-          ? `Fragmentation: ${bytes(o.cached_free)} was free inside the allocator's segments, but the largest free block was ${bytes(o.largest_free_block)}.`
-          : o.requested > o.device_free + o.cached_free
-            ? `The request did not fit: the driver had ${bytes(o.device_free)} free and the allocator held ${bytes(o.cached_free)} free in its segments.`
-            : 'The request was refused although free memory looks sufficient; see the allocator state just before it.';
-        root.append(el('div', { class: 'verdict bad', 'data-ooms': ooms.length },
-          el('strong', { text: `cuda:${o.device}: asked for ${bytes(o.requested)} (${count(o.requested)} bytes) at event ${count(o.event)}. ` }), why));
-        root.append(el('div', { class: 'cards' },
+        body.append(el('div', { class: 'verdict bad', 'data-ooms': ooms.length, 'data-oom-cause': o.cause },
+          el('strong', { text: `cuda:${o.device}: asked for ${bytes(o.requested)} (${count(o.requested)} bytes) at event ${count(o.event)}. ` }),
+          el('strong', { text: `${CAUSES[o.cause] || o.cause}${o.cause_sure ? '' : ' (unsure)'}: ` }), o.advice));
+        const gpuNote = !o.gpu_total ? 'larger than any GPU we know'
+          : o.gpu_inferred ? `inferred: the smallest common GPU that holds these numbers, ${o.gpu_class}` : o.gpu_class;
+        body.append(el('div', { class: 'cards' },
           card('Requested', bytes(o.requested), null, { 'data-oom-requested': o.requested }),
           card('Free on the device (driver)', bytes(o.device_free)),
           card('Reserved by the allocator', bytes(o.reserved)),
           card('Allocated (live blocks)', bytes(o.allocated), `${count(o.live_allocations)} allocations`),
-          card('Cached, free', bytes(o.cached_free), `largest free block ${bytes(o.largest_free_block)}`)));
-        root.append(el('div', { class: 'toolbar' },
+          card('Cached, free', bytes(o.cached_free), `largest free block ${bytes(o.largest_free_block)}`),
+          card('GPU', o.gpu_total ? bytes(o.gpu_total) : '?', gpuNote),
+          card('Held outside PyTorch', `${o.gpu_inferred ? '≥ ' : ''}${bytes(o.held_outside)}`, 'GPU − reserved − driver free'),
+          o.expandable_segments ? card('expandable_segments', 'on') : null));
+        body.append(el('div', { class: 'toolbar' },
           el('button', { type: 'button', onclick: () => ctx.go('state', { device: o.device, step: o.event }) }, 'Allocator state just before'),
           el('button', { type: 'button', onclick: () => ctx.go('flame', { device: o.device, step: o.event }) }, 'Flame graph of live memory')));
         const t = el('table', { class: 'table' }, el('tr', null, el('th', { class: 'num', text: 'size' }), el('th', { text: 'allocated at' })));
         for (const a of o.largest_live)
           t.append(el('tr', null, el('td', { class: 'num', text: bytes(a.size) }),
             el('td', null, el('details', null, el('summary', { class: 'mono', text: a.frames[0] || '<no frames>' }), stackList(a.frames)))));
-        root.append(el('h3', { text: 'Largest live allocations when it failed' }), t);
+        body.append(el('h3', { text: 'Largest live allocations when it failed' }), t);
       }
-      ctx.painted();
-    })().catch((e) => ctx.fail(e));
+    };
+    render().then(() => ctx.painted()).catch((e) => ctx.fail(e));
     return { update() {}, destroy() {} };
   },
 };
