@@ -55,7 +55,7 @@ int run_categories(const std::vector<std::string>& argv) {
 
 const RegisterVerb kRegister({
     "categories",
-    "memory by kind (parameter, gradient, optimizer_state, activation, temporary, unknown)",
+    "memory by kind (parameter, gradient, optimizer_state, activation, input, temporary, autograd_detail, unknown)",
     "usage: allocscope categories FILE [--at peak|end|STEP] [--device N] [--rule REGEX=CATEGORY]... [--json]\n\n"
     "Infers each allocation's kind from its stack and lifetime (docs/analyses.md): torch/optim frames that\n"
     "outlive their iteration are optimizer state; module construction and moves (__init__, _apply, .to, .cuda)\n"

@@ -82,7 +82,7 @@ const RegisterVerb kRegister({
     "The highest allocated (active) bytes, as PyTorch's Active Memory Timeline draws them, and the highest\n"
     "reserved bytes (segments), each with its step (step s = the state after the first s events). What is\n"
     "alive at the allocated peak is grouped by category (parameter, gradient, optimizer_state, activation,\n"
-    "temporary, unknown), by site (the deepest frame of the user's own code) and listed by size.\n\n"
+    "input, temporary, autograd_detail, unknown), by site (the deepest frame of the user's own code) and listed by size.\n\n"
     "  --from, --to STEP  search only steps in [from, to] (a window of the trace)\n"
     "  --device N         only device N (default: every device with a trace)\n"
     "  --top N            rows in the site and size lists (default 20)\n"

@@ -2,10 +2,7 @@
 // Memory Timeline and the Diff view's two linked timelines: y grid, bands, x axis, plot frame.
 import { bytes } from '../format.js';
 import { ticks, byteTicks } from '../canvas.js';
-import { categoryColour } from './widgets.js';
-
-// Category order of the core's enum (categories.h).
-export const CATEGORIES = ['parameter', 'gradient', 'optimizer_state', 'activation', 'temporary', 'unknown'];
+import { categoryColour, CATEGORIES } from './widgets.js';
 
 // Horizontal byte grid with labels left of the plot; the plot's bottom is at B, its top at T.
 export function drawYGrid(g, th, L, T, W, B, bpp) {

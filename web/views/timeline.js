@@ -7,8 +7,8 @@ import { Zoom, latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
 import { Strip } from '../annotations.js';
 import { matchRows } from '../search.js';
-import { categoryColour } from './widgets.js';
-import { CATEGORIES, drawYGrid, drawBands, outlineRows, drawLife, drawXAxis, PlotSnapshot } from './bands.js';
+import { categoryColour, CATEGORIES } from './widgets.js';
+import { drawYGrid, drawBands, outlineRows, drawLife, drawXAxis, PlotSnapshot } from './bands.js';
 
 const M = { left: 72, right: 12, top: 6, bottom: 24 };
 const LANE = 14;

@@ -7,8 +7,10 @@ export function card(label, value, sub, attrs) {
     sub ? el('div', { class: 'fine', text: sub }) : null);
 }
 
-const ORDER = ['parameter', 'gradient', 'optimizer_state', 'activation', 'temporary', 'unknown'];
-const HUE = { parameter: 210, gradient: 140, optimizer_state: 280, activation: 30, temporary: 0, unknown: 220 };
+// The core's categories in its enum order (allocscope/categories.h): the timeline's per-rectangle u8 indexes this.
+export const CATEGORIES = ['parameter', 'gradient', 'optimizer_state', 'activation', 'input', 'temporary', 'autograd_detail', 'unknown'];
+const ORDER = CATEGORIES;
+const HUE = { parameter: 210, gradient: 140, optimizer_state: 280, activation: 30, input: 175, temporary: 0, autograd_detail: 320, unknown: 220 };
 
 export function categoryColour(name) {
   return name === 'unknown' ? 'hsl(220 8% 60%)' : `hsl(${HUE[name] ?? 200} 62% 55%)`;

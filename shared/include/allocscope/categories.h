@@ -1,5 +1,6 @@
-// What each allocation is (parameter, gradient, optimizer state, activation, temporary, unknown), inferred from its
-// stack and lifetime (heuristics in docs/analyses.md), with user regex rules taking precedence.
+// What each allocation is, in PyTorch's Memory Profiler's taxonomy (parameter, gradient, optimizer state, activation,
+// input, temporary, autograd detail, unknown), inferred from its stack and lifetime (heuristics in docs/analyses.md,
+// measured against the profiler on tests/fixtures/categories_oracle), with user regex rules taking precedence.
 #pragma once
 
 #include <array>
@@ -16,8 +17,18 @@
 
 namespace allocscope {
 
-enum class Category : uint8_t { kParameter, kGradient, kOptimizerState, kActivation, kTemporary, kUnknown };
-constexpr int kCategoryCount = 6;
+// kUnknown stays last: tables index by category and treat the last as "no answer".
+enum class Category : uint8_t {
+  kParameter,
+  kGradient,
+  kOptimizerState,
+  kActivation,
+  kInput,           // the batch: made before the forward pass and read by it
+  kTemporary,       // born and freed within one step of its iteration outside the backward pass
+  kAutogradDetail,  // the backward pass's own outputs that are not gradients (gradients of activations)
+  kUnknown,         // includes library workspaces (cuBLAS, cuDNN): the reason says so
+};
+constexpr int kCategoryCount = 8;
 std::string_view category_name(Category c);  // "parameter", "gradient", "optimizer_state", ...
 std::optional<Category> category_from_name(std::string_view name);
 
@@ -29,6 +40,9 @@ enum class CategoryReason : uint8_t {
   kParameterFrame,  // module construction or moves: __init__, reset_parameters, _apply, to, cuda
   kForwardFrame,    // a module's forward (alive when the backward starts: saved for it)
   kEngineThread,    // no frames at all in a trace that records Python stacks: the autograd engine's threads
+  kWorkspace,       // a cuBLAS/cuBLASLt/cuDNN workspace: allocated by the library, not a tensor
+  kBeforeTrace,     // alive before recording started and never freed: the model's weights
+  kBeforeForward,   // made before its iteration's forward pass and alive into it: the input batch
   kLifetime,        // only the lifetime spoke (freed within its iteration)
   kNoEvidence,
 };
