@@ -78,4 +78,23 @@ int fail(const std::string& message) {
   return 1;
 }
 
+std::string device_list(const Lifetimes& all) {
+  std::string o;
+  for (const DeviceLifetimes& d : all.devices) o += (o.empty() ? "" : ", ") + std::to_string(d.device);
+  return o.empty() ? "none" : o;
+}
+
+int no_device(const std::string& verb, const std::string& path, const Lifetimes& all, const std::string& device,
+              bool json) {
+  if (all.devices.empty()) {
+    const std::string out = json ? "{\"devices\":[]}\n"
+                                 : path + " holds no allocations: its device traces are empty and it has no segments "
+                                          "(taken before anything was allocated, or with memory history off).\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  }
+  if (!device.empty()) return fail(verb + ": no device " + device + " in " + path + " (devices: " + device_list(all) + ")");
+  return fail(verb + ": no device with a trace in " + path + " (devices with segments only: " + device_list(all) + ")");
+}
+
 }  // namespace allocscope::cli

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "allocscope/lifetimes.h"
 #include "allocscope/snapshot.h"
 
 namespace allocscope::cli {
@@ -25,5 +26,13 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
 
 // Prints "allocscope: MESSAGE" to stderr and returns exit code 1.
 int fail(const std::string& message);
+
+// What a per-device verb says when no device matched. A snapshot with nothing in it is an answer, not an error: it
+// says so on stdout (with --json: {"devices":[]}) and returns 0. A --device the file lacks is an error naming the
+// devices it has.
+int no_device(const std::string& verb, const std::string& path, const Lifetimes& all, const std::string& device,
+              bool json);
+// The devices a verb offers, for messages: "0, 1" (or "none").
+std::string device_list(const Lifetimes& all);
 
 }  // namespace allocscope::cli

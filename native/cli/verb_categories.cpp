@@ -47,7 +47,7 @@ int run_categories(const std::vector<std::string>& argv) {
            (args.has("json") ? to_json(s, lt, c.value(), step) : to_text(s, lt, c.value(), ff, step));
     first = false;
   }
-  if (first) return fail("categories: no such device in " + args.positional[0]);
+  if (first) return no_device("categories", args.positional[0], all, dev, args.has("json"));
   if (args.has("json")) out += "]}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;

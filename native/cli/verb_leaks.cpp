@@ -46,7 +46,7 @@ int run_leaks(const std::vector<std::string>& argv) {
     out += (first ? "" : args.has("json") ? "," : "\n") + (args.has("json") ? to_json(s, r) : to_text(s, r));
     first = false;
   }
-  if (first) return fail("leaks: no device with a trace in " + args.positional[0]);
+  if (first) return no_device("leaks", args.positional[0], all, dev, args.has("json"));
   if (args.has("json")) out += "]}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0) return 1;

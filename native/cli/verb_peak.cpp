@@ -69,7 +69,7 @@ int run_peak(const std::vector<std::string>& argv) {
     }
     first = false;
   }
-  if (first) return fail("peak: no device " + std::to_string(device) + " in " + args.positional[0]);
+  if (first) return no_device("peak", args.positional[0], all, args.has("device") ? std::to_string(device) : "", args.has("json"));
   if (args.has("json")) out += "]}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;

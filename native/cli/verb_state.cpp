@@ -22,17 +22,22 @@ int run_state(const std::vector<std::string>& argv) {
     return fail("usage: allocscope state FILE [--device N] [--event E | --step S] [--blocks] [--json]");
   Snapshot s;
   if (!load_or_report(args.positional[0], &s)) return 1;
-  int64_t device = 0;
+  // Default: the first device the file has (a list-only file of rank 1 holds only device 1).
+  const Lifetimes all = build_lifetimes(s);
+  int64_t device = all.devices.empty() ? 0 : all.devices.front().device;
   int64_t step = -1;  // default: the end
   try {
-    device = std::stoll(args.get("device", "0"));
+    if (args.has("device")) device = std::stoll(args.get("device"));
     if (args.has("event")) step = std::stoll(args.get("event")) + 1;  // the state right after event E
     if (args.has("step")) step = std::stoll(args.get("step"));
   } catch (...) {
     return fail("state: --device, --event and --step take integers");
   }
   const DeviceLifetimes lt = build_device_lifetimes(s, device);
-  if (!s.device(device) && lt.count() == 0) return fail("state: no device " + std::to_string(device));
+  if (!s.device(device) && lt.count() == 0) {
+    if (all.devices.empty() && !args.has("device")) return no_device("state", args.positional[0], all, "", args.has("json"));
+    return fail("state: no device " + std::to_string(device) + " in " + args.positional[0] + " (devices: " + device_list(all) + ")");
+  }
   if (step < 0) step = lt.event_count;
   if (step > static_cast<int64_t>(lt.event_count))
     return fail("state: the trace of device " + std::to_string(device) + " has " + std::to_string(lt.event_count) +

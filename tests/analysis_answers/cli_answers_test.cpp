@@ -183,5 +183,25 @@ TEST(CliAnswers, OomGpuOptionAndJsonCause) {
   EXPECT_NE(text.out.find("inferred"), std::string::npos);
 }
 
+// A snapshot with nothing in it (pt26_empty: one empty trace, no segments) is an answer, not an error; a list-only
+// file of rank 1 answers for device 1 without --device; a device the file lacks names the ones it has.
+TEST(CliAnswers, EmptyAndListOnlyFilesAnswer) {
+  const std::string empty = std::string(ALLOCSCOPE_FIXTURES) + "/external/pt26_empty.pickle.gz";
+  for (const char* verb : {"peak", "categories", "leaks"}) {
+    const CliRun t = run({verb, empty});
+    EXPECT_EQ(t.code, 0) << verb << ": " << t.err;
+    EXPECT_NE(t.out.find("holds no allocations"), std::string::npos) << verb << ": " << t.out;
+    const auto j = json_of(run({verb, empty, "--json"}));
+    EXPECT_TRUE(j["devices"].is_array() && j["devices"].empty()) << verb;
+  }
+  const std::string listonly = std::string(ALLOCSCOPE_FIXTURES) + "/external/listonly_segments.pickle.gz";
+  const CliRun st = run({"state", listonly});
+  EXPECT_EQ(st.code, 0) << st.err;
+  EXPECT_EQ(st.out.rfind("device 1 ", 0), 0u) << st.out;
+  const CliRun missing = run({"peak", listonly, "--device", "4"});
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.err.find("(devices: 1)"), std::string::npos) << missing.err;
+}
+
 }  // namespace
 }  // namespace allocscope::test
