@@ -203,5 +203,26 @@ TEST(CliAnswers, EmptyAndListOnlyFilesAnswer) {
   EXPECT_NE(missing.err.find("(devices: 1)"), std::string::npos) << missing.err;
 }
 
+// whatif: one snapshot scaled, and two fitted, each judged by the run PyTorch measured at the target size.
+TEST(CliAnswers, WhatIfOneAndTwoSnapshots) {
+  const std::string dir = std::string(ALLOCSCOPE_FIXTURES) + "/whatif/";
+  const auto one = json_of(run({"whatif", dir + "gpt_adamw_b8_s256.pickle.gz", "--batch", "4", "--gpu", "24gb", "--json"}));
+  const double truth = 2789481472.0;  // gpt_adamw_b32_s256: torch.cuda.max_memory_allocated
+  EXPECT_NEAR(one["predicted_allocated"].get<double>(), truth, 0.10 * truth);
+  EXPECT_EQ(one["fits"], true);
+  EXPECT_GT(one["max_batch_scale"].get<double>(), 4.0);
+  ASSERT_FALSE(one["terms"].empty());
+  EXPECT_EQ(one["terms"][0]["phase"], "peak");
+  const auto two = json_of(run({"whatif", dir + "gpt_adamw_b8_s128.pickle.gz", dir + "gpt_adamw_b8_s256.pickle.gz",
+                                "--sizes", "128,256", "--to-seq", "1024", "--json"}));
+  const double truth_seq = 3594531840.0;  // gpt_adamw_b8_s1024
+  EXPECT_NEAR(two["predicted_allocated"].get<double>(), truth_seq, 0.05 * truth_seq);
+  const CliRun tight = run({"whatif", dir + "gpt_adamw_b8_s256.pickle.gz", "--batch", "4", "--gpu", "2GiB"});
+  EXPECT_NE(tight.out.find("DOES NOT FIT"), std::string::npos) << tight.out;
+  const CliRun missing = run({"whatif", dir + "gpt_adamw_b8_s128.pickle.gz", dir + "gpt_adamw_b8_s256.pickle.gz"});
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.err.find("--sizes"), std::string::npos) << missing.err;
+}
+
 }  // namespace
 }  // namespace allocscope::test

@@ -1,0 +1,119 @@
+// `allocscope whatif FILE [FILE2]`: the peak at another batch size or sequence length, and whether it fits a GPU.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "allocscope/categories.h"
+#include "allocscope/frame_filter.h"
+#include "allocscope/iterations.h"
+#include "allocscope/whatif.h"
+#include "cli_common.h"
+#include "verbs.h"
+
+namespace allocscope::cli {
+namespace {
+
+bool parse_positive(const std::string& text, double* out) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0) || v > 1e9) return false;
+  *out = v;
+  return true;
+}
+
+// The device to answer for: --device, else the first with a trace.
+const DeviceLifetimes* pick(const Lifetimes& all, const Args& args) {
+  for (const DeviceLifetimes& d : all.devices)
+    if (args.has("device") ? std::to_string(d.device) == args.get("device") : d.event_count > 0) return &d;
+  return nullptr;
+}
+
+int run_whatif(const std::vector<std::string>& argv) {
+  const Args args = parse_args(argv, {"batch", "seq", "gpu", "device", "sizes", "to", "to-batch", "to-seq"});
+  for (const auto& [name, value] : args.options)
+    if (name != "json" && name != "batch" && name != "seq" && name != "gpu" && name != "device" && name != "sizes" &&
+        name != "to" && name != "to-batch" && name != "to-seq")
+      return fail("whatif: unknown option --" + name);
+  if (args.positional.empty() || args.positional.size() > 2)
+    return fail("usage: allocscope whatif FILE [--batch X] [--seq X] [--gpu NAME|SIZE] [--json]\n"
+                "       allocscope whatif A B --sizes SA,SB --to-batch N|--to-seq N [--gpu NAME|SIZE] [--json]");
+  std::optional<GpuCapacity> gpu;
+  if (args.has("gpu")) {
+    auto g = parse_gpu_capacity(args.get("gpu"));
+    if (!g.ok()) return fail("whatif: " + g.error().describe());
+    gpu = g.value();
+  }
+  std::vector<Snapshot> snaps(args.positional.size());
+  std::vector<Lifetimes> lts;
+  std::vector<const DeviceLifetimes*> devs;
+  for (size_t k = 0; k < snaps.size(); ++k) {
+    if (!load_or_report(args.positional[k], &snaps[k])) return 1;
+    lts.push_back(build_lifetimes(snaps[k]));
+  }
+  for (size_t k = 0; k < snaps.size(); ++k) {
+    devs.push_back(pick(lts[k], args));
+    if (!devs.back())
+      return no_device("whatif", args.positional[k], lts[k], args.get("device"), args.has("json"));
+  }
+  std::string out;
+  if (snaps.size() == 1) {
+    WhatIfOptions o;
+    if (args.has("batch") && !parse_positive(args.get("batch"), &o.batch)) return fail("whatif: --batch needs a scale > 0");
+    if (args.has("seq") && !parse_positive(args.get("seq"), &o.seq)) return fail("whatif: --seq needs a scale > 0");
+    o.gpu = gpu;
+    const DeviceLifetimes& lt = *devs[0];
+    const FrameFilter ff(snaps[0]);
+    auto c = categorize(snaps[0], lt, detect_iterations(snaps[0], lt), ff);
+    if (!c.ok()) return fail("whatif: " + c.error().describe());
+    const WhatIfReport r = what_if(snaps[0], lt, c.value(), o);
+    out = args.has("json") ? to_json(r) + "\n" : to_text(r);
+  } else {
+    const std::string sizes = args.get("sizes");
+    const size_t comma = sizes.find(',');
+    double sa = 0, sb = 0, target = 0;
+    if (comma == std::string::npos || !parse_positive(sizes.substr(0, comma), &sa) ||
+        !parse_positive(sizes.substr(comma + 1), &sb))
+      return fail("whatif: two snapshots need --sizes SA,SB: the batch sizes (or sequence lengths) they were recorded at");
+    const std::string to = args.has("to-batch") ? args.get("to-batch") : args.has("to-seq") ? args.get("to-seq") : args.get("to");
+    if (!parse_positive(to, &target)) return fail("whatif: two snapshots need --to-batch N (or --to-seq N): the size to predict");
+    auto r = what_if_fit(snaps[0], *devs[0], snaps[1], *devs[1], sa, sb, target, gpu);
+    if (!r.ok()) return fail("whatif: " + r.error().describe());
+    out = args.has("json") ? to_json(r.value()) + "\n" : to_text(r.value());
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+const RegisterVerb kRegister({
+    "whatif",
+    "the peak at another batch size or sequence length, and whether it fits a GPU",
+    "usage: allocscope whatif FILE [--batch X] [--seq X] [--gpu NAME|SIZE] [--device N] [--json]\n"
+    "       allocscope whatif A B --sizes SA,SB --to-batch N [--gpu NAME|SIZE] [--json]\n\n"
+    "One snapshot: the measured terms (parameters, gradients, optimizer state, activations, temporaries) at the\n"
+    "peak and at the highest step of the forward, backward and optimizer step; then the predicted peak allocated\n"
+    "and reserved bytes when the batch (or sequence length) is X times the recorded one. Activations, inputs and\n"
+    "the forward's and backward's temporaries scale; parameters, gradients, optimizer state, the optimizer's\n"
+    "scratch and library workspaces do not. The trace is replayed with the new sizes, through a model of PyTorch's\n"
+    "caching allocator for reserved bytes. With --gpu: whether it fits (leaving 512 MiB for the CUDA context) and\n"
+    "the largest batch scale that does. One snapshot sees sequence length as linear; attention scores grow with\n"
+    "its square: give two snapshots.\n\n"
+    "Two snapshots of the same loop at two batch sizes (or sequence lengths) SA and SB: each allocation is paired\n"
+    "across them and its size fitted as c * size^k, then the run at N is predicted.\n\n"
+    "  --batch X          batch scale (default 1)\n"
+    "  --seq X            sequence-length scale (default 1)\n"
+    "  --gpu NAME|SIZE    the GPU: h100, a100-40gb, l4, 24gb, 79.18GiB or a byte count\n"
+    "  --sizes SA,SB      (two snapshots) the batch sizes or sequence lengths they were recorded at\n"
+    "  --to-batch N       (two snapshots) the size to predict (--to-seq N: the same, for sequence lengths)\n"
+    "  --device N         the device (default: the first with a trace)\n"
+    "  --json             the numbers: predicted_allocated, predicted_reserved, fits, max_batch_scale, terms\n\n"
+    "example:\n"
+    "  allocscope whatif tests/fixtures/whatif/gpt_adamw_b8_s256.pickle.gz --batch 4 --gpu 24gb\n"
+    "  allocscope whatif tests/fixtures/whatif/gpt_adamw_b8_s128.pickle.gz \\\n"
+    "      tests/fixtures/whatif/gpt_adamw_b8_s256.pickle.gz --sizes 128,256 --to-seq 1024\n",
+    run_whatif,
+    17,
+});
+
+}  // namespace
+}  // namespace allocscope::cli

@@ -1,0 +1,92 @@
+// What-if: the peak a training loop will reach at another batch size or sequence length, and whether it fits a GPU,
+// predicted from measured snapshots (checked against real runs: tests/fixtures/whatif, docs/analyses.md).
+//
+// One snapshot: every allocation is kept with its lifetime; those that grow with the batch (activations, inputs,
+// the forward's and backward's temporaries) are scaled, the rest (parameters, gradients, optimizer state and the
+// optimizer's scratch, workspaces, weight-sized backward buffers) are not; the trace is replayed with the new sizes
+// for the allocated peak, and through a model of PyTorch's caching allocator for the reserved peak.
+// Two snapshots of the same loop at two sizes: allocations are paired in trace order and each one's size is fitted as
+// c * size^k, which also follows attention's quadratic terms that one snapshot cannot see.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "allocscope/categories.h"
+#include "allocscope/gpu_sizes.h"
+#include "allocscope/lifetimes.h"
+#include "allocscope/result.h"
+#include "allocscope/snapshot.h"
+
+namespace allocscope {
+
+// PyTorch's caching allocator replayed over a device's allocations with the sizes given (per lifetimes row; 0: not
+// allocated): its size classes (512-byte rounding; blocks up to 1 MiB in 2 MiB segments, up to 10 MiB in 20 MiB
+// segments, larger in their own rounded to 2 MiB), best-fit reuse, splitting and merging of cached blocks per stream,
+// and no release to the driver. Returns the highest reserved (segment) bytes and the highest allocated (block) bytes.
+struct AllocatorReplay {
+  uint64_t peak_reserved = 0;
+  uint64_t peak_allocated = 0;  // block bytes, as torch.cuda.max_memory_allocated counts them
+  uint32_t peak_allocated_step = 0;
+};
+AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes);
+
+// The terms of the usual estimate (parameters + optimizer state + max(gradients + optimizer scratch, activations)),
+// measured at one step.
+struct WhatIfTerms {
+  std::string phase;  // "peak", "forward", "backward", "optimizer step": the highest step of each phase
+  uint32_t step = 0;
+  uint64_t total = 0;  // requested bytes alive
+  uint64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, temporaries = 0, other = 0;
+};
+
+struct WhatIfOptions {
+  double batch = 1.0;  // scale of the batch size
+  double seq = 1.0;    // scale of the sequence length (linear in one snapshot: see `notes`)
+  std::optional<GpuCapacity> gpu;  // for fits / the largest batch that fits
+};
+
+struct WhatIfReport {
+  int64_t device = 0;
+  double batch = 1.0, seq = 1.0;
+  std::vector<WhatIfTerms> terms;  // measured
+  // Measured (this snapshot) and predicted (after scaling), in the allocator's block bytes.
+  uint64_t measured_allocated = 0, measured_reserved = 0;
+  uint64_t predicted_allocated = 0, predicted_reserved = 0;
+  uint32_t predicted_peak_step = 0;
+  uint64_t scaled_bytes_at_peak = 0;  // what scales, at the measured peak (requested bytes)
+  // With a GPU: whether the predicted reserved memory plus a CUDA context fits, and the largest batch scale that does.
+  std::optional<GpuCapacity> gpu;
+  bool fits = false;
+  double max_batch_scale = 0;  // 0 when not even the fixed part fits
+  std::vector<std::string> notes;  // what the prediction assumes
+};
+
+// Which rows grow with the batch (1) and which do not (0), from their categories, reasons and frames.
+std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c);
+
+WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, const WhatIfOptions& options);
+
+// Two snapshots of the same loop recorded at sizes `size_a` and `size_b` (batch sizes or sequence lengths); predicts
+// the run at `target`. Errors when the traces cannot be paired (different programs).
+struct WhatIfFit {
+  double size_a = 0, size_b = 0, target = 0;
+  uint32_t paired = 0, unpaired = 0;  // rows of B paired with rows of A, and not
+  uint64_t measured_allocated_a = 0, measured_allocated_b = 0;
+  uint64_t predicted_allocated = 0, predicted_reserved = 0;
+  std::optional<GpuCapacity> gpu;
+  bool fits = false;
+  std::vector<std::string> notes;
+};
+Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b,
+                              const DeviceLifetimes& lb, double size_a, double size_b, double target,
+                              const std::optional<GpuCapacity>& gpu);
+
+std::string to_text(const WhatIfReport& r);
+std::string to_json(const WhatIfReport& r);
+std::string to_text(const WhatIfFit& r);
+std::string to_json(const WhatIfFit& r);
+
+}  // namespace allocscope

@@ -1,0 +1,256 @@
+// What-if predictions (whatif.h): scale what grows with the batch, replay, and ask the allocator model for reserved.
+#include "allocscope/whatif.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <unordered_set>
+
+namespace allocscope {
+namespace {
+
+// Room for the CUDA context (driver, kernels, cuBLAS handles) beside the allocator's segments: 527 MiB measured on
+// an H100 with PyTorch 2.11 (tests/fixtures/oom_causes, outside_measured).
+constexpr uint64_t kContextBytes = 512ull << 20;
+
+uint64_t scaled(uint64_t size, double factor) {
+  return static_cast<uint64_t>(std::llround(static_cast<double>(size) * factor));
+}
+
+std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<uint8_t>& grows, double factor) {
+  std::vector<uint64_t> sizes(lt.size);
+  for (uint32_t i = 0; i < lt.count(); ++i)
+    if (grows[i]) sizes[i] = scaled(lt.size[i], factor);
+  return sizes;
+}
+
+bool expandable(const Snapshot& s) {
+  for (const Segment& g : s.segments)
+    if (g.is_expandable) return true;
+  return false;
+}
+
+enum StackFlag : uint8_t { kSeen = 1, kCudnnWorkspace = 2, kAutocastCast = 4 };
+
+// What a stack's C++ frames say beyond its category: a cuDNN workspace (its size follows the batch, unlike cuBLAS's
+// fixed one) or autocast's cast of an operand (a weight's cast does not grow with the batch; the input's does).
+std::vector<uint8_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) {
+  std::vector<uint8_t> f(s.stacks.size(), 0);
+  for (uint32_t i = 0; i < lt.count(); ++i) {
+    const StackId id = lt.stack[i];
+    if (id >= f.size() || f[id]) continue;
+    f[id] = kSeen;
+    for (FrameId fr : s.stack(id)) {
+      const std::string_view name = s.str(s.frames[fr].name);
+      if (name.find("run_conv_plan") != std::string_view::npos) f[id] |= kCudnnWorkspace;
+      if (name.find("autocast::cached_cast") != std::string_view::npos) f[id] |= kAutocastCast;
+    }
+  }
+  return f;
+}
+
+uint8_t flags_at(const std::vector<uint8_t>& f, StackId id) { return id < f.size() ? f[id] : 0; }
+
+}  // namespace
+
+std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c) {
+  std::unordered_set<uint64_t> param_sizes;
+  for (uint32_t i = 0; i < lt.count(); ++i)
+    if (c.category[i] == Category::kParameter) param_sizes.insert(lt.size[i]);
+  const std::vector<uint8_t> flags = stack_flags(s, lt);
+  std::vector<uint8_t> grows(lt.count(), 0);
+  for (uint32_t i = 0; i < lt.count(); ++i) {
+    const uint8_t f = flags_at(flags, lt.stack[i]);
+    if (f & kCudnnWorkspace) {
+      grows[i] = 1;
+      continue;
+    }
+    switch (c.category[i]) {
+      case Category::kActivation:
+      case Category::kInput:
+        // An autocast copy of a weight (half or the same size as a parameter) stays; of the input, it grows.
+        grows[i] = !((f & kAutocastCast) && (param_sizes.count(lt.size[i]) || param_sizes.count(2 * lt.size[i])));
+        break;
+      // The optimizer step's scratch has the parameters' shapes; the forward's and backward's follows the batch.
+      case Category::kTemporary: grows[i] = c.reason[i] != CategoryReason::kOptimizerFrame; break;
+      // A weight-gradient contribution has its parameter's size; gradients of activations follow the batch.
+      case Category::kAutogradDetail: grows[i] = !param_sizes.count(lt.size[i]); break;
+      default: break;
+    }
+  }
+  return grows;
+}
+
+WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, const WhatIfOptions& options) {
+  WhatIfReport r;
+  r.device = lt.device;
+  r.batch = options.batch;
+  r.seq = options.seq;
+  const uint32_t n = lt.count();
+
+  // The measured terms at the highest step of each phase; a step's phase is that of the allocation made there.
+  std::vector<int32_t> born(lt.steps(), -1);
+  for (uint32_t i = 0; i < n; ++i)
+    if (lt.alloc_event[i] != kNoEvent) born[lt.birth_step(i)] = static_cast<int32_t>(i);
+  auto phase_of = [&](uint32_t row) -> int {
+    switch (c.reason[row]) {
+      case CategoryReason::kForwardFrame: return 1;
+      case CategoryReason::kBackwardFrame:
+      case CategoryReason::kEngineThread: return 2;
+      case CategoryReason::kOptimizerFrame: return 3;
+      default: return c.category[row] == Category::kInput ? 1 : 0;
+    }
+  };
+  static const char* kPhase[] = {"peak", "forward", "backward", "optimizer step"};
+  std::vector<uint32_t> best(4, UINT32_MAX);
+  best[0] = lt.peak_step();
+  int phase = 0;
+  for (uint32_t step = 0; step < lt.steps(); ++step) {
+    if (born[step] >= 0) phase = phase_of(static_cast<uint32_t>(born[step]));
+    if (phase && (best[phase] == UINT32_MAX || lt.total[step] > lt.total[best[phase]])) best[phase] = step;
+  }
+  for (int k = 0; k < 4; ++k) {
+    if (best[k] == UINT32_MAX || lt.total.empty()) continue;
+    WhatIfTerms t;
+    t.phase = kPhase[k];
+    t.step = best[k];
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!lt.alive_at(i, t.step)) continue;
+      const uint64_t b = lt.size[i];
+      t.total += b;
+      switch (c.category[i]) {
+        case Category::kParameter: t.parameters += b; break;
+        case Category::kGradient: t.gradients += b; break;
+        case Category::kOptimizerState: t.optimizer_state += b; break;
+        case Category::kActivation:
+        case Category::kInput: t.activations += b; break;
+        case Category::kTemporary:
+        case Category::kAutogradDetail: t.temporaries += b; break;
+        default: t.other += b;
+      }
+    }
+    r.terms.push_back(t);
+  }
+
+  const std::vector<uint8_t> grows = batch_dependent_rows(s, lt, c);
+  const uint32_t peak = lt.peak_step();
+  for (uint32_t i = 0; i < n; ++i)
+    if (grows[i] && lt.alive_at(i, peak)) r.scaled_bytes_at_peak += lt.size[i];
+  const AllocatorReplay measured = replay_caching_allocator(lt, lt.size);
+  r.measured_allocated = measured.peak_allocated;
+  r.measured_reserved = measured.peak_reserved;
+  const double factor = options.batch * options.seq;
+  const AllocatorReplay predicted = replay_caching_allocator(lt, scaled_sizes(lt, grows, factor));
+  r.predicted_allocated = predicted.peak_allocated;
+  r.predicted_reserved = predicted.peak_reserved;
+  r.predicted_peak_step = predicted.peak_allocated_step;
+
+  if (options.gpu) {
+    r.gpu = options.gpu;
+    const uint64_t room = options.gpu->total_bytes > kContextBytes ? options.gpu->total_bytes - kContextBytes : 0;
+    r.fits = r.predicted_reserved <= room;
+    // The largest batch scale (the sequence scale held) whose predicted reserved memory fits: reserved memory only
+    // grows with the batch, so bisect.
+    auto fits_at = [&](double b) {
+      return replay_caching_allocator(lt, scaled_sizes(lt, grows, b * options.seq)).peak_reserved <= room;
+    };
+    double lo = 0, hi = 1;
+    if (fits_at(1e-6)) {
+      while (hi < 65536 && fits_at(hi)) lo = hi, hi *= 2;
+      for (int k = 0; k < 20 && hi - lo > 0.005 * hi; ++k) {
+        const double mid = (lo + hi) / 2;
+        (fits_at(mid) ? lo : hi) = mid;
+      }
+      r.max_batch_scale = lo;
+    }
+  }
+  if (options.seq != 1.0)
+    r.notes.push_back("sequence length scales activations linearly here; attention scores grow with its square: "
+                      "give two snapshots at two lengths (whatif A B --sizes ...) to follow them");
+  if (expandable(s))
+    r.notes.push_back("expandable_segments is on: reserved is modelled for the default allocator and is an upper "
+                      "bound");
+  r.notes.push_back("reserved is modelled on PyTorch's caching allocator (default settings), and fitting leaves " +
+                    std::to_string(kContextBytes >> 20) + " MiB for the CUDA context");
+  return r;
+}
+
+Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b,
+                              const DeviceLifetimes& lb, double size_a, double size_b, double target,
+                              const std::optional<GpuCapacity>& gpu) {
+  if (!(size_a > 0 && size_b > 0 && target > 0) || size_a == size_b)
+    return Error{"the two sizes must be positive and different, and the target positive"};
+  // Rows are paired by their stack (frame texts, since stack ids are per file) in trace order: the same loop
+  // allocates the same sequence at any batch size, give or take a cached workspace.
+  auto keys = [](const Snapshot& s, const DeviceLifetimes& lt) {
+    std::vector<size_t> k(lt.count());
+    for (uint32_t i = 0; i < lt.count(); ++i) {
+      size_t h = static_cast<size_t>(lt.origin[i]) * 0x9e3779b97f4a7c15ull;
+      for (FrameId f : s.stack(lt.stack[i])) {
+        const Frame& fr = s.frames[f];
+        h = h * 1000003u ^ std::hash<std::string_view>()(s.str(fr.name));
+        h = h * 1000003u ^ std::hash<std::string_view>()(s.str(fr.filename));
+        h = h * 1000003u ^ static_cast<size_t>(fr.line);
+      }
+      k[i] = h;
+    }
+    return k;
+  };
+  const std::vector<size_t> ka = keys(a, la), kb = keys(b, lb);
+  std::vector<int64_t> pair(lb.count(), -1);  // row of B -> row of A
+  WhatIfFit out;
+  out.size_a = size_a;
+  out.size_b = size_b;
+  out.target = target;
+  constexpr uint32_t kLookahead = 64;
+  for (uint32_t i = 0, j = 0; i < la.count() && j < lb.count();) {
+    if (ka[i] == kb[j]) {
+      pair[j++] = i++;
+      continue;
+    }
+    // Skip whichever side reaches a match sooner.
+    uint32_t di = kLookahead + 1, dj = kLookahead + 1;
+    for (uint32_t d = 1; d <= kLookahead && i + d < la.count(); ++d)
+      if (ka[i + d] == kb[j]) { di = d; break; }
+    for (uint32_t d = 1; d <= kLookahead && j + d < lb.count(); ++d)
+      if (kb[j + d] == ka[i]) { dj = d; break; }
+    if (di <= dj && di <= kLookahead) i += di;
+    else if (dj <= kLookahead) j += dj;
+    else ++i, ++j;
+  }
+  std::vector<uint64_t> sizes(lb.size);
+  const double span = std::log(size_b / size_a);
+  const std::vector<uint8_t> flags = stack_flags(b, lb);
+  for (uint32_t j = 0; j < lb.count(); ++j) {
+    if (pair[j] < 0) {
+      ++out.unpaired;
+      continue;
+    }
+    ++out.paired;
+    const double sa = static_cast<double>(la.size[static_cast<uint32_t>(pair[j])]), sb = static_cast<double>(lb.size[j]);
+    if (sa <= 0 || sb <= 0 || sa == sb) continue;
+    // size = c * x^k through both points; k clamped to what loops do (constant .. cubic).
+    // cuDNN picks a convolution algorithm per shape, so its workspace jumps between sizes: take it as linear.
+    const double k = (flags_at(flags, lb.stack[j]) & kCudnnWorkspace) ? 1.0 : std::clamp(std::log(sb / sa) / span, 0.0, 3.0);
+    sizes[j] = static_cast<uint64_t>(std::llround(sb * std::pow(target / size_b, k)));
+  }
+  if (out.paired < lb.count() / 2)
+    return Error{"the two snapshots do not look like the same loop: only " + std::to_string(out.paired) + " of " +
+                 std::to_string(lb.count()) + " allocations pair up"};
+  out.measured_allocated_a = replay_caching_allocator(la, la.size).peak_allocated;
+  out.measured_allocated_b = replay_caching_allocator(lb, lb.size).peak_allocated;
+  const AllocatorReplay p = replay_caching_allocator(lb, sizes);
+  out.predicted_allocated = p.peak_allocated;
+  out.predicted_reserved = p.peak_reserved;
+  if (gpu) {
+    out.gpu = gpu;
+    out.fits = out.predicted_reserved + kContextBytes <= gpu->total_bytes;
+  }
+  if (out.unpaired) out.notes.push_back(std::to_string(out.unpaired) + " allocations of the second snapshot have no "
+                                        "partner in the first and keep their size");
+  out.notes.push_back("each allocation's size is fitted as c * size^k through the two snapshots; reserved is "
+                      "modelled on PyTorch's caching allocator");
+  return out;
+}
+
+}  // namespace allocscope

@@ -1,0 +1,117 @@
+// Text and JSON for what-if reports: the prediction and the verdict first, then the measured terms it rests on.
+#include <cstdio>
+
+#include "allocscope/whatif.h"
+#include "analysis/frame_filter_text.h"
+#include "analysis/json_common.h"
+
+namespace allocscope {
+
+using namespace text_detail;
+using json_detail::Json;
+
+namespace {
+
+std::string scale(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3gx", x);
+  return b;
+}
+
+std::string verdict(const std::optional<GpuCapacity>& gpu, bool fits, uint64_t reserved) {
+  if (!gpu) return "";
+  return std::string(fits ? "FITS" : "DOES NOT FIT") + " on " + gpu->label + " (" + size(gpu->total_bytes) +
+         "): needs " + size(reserved) + " reserved plus the CUDA context\n";
+}
+
+Json gpu_json(const std::optional<GpuCapacity>& gpu) {
+  if (!gpu) return nullptr;
+  return Json{{"total", gpu->total_bytes}, {"label", gpu->label}, {"inferred", gpu->inferred}};
+}
+
+}  // namespace
+
+std::string to_text(const WhatIfReport& r) {
+  std::string o = "device " + std::to_string(r.device) + ": batch " + scale(r.batch) + ", sequence " + scale(r.seq) +
+                  "\n";
+  o += "  peak allocated  " + rpad(size(r.measured_allocated), 10) + " -> " + rpad(size(r.predicted_allocated), 10) +
+       "  (allocator blocks)\n";
+  o += "  peak reserved   " + rpad(size(r.measured_reserved), 10) + " -> " + rpad(size(r.predicted_reserved), 10) + "\n";
+  o += "  grows with the batch at the peak: " + size(r.scaled_bytes_at_peak) + "\n";
+  const std::string v = verdict(r.gpu, r.fits, r.predicted_reserved);
+  if (!v.empty()) {
+    o += "  " + v;
+    o += r.max_batch_scale > 0 ? "  largest batch that fits: " + scale(r.max_batch_scale) + " the recorded one\n"
+                               : "  not even the parts that do not grow with the batch fit\n";
+  }
+  o += "measured terms (requested bytes):\n";
+  o += "  phase            step      total  parameters   gradients  optimizer  activations  temporaries     other\n";
+  for (const WhatIfTerms& t : r.terms) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-14s %6u %10s %11s %11s %10s %12s %12s %9s\n", t.phase.c_str(), t.step,
+                  size(t.total).c_str(), size(t.parameters).c_str(), size(t.gradients).c_str(),
+                  size(t.optimizer_state).c_str(), size(t.activations).c_str(), size(t.temporaries).c_str(),
+                  size(t.other).c_str());
+    o += line;
+  }
+  for (const std::string& n : r.notes) o += "note: " + n + "\n";
+  return o;
+}
+
+std::string to_json(const WhatIfReport& r) {
+  Json terms = Json::array();
+  for (const WhatIfTerms& t : r.terms)
+    terms.push_back(Json{{"phase", t.phase}, {"step", t.step}, {"total", t.total}, {"parameters", t.parameters},
+                         {"gradients", t.gradients}, {"optimizer_state", t.optimizer_state},
+                         {"activations", t.activations}, {"temporaries", t.temporaries}, {"other", t.other}});
+  Json j{{"device", r.device},
+         {"batch_scale", r.batch},
+         {"seq_scale", r.seq},
+         {"measured_allocated", r.measured_allocated},
+         {"measured_reserved", r.measured_reserved},
+         {"predicted_allocated", r.predicted_allocated},
+         {"predicted_reserved", r.predicted_reserved},
+         {"predicted_peak_step", r.predicted_peak_step},
+         {"scaled_bytes_at_peak", r.scaled_bytes_at_peak},
+         {"gpu", gpu_json(r.gpu)},
+         {"fits", r.gpu ? Json(r.fits) : Json(nullptr)},
+         {"max_batch_scale", r.gpu ? Json(r.max_batch_scale) : Json(nullptr)},
+         {"terms", terms},
+         {"notes", r.notes}};
+  return json_detail::dump(j);
+}
+
+std::string to_text(const WhatIfFit& r) {
+  char head[160];
+  std::snprintf(head, sizeof head, "fitted on sizes %g and %g, predicting %g\n", r.size_a, r.size_b, r.target);
+  std::string o = head;
+  char sizes[96];
+  std::snprintf(sizes, sizeof sizes, " at %g, ", r.size_a);
+  o += "  peak allocated  " + size(r.measured_allocated_a) + sizes;
+  std::snprintf(sizes, sizeof sizes, " at %g -> ", r.size_b);
+  o += size(r.measured_allocated_b) + sizes + size(r.predicted_allocated) + "\n";
+  o += "  peak reserved   -> " + size(r.predicted_reserved) + "\n";
+  o += "  allocations paired " + std::to_string(r.paired) + ", unpaired " + std::to_string(r.unpaired) + "\n";
+  const std::string v = verdict(r.gpu, r.fits, r.predicted_reserved);
+  if (!v.empty()) o += "  " + v;
+  for (const std::string& n : r.notes) o += "note: " + n + "\n";
+  return o;
+}
+
+std::string to_json(const WhatIfFit& r) {
+  Json j{{"size_a", r.size_a},
+         {"size_b", r.size_b},
+         {"target", r.target},
+         {"paired", r.paired},
+         {"unpaired", r.unpaired},
+         {"measured_allocated_a", r.measured_allocated_a},
+         {"measured_allocated_b", r.measured_allocated_b},
+         {"predicted_allocated", r.predicted_allocated},
+         {"predicted_reserved", r.predicted_reserved},
+         {"gpu", gpu_json(r.gpu)},
+         {"fits", r.gpu ? Json(r.fits) : Json(nullptr)},
+         {"notes", r.notes}};
+  return json_detail::dump(j);
+}
+
+}  // namespace allocscope
