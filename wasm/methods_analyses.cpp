@@ -9,6 +9,7 @@
 #include "allocscope/oom.h"
 #include "allocscope/peak.h"
 #include "allocscope/summary.h"
+#include "allocscope/whatif.h"
 #include "timeline_cache.h"
 
 namespace allocscope::wasm {
@@ -181,7 +182,44 @@ Answer categories(const Request& r, std::span<Loaded* const> files) {
   return a;
 }
 
+// What-if at a batch and sequence scale (and a GPU: the same names and sizes as the CLI's --gpu), with the measured
+// and predicted totals over the steps, each as the highest value in `points` equal buckets, for the chart.
+Answer whatif(const Request& r, std::span<Loaded* const> files) {
+  Loaded& f = *files[0];
+  const int64_t device = r.i64("device");
+  const DeviceLifetimes* lt = lifetimes_of(f, device);
+  const Categories* c = categories_of(f, device);
+  if (!lt || !c) return Answer::error("no trace for that device");
+  WhatIfOptions o;
+  o.batch = r.f64("batch", 1);
+  o.seq = r.f64("seq", 1);
+  if (!(o.batch > 0 && o.batch <= 1e6 && o.seq > 0 && o.seq <= 1e6)) return Answer::error("scales must be in (0, 1e6]");
+  o.with_totals = true;
+  if (const std::string gpu = r.str("gpu"); !gpu.empty()) {
+    auto g = parse_gpu_capacity(gpu);
+    if (!g.ok()) return Answer::error(g.error().message);
+    o.gpu = g.value();
+  }
+  const WhatIfReport rep = what_if(f.snapshot, *lt, *c, o);
+  const size_t steps = lt->steps();
+  const size_t points = static_cast<size_t>(std::clamp<int64_t>(r.i64("points", 1000), 1, 16384));
+  const size_t buckets = std::min(points, steps);
+  std::vector<double> measured(buckets, 0), predicted(buckets, 0);
+  for (size_t s = 0; s < steps; ++s) {
+    const size_t b = s * buckets / steps;
+    measured[b] = std::max(measured[b], static_cast<double>(lt->total[s]));
+    predicted[b] = std::max(predicted[b], static_cast<double>(rep.predicted_total[s]));
+  }
+  Answer a;
+  a.body = parse(to_json(rep));
+  a.body["steps"] = steps;
+  a.add<double>("measured", "f64", measured);
+  a.add<double>("predicted", "f64", predicted);
+  return a;
+}
+
 const RegisterMethod r1({"summary", summary});
+const RegisterMethod r8({"whatif", whatif});
 const RegisterMethod r2({"peak", peak});
 const RegisterMethod r3({"leaks", leaks});
 const RegisterMethod r4({"ooms", ooms});

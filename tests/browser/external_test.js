@@ -128,7 +128,7 @@ async function singleFiles(page, origin, watch) {
     // the overview says why.
     const tabs = await page.$$eval('#tabs button', (bs) => bs.map((b) => b.dataset.view));
     const withTrace = traced(facts);
-    eq(tabs, withTrace ? [...FILE_VIEWS.slice(0, 1), ...DEVICE_VIEWS, 'oom'] : FILE_VIEWS, `${base}: the views offered`);
+    eq(tabs, withTrace ? [...FILE_VIEWS.slice(0, 1), ...DEVICE_VIEWS, 'oom', 'whatif'] : FILE_VIEWS, `${base}: the views offered`);
     if (!withTrace) {
       const why = opened.empty;
       ok(why && why.kind === 'no-trace' && /no (allocation )?trace/i.test(why.text) && /_record_memory_history/.test(why.text),
@@ -158,7 +158,8 @@ async function singleFiles(page, origin, watch) {
           if (v.state === 'ready' && events && /^Leaks/.test(h2))
             ok(new RegExp(`cuda:${d}$`).test(h2), `${base}: the view shown follows the device selector to cuda:${d} ("${h2}")`);
         }
-        for (const view of DEVICE_VIEWS) {
+        // What-if too (a per-device view listed after OOM), before Leaks so that Leaks stays the last one shown.
+        for (const view of [...DEVICE_VIEWS.slice(0, -1), 'whatif', 'leaks']) {
           const where = `${base} cuda:${d} ${view}`;
           await mark(page);
           await page.click(`[data-view="${view}"]`);

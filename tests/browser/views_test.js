@@ -120,6 +120,24 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   ok(true, 'a GPU the core cannot read is reported next to the field');
   await page.screenshot({ path: path.join(artifacts, 'oom-capped.png') });
 
+  // What-if: batch x4 from the batch-8 GPT run, judged by the batch-32 run PyTorch measured
+  // (tests/fixtures/whatif/whatif_runs.json); the fits verdict on a GPU too small and one large enough.
+  const runs = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'whatif', 'whatif_runs.json'), 'utf8'));
+  const truth = runs.find((r) => r.name === 'gpt_adamw_b32_s256').max_allocated;
+  eq(await open(['whatif/gpt_adamw_b8_s256.pickle.gz'], 'whatif'), 'ready', 'What-if view reaches ready');
+  const unscaled = Number(await attr("[data-predicted-allocated]", "data-predicted-allocated"));
+  await page.evaluate(() => { const s = document.querySelector('.batch-scale'); s.value = '4'; s.dispatchEvent(new Event('change')); });
+  await page.waitForFunction((b) => Number(document.querySelector('[data-predicted-allocated]').dataset.predictedAllocated) !== b, unscaled, { timeout: 10000 });
+  const predicted = Number(await attr('[data-predicted-allocated]', 'data-predicted-allocated'));
+  ok(Math.abs(predicted - truth) / truth < 0.10, `What-if batch x4 predicts the batch-32 run within 10% (${predicted} vs ${truth})`);
+  for (const [gpu, want] of [['2GiB', 'no'], ['24gb', 'yes']]) {
+    await page.fill('.gpu-input', gpu);
+    await page.press('.gpu-input', 'Enter');
+    await page.waitForFunction((w) => document.querySelector('[data-fits]').dataset.fits === w, want, { timeout: 10000 }).catch(() => {});
+    eq(await attr('[data-fits]', 'data-fits'), want, `What-if on ${gpu}: fits = ${want}`);
+  }
+  await page.screenshot({ path: path.join(artifacts, 'whatif.png') });
+
   // Two files: diff. The two Active Memory Timelines (rank 0 traced cuda:0, rank 1 cuda:1) one above the other, each
   // painted with PyTorch's peak for its device, zoom/pan linked; the tables' totals equal the facts' difference.
   eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle'], 'diff'), 'ready', 'diff reaches ready');

@@ -10,5 +10,6 @@ import leaks from './leaks.js';
 import oom from './oom.js';
 import diff from './diff.js';
 import ranks from './ranks.js';
+import whatif from './whatif.js';
 
-export const views = [overview, timeline, timelineView('segments'), state, flame, peak, leaks, oom, diff, ranks];
+export const views = [overview, timeline, timelineView('segments'), state, flame, peak, leaks, oom, whatif, diff, ranks];

@@ -46,6 +46,7 @@ struct WhatIfOptions {
   double batch = 1.0;  // scale of the batch size
   double seq = 1.0;    // scale of the sequence length (linear in one snapshot: see `notes`)
   std::optional<GpuCapacity> gpu;  // for fits / the largest batch that fits
+  bool with_totals = false;        // fill WhatIfReport::predicted_total (the viewer draws it)
 };
 
 struct WhatIfReport {
@@ -62,6 +63,7 @@ struct WhatIfReport {
   bool fits = false;
   double max_batch_scale = 0;  // 0 when not even the fixed part fits
   std::vector<std::string> notes;  // what the prediction assumes
+  std::vector<uint64_t> predicted_total;  // with_totals: requested bytes alive at each step, sizes scaled
 };
 
 // Which rows grow with the batch (1) and which do not (0), from their categories, reasons and frames.

@@ -140,7 +140,19 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   r.measured_allocated = measured.peak_allocated;
   r.measured_reserved = measured.peak_reserved;
   const double factor = options.batch * options.seq;
-  const AllocatorReplay predicted = replay_caching_allocator(lt, scaled_sizes(lt, grows, factor));
+  const std::vector<uint64_t> sizes = scaled_sizes(lt, grows, factor);
+  const AllocatorReplay predicted = replay_caching_allocator(lt, sizes);
+  if (options.with_totals) {
+    // A difference array over steps: each row adds its size while alive.
+    std::vector<int64_t> delta(lt.steps() + 1, 0);
+    for (uint32_t i = 0; i < n; ++i) {
+      delta[lt.birth_step(i)] += static_cast<int64_t>(sizes[i]);
+      delta[std::min(lt.death_step(i), lt.steps())] -= static_cast<int64_t>(sizes[i]);
+    }
+    r.predicted_total.resize(lt.steps());
+    int64_t run = 0;
+    for (uint32_t step = 0; step < lt.steps(); ++step) r.predicted_total[step] = static_cast<uint64_t>(run += delta[step]);
+  }
   r.predicted_allocated = predicted.peak_allocated;
   r.predicted_reserved = predicted.peak_reserved;
   r.predicted_peak_step = predicted.peak_allocated_step;

@@ -1,0 +1,138 @@
+// What-if: the peak at another batch size or sequence length and whether it fits a GPU: the same numbers as
+// `allocscope whatif` (computed in the core), the measured terms they rest on, and a chart of the measured total over
+// the trace with the predicted one drawn faintly over it and the GPU's room as a line.
+import { bytes, el } from '../format.js';
+import { fitCanvas, theme, onResize, byteTicks } from '../canvas.js';
+import { card } from './widgets.js';
+
+const CONTEXT_BYTES = 512 * 1024 * 1024;  // what the core leaves for the CUDA context (whatif.cpp)
+
+function slider(label, cls) {
+  const input = el('input', { type: 'range', class: cls, min: '0.25', max: '8', step: '0.25', value: '1', 'aria-label': label });
+  const value = el('span', { class: 'mono', text: '1x' });
+  input.addEventListener('input', () => { value.textContent = `${input.value}x`; });
+  return { input, value, node: el('label', null, `${label} `, input, ' ', value) };
+}
+
+function drawChart(canvas, measured, predicted, room) {
+  const { ctx: g, width, height } = fitCanvas(canvas);
+  const th = theme();
+  g.clearRect(0, 0, width, height);
+  const L = 70, R = 10, T = 10, B = height - 22, W = width - L - R;
+  let max = 1;
+  for (const v of measured) max = Math.max(max, v);
+  for (const v of predicted) max = Math.max(max, v);
+  if (room) max = Math.max(max, room);
+  max *= 1.05;
+  const y = (v) => B - (v / max) * (B - T);
+  g.font = '11px system-ui, sans-serif';
+  g.fillStyle = th.muted;
+  g.strokeStyle = th.grid;
+  g.lineWidth = 1;
+  for (const t of byteTicks(max, 5)) {
+    g.beginPath(); g.moveTo(L, y(t)); g.lineTo(L + W, y(t)); g.stroke();
+    g.fillText(bytes(t), 4, y(t) + 4);
+  }
+  const line = (series, colour, alpha, width_) => {
+    if (!series.length) return;
+    g.globalAlpha = alpha;
+    g.strokeStyle = colour;
+    g.lineWidth = width_;
+    g.beginPath();
+    series.forEach((v, i) => {
+      const x = L + (series.length === 1 ? 0 : (i / (series.length - 1)) * W);
+      if (i) g.lineTo(x, y(v)); else g.moveTo(x, y(v));
+    });
+    g.stroke();
+    g.globalAlpha = 1;
+  };
+  line(predicted, th.warn || th.accent, 0.45, 3);
+  line(measured, th.accent, 1, 1.5);
+  if (room) {
+    g.setLineDash([6, 4]);
+    g.strokeStyle = th.bad;
+    g.lineWidth = 1.5;
+    g.beginPath(); g.moveTo(L, y(room)); g.lineTo(L + W, y(room)); g.stroke();
+    g.setLineDash([]);
+    g.fillStyle = th.bad;
+    g.fillText('GPU (after the CUDA context)', L + 6, y(room) - 4);
+  }
+  g.fillStyle = th.muted;
+  g.fillText('steps →', L + W - 50, height - 6);
+}
+
+export default {
+  id: 'whatif',
+  title: 'What-if',
+  key: 'w',
+  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  perDevice: true,
+  mount(root, ctx) {
+    const f = ctx.file();
+    const device = ctx.device();
+    const batch = slider('batch', 'batch-scale');
+    const seq = slider('sequence length', 'seq-scale');
+    const gpuInput = el('input', { type: 'text', class: 'gpu-input', placeholder: 'h100, a100-40gb, 24gb', 'aria-label': 'GPU', size: 18 });
+    const gpuError = el('span', { class: 'muted' });
+    const body = el('div');
+    const canvas = el('canvas', { class: 'whatif-chart' });
+    let series = { measured: [], predicted: [], room: 0 };
+    root.append(el('h2', { text: `What if: cuda:${device}` }),
+      el('p', { class: 'fine', text: 'Scale the batch or the sequence length of the recorded run: activations, inputs and the ' +
+        'forward and backward temporaries grow; parameters, gradients and optimizer state do not. Reserved memory comes from a ' +
+        'model of PyTorch\'s caching allocator. One snapshot sees sequence length as linear (attention grows with its square): ' +
+        'use `allocscope whatif A B` with two snapshots for that.' }),
+      el('div', { class: 'toolbar' }, batch.node, seq.node, el('label', null, 'GPU ', gpuInput), gpuError),
+      body, canvas);
+    let seqNo = 0;
+    const render = async () => {
+      const mine = ++seqNo;
+      batch.value.textContent = `${batch.input.value}x`;
+      seq.value.textContent = `${seq.input.value}x`;
+      let reply;
+      const gpu = gpuInput.value.trim();
+      try {
+        reply = await ctx.call({ method: 'whatif', id: f.id, device, batch: Number(batch.input.value), seq: Number(seq.input.value), gpu, points: 1000 });
+      } catch (e) {
+        if (!gpu) throw e;
+        gpuError.textContent = ` ${e.message}`;
+        return;
+      }
+      if (mine !== seqNo) return;  // a newer slider position is on its way
+      gpuError.textContent = '';
+      const r = reply.body;
+      const fits = r.gpu ? (r.fits ? 'yes' : 'no') : 'unknown';
+      const verdict = !r.gpu ? 'Type a GPU to see whether it fits.'
+        : r.fits ? `Fits on ${r.gpu.label} (${bytes(r.gpu.total)}).` : `Does not fit on ${r.gpu.label} (${bytes(r.gpu.total)}).`;
+      const most = r.gpu ? (r.max_batch_scale > 0 ? ` The largest batch that fits is ${r.max_batch_scale.toFixed(2)}x the recorded one.`
+        : ' Not even the parts that do not grow with the batch fit.') : '';
+      body.replaceChildren(
+        el('div', { class: `verdict ${fits === 'no' ? 'bad' : ''}`, 'data-fits': fits, 'data-predicted-allocated': r.predicted_allocated,
+          'data-predicted-reserved': r.predicted_reserved, text: verdict + most }),
+        el('div', { class: 'cards' },
+          card('Peak allocated, recorded', bytes(r.measured_allocated)),
+          card('Peak allocated, predicted', bytes(r.predicted_allocated)),
+          card('Peak reserved, recorded', bytes(r.measured_reserved)),
+          card('Peak reserved, predicted', bytes(r.predicted_reserved)),
+          card('Grows with the batch (at the peak)', bytes(r.scaled_bytes_at_peak))));
+      const t = el('table', { class: 'table' }, el('tr', null, ...['phase', 'step', 'total', 'parameters', 'gradients', 'optimizer state',
+        'activations', 'temporaries', 'other'].map((h, i) => el('th', { class: i ? 'num' : '', text: h }))));
+      for (const x of r.terms)
+        t.append(el('tr', null, el('td', { text: x.phase }), el('td', { class: 'num', text: String(x.step) }),
+          ...[x.total, x.parameters, x.gradients, x.optimizer_state, x.activations, x.temporaries, x.other].map((v) => el('td', { class: 'num', text: bytes(v) }))));
+      body.append(el('h3', { text: 'Measured terms (requested bytes)' }), t,
+        el('ul', { class: 'fine' }, ...r.notes.map((n) => el('li', { text: n }))),
+        el('h3', { text: 'Active memory over the trace: recorded (line) and predicted (faint)' }));
+      series = { measured: Array.from(reply.blobs.measured), predicted: Array.from(reply.blobs.predicted),
+                 room: r.gpu ? Math.max(0, r.gpu.total - CONTEXT_BYTES) : 0 };
+      drawChart(canvas, series.measured, series.predicted, series.room);
+    };
+    const rerender = () => render().catch((e) => ctx.fail(e));
+    batch.input.addEventListener('change', rerender);
+    seq.input.addEventListener('change', rerender);
+    gpuInput.addEventListener('change', rerender);
+    const off = onResize(canvas, () => drawChart(canvas, series.measured, series.predicted, series.room));
+    render().then(() => ctx.painted()).catch((e) => ctx.fail(e));
+    return { update() {}, destroy() { off(); } };
+  },
+};
