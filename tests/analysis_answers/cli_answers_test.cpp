@@ -2,6 +2,7 @@
 // numbers as the library, exit codes and one-line errors.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -27,7 +28,9 @@ std::string quote(const std::string& s) {
 
 CliRun run(const std::vector<std::string>& args) {
   static int n = 0;
-  const std::string err_path = ::testing::TempDir() + "answers_cli_err_" + std::to_string(n++);
+  // ctest runs each test in its own process, two at a time: the pid keeps their stderr files apart.
+  const std::string err_path =
+      ::testing::TempDir() + "answers_cli_err_" + std::to_string(getpid()) + "_" + std::to_string(n++);
   std::string cmd = quote(ALLOCSCOPE_CLI);
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += " 2>" + quote(err_path) + " </dev/null";
