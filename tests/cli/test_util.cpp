@@ -58,14 +58,28 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-std::string temp_path(const std::string& leaf) {
-  static const std::string dir = [] {
+// One private folder per test process, removed with everything in it when the process exits (tests leave
+// nothing in /tmp).
+namespace {
+struct ProcessTempDir {
+  std::string path;
+  bool made = false;
+  ProcessTempDir() {
     std::string templ = (fs::temp_directory_path() / "allocscope_cli_test_XXXXXX").string();
-    const char* made = mkdtemp(templ.data());
-    return std::string(made ? made : fs::temp_directory_path().string());
-  }();
+    made = mkdtemp(templ.data()) != nullptr;
+    path = made ? templ : fs::temp_directory_path().string();
+  }
+  ~ProcessTempDir() {
+    std::error_code ec;
+    if (made) fs::remove_all(path, ec);  // never the system folder itself
+  }
+};
+}  // namespace
+
+std::string temp_path(const std::string& leaf) {
+  static const ProcessTempDir dir;
   static int counter = 0;
-  return dir + "/" + std::to_string(++counter) + "_" + leaf;
+  return dir.path + "/" + std::to_string(++counter) + "_" + leaf;
 }
 
 std::string snapshot_path(const std::string& name) {
