@@ -160,7 +160,7 @@ TEST(CliAnswers, ExportIsOneDocument) {
 }
 
 TEST(CliAnswers, HelpHasExamplesAndErrorsAreOneLine) {
-  for (const char* verb : {"summary", "peak", "leaks", "oom", "diff", "categories", "export"}) {
+  for (const char* verb : {"summary", "peak", "leaks", "oom", "whatif", "diff", "categories", "export"}) {
     const CliRun h = run({verb, "--help"});
     EXPECT_EQ(h.code, 0) << verb;
     EXPECT_EQ(h.out.rfind(std::string("usage: allocscope ") + verb, 0), 0u) << verb;
@@ -222,6 +222,9 @@ TEST(CliAnswers, WhatIfOneAndTwoSnapshots) {
   EXPECT_NEAR(two["predicted_allocated"].get<double>(), truth_seq, 0.05 * truth_seq);
   const CliRun tight = run({"whatif", dir + "gpt_adamw_b8_s256.pickle.gz", "--batch", "4", "--gpu", "2GiB"});
   EXPECT_NE(tight.out.find("DOES NOT FIT"), std::string::npos) << tight.out;
+  const CliRun huge = run({"whatif", dir + "gpt_adamw_b8_s256.pickle.gz", "--batch", "1000000000", "--gpu", "h100"});
+  EXPECT_EQ(huge.code, 0) << huge.err;
+  EXPECT_NE(huge.out.find("DOES NOT FIT"), std::string::npos) << huge.out;
   const CliRun missing = run({"whatif", dir + "gpt_adamw_b8_s128.pickle.gz", dir + "gpt_adamw_b8_s256.pickle.gz"});
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.err.find("--sizes"), std::string::npos) << missing.err;

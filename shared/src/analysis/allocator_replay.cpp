@@ -20,6 +20,8 @@ constexpr uint64_t kSmallBuffer = 2ull << 20;
 constexpr uint64_t kLargeBuffer = 20ull << 20;
 constexpr uint64_t kMinLargeAlloc = 10ull << 20;
 constexpr uint64_t kRoundLarge = 2ull << 20;
+// Requests from a hostile file are capped (2^56 bytes, far above any GPU) so sizes and addresses stay in range.
+constexpr uint64_t kMaxRequest = 1ull << 56;
 
 uint64_t round_size(uint64_t s) { return s < kMinBlock ? kMinBlock : (s + kMinBlock - 1) / kMinBlock * kMinBlock; }
 uint64_t segment_size(uint64_t s) {
@@ -124,7 +126,7 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
   for (const auto& [step, e] : order) {
     if (e > 0) {
       const uint32_t i = static_cast<uint32_t>(e - 1);
-      addr[i] = r.alloc(sizes[i], lt.stream[i]);
+      addr[i] = r.alloc(std::min<uint64_t>(sizes[i], kMaxRequest), lt.stream[i]);
       if (r.allocated() > out.peak_allocated) {
         out.peak_allocated = r.allocated();
         out.peak_allocated_step = step;

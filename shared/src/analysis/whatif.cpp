@@ -13,9 +13,12 @@ namespace {
 // an H100 with PyTorch 2.11 (tests/fixtures/oom_causes, outside_measured).
 constexpr uint64_t kContextBytes = 512ull << 20;
 
-uint64_t scaled(uint64_t size, double factor) {
-  return static_cast<uint64_t>(std::llround(static_cast<double>(size) * factor));
-}
+// Scaled sizes are capped far above any GPU (2^56 bytes) so that a hostile size or scale cannot overflow the
+// replay's arithmetic; such a prediction simply does not fit.
+constexpr double kMaxBytes = 72057594037927936.0;  // 2^56
+uint64_t capped(double bytes) { return static_cast<uint64_t>(std::llround(std::clamp(bytes, 0.0, kMaxBytes))); }
+
+uint64_t scaled(uint64_t size, double factor) { return capped(static_cast<double>(size) * factor); }
 
 std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<uint8_t>& grows, double factor) {
   std::vector<uint64_t> sizes(lt.size);
@@ -244,7 +247,7 @@ Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, cons
     // size = c * x^k through both points; k clamped to what loops do (constant .. cubic).
     // cuDNN picks a convolution algorithm per shape, so its workspace jumps between sizes: take it as linear.
     const double k = (flags_at(flags, lb.stack[j]) & kCudnnWorkspace) ? 1.0 : std::clamp(std::log(sb / sa) / span, 0.0, 3.0);
-    sizes[j] = static_cast<uint64_t>(std::llround(sb * std::pow(target / size_b, k)));
+    sizes[j] = capped(sb * std::pow(target / size_b, k));
   }
   if (out.paired < lb.count() / 2)
     return Error{"the two snapshots do not look like the same loop: only " + std::to_string(out.paired) + " of " +
