@@ -97,14 +97,20 @@ Answer leaks(const Request& r, std::span<Loaded* const> files) {
   return a;
 }
 
+// "gpu": the viewer's GPU field, the same names and sizes as the CLI's --gpu (empty: none). Returns the parse error.
+std::string read_gpu(const Request& r, std::optional<GpuCapacity>* out) {
+  const std::string text = r.str("gpu");
+  if (text.empty()) return "";
+  auto g = parse_gpu_capacity(text);
+  if (!g.ok()) return g.error().message;
+  *out = g.value();
+  return "";
+}
+
 Answer ooms(const Request& r, std::span<Loaded* const> files) {
   Loaded& f = *files[0];
-  OomOptions options;  // "gpu": the viewer's GPU field, the same names and sizes as the CLI's --gpu
-  if (const std::string gpu = r.str("gpu"); !gpu.empty()) {
-    auto g = parse_gpu_capacity(gpu);
-    if (!g.ok()) return Answer::error(g.error().message);
-    options.gpu = g.value();
-  }
+  OomOptions options;
+  if (const std::string bad = read_gpu(r, &options.gpu); !bad.empty()) return Answer::error(bad);
   auto reports = analyze_ooms(f.snapshot, all_lifetimes(f), options);
   Answer a;
   a.body = {{"ooms", parse(to_json(f.snapshot, all_lifetimes(f), reports))}};
@@ -195,11 +201,7 @@ Answer whatif(const Request& r, std::span<Loaded* const> files) {
   o.seq = r.f64("seq", 1);
   if (!(o.batch > 0 && o.batch <= 1e6 && o.seq > 0 && o.seq <= 1e6)) return Answer::error("scales must be in (0, 1e6]");
   o.with_totals = true;
-  if (const std::string gpu = r.str("gpu"); !gpu.empty()) {
-    auto g = parse_gpu_capacity(gpu);
-    if (!g.ok()) return Answer::error(g.error().message);
-    o.gpu = g.value();
-  }
+  if (const std::string bad = read_gpu(r, &o.gpu); !bad.empty()) return Answer::error(bad);
   const WhatIfReport rep = what_if(f.snapshot, *lt, *c, o);
   const size_t steps = lt->steps();
   const size_t points = static_cast<size_t>(std::clamp<int64_t>(r.i64("points", 1000), 1, 16384));

@@ -5,8 +5,6 @@ import { bytes, el } from '../format.js';
 import { fitCanvas, theme, onResize, byteTicks } from '../canvas.js';
 import { card } from './widgets.js';
 
-const CONTEXT_BYTES = 512 * 1024 * 1024;  // what the core leaves for the CUDA context (whatif.cpp)
-
 function slider(label, cls) {
   const input = el('input', { type: 'range', class: cls, min: '0.25', max: '8', step: '0.25', value: '1', 'aria-label': label });
   const value = el('span', { class: 'mono', text: '1x' });
@@ -124,7 +122,7 @@ export default {
         el('ul', { class: 'fine' }, ...r.notes.map((n) => el('li', { text: n }))),
         el('h3', { text: 'Active memory over the trace: recorded (line) and predicted (faint)' }));
       series = { measured: Array.from(reply.blobs.measured), predicted: Array.from(reply.blobs.predicted),
-                 room: r.gpu ? Math.max(0, r.gpu.total - CONTEXT_BYTES) : 0 };
+                 room: r.gpu ? r.gpu.allocator_room : 0 };
       drawChart(canvas, series.measured, series.predicted, series.room);
     };
     const rerender = () => render().catch((e) => ctx.fail(e));

@@ -49,6 +49,12 @@ enum class CategoryReason : uint8_t {
 std::string_view category_reason_name(CategoryReason r);
 
 // `pattern` is an ECMAScript regex searched in each frame's "full/filename.py:LINE:name".
+// Library workspaces, by the C++ frame that asks the allocator for them: cuBLAS/cuBLASLt (setWorkspaceForHandle,
+// getCUDABlasLtWorkspace: a fixed size per handle) or cuDNN (a convolution plan's or attention's workspace, sized by
+// the shapes). The one rule categories and what-if both use.
+enum class WorkspaceKind : uint8_t { kNone, kCublas, kCudnn };
+WorkspaceKind workspace_frame(std::string_view frame_name);
+
 struct CategoryRule {
   std::string pattern;
   Category category = Category::kUnknown;

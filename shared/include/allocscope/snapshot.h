@@ -213,6 +213,9 @@ struct Snapshot {
                : nullptr;
   }
   size_t memory_bytes() const;
+  // Whether the allocator ran with expandable_segments: its setting when the file records it, else whether any
+  // segment is expandable (older files have no settings).
+  bool expandable_segments() const;
 };
 
 }  // namespace allocscope

@@ -34,6 +34,13 @@ std::optional<Category> category_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+WorkspaceKind workspace_frame(std::string_view name) {
+  auto has = [&](std::string_view w) { return name.find(w) != std::string_view::npos; };
+  if (has("setWorkspaceForHandle") || has("getCUDABlasLtWorkspace")) return WorkspaceKind::kCublas;
+  if (has("run_conv_plan") || has("run_cudnn_SDP")) return WorkspaceKind::kCudnn;
+  return WorkspaceKind::kNone;
+}
+
 std::string_view category_reason_name(CategoryReason r) {
   switch (r) {
     case CategoryReason::kRule: return "rule";
@@ -88,11 +95,7 @@ uint8_t frame_bits(std::string_view name, std::string_view file) {
       name == "_init_weights" || name == "post_init" || name == "from_pretrained" || name == "tie_weights")
     b |= kParam;
   if (name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl") b |= kFwd;
-  // Library workspaces: raw memory the allocator hands to cuBLAS (setWorkspaceForHandle, getCUDABlasLtWorkspace)
-  // or cuDNN (a convolution plan's or attention's workspace) below the op that needs it.
-  if (has(name, "setWorkspaceForHandle") || has(name, "getCUDABlasLtWorkspace") || has(name, "run_conv_plan") ||
-      has(name, "run_cudnn_SDP"))
-    b |= kWs;
+  if (workspace_frame(name) != WorkspaceKind::kNone) b |= kWs;
   if (!has(file, ".py")) b |= kCpp;
   return b;
 }

@@ -23,12 +23,6 @@ std::string_view oom_cause_name(OomCause c) {
 
 namespace {
 
-bool expandable_segments_on(const Snapshot& s) {
-  for (const Setting& st : s.allocator_settings)
-    if (st.key == "expandable_segments") return st.kind == Setting::Kind::kBool && st.i != 0;
-  return false;
-}
-
 // Decides the cause from the numbers alone (see OomCause for the order) and says what to do about it.
 void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
   const uint64_t accounted = o.reserved + o.device_free;  // all PyTorch could free, plus what the driver has
@@ -94,7 +88,7 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
 
 std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetimes, const OomOptions& options) {
   const uint32_t top = options.top;
-  const bool expandable = expandable_segments_on(s);
+  const bool expandable = s.expandable_segments();
   std::vector<OomReport> out;
   const EventColumns& ev = s.events;
   for (const DeviceLifetimes& lt : lifetimes.devices) {

@@ -9,10 +9,6 @@
 namespace allocscope {
 namespace {
 
-// Room for the CUDA context (driver, kernels, cuBLAS handles) beside the allocator's segments: 527 MiB measured on
-// an H100 with PyTorch 2.11 (tests/fixtures/oom_causes, outside_measured).
-constexpr uint64_t kContextBytes = 512ull << 20;
-
 // Scaled sizes are capped far above any GPU (2^56 bytes) so that a hostile size or scale cannot overflow the
 // replay's arithmetic; such a prediction simply does not fit.
 constexpr double kMaxBytes = 72057594037927936.0;  // 2^56
@@ -27,12 +23,6 @@ std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<
   return sizes;
 }
 
-bool expandable(const Snapshot& s) {
-  for (const Segment& g : s.segments)
-    if (g.is_expandable) return true;
-  return false;
-}
-
 enum StackFlag : uint8_t { kSeen = 1, kCudnnWorkspace = 2, kAutocastCast = 4 };
 
 // What a stack's C++ frames say beyond its category: a cuDNN workspace (its size follows the batch, unlike cuBLAS's
@@ -45,7 +35,7 @@ std::vector<uint8_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) {
     f[id] = kSeen;
     for (FrameId fr : s.stack(id)) {
       const std::string_view name = s.str(s.frames[fr].name);
-      if (name.find("run_conv_plan") != std::string_view::npos) f[id] |= kCudnnWorkspace;
+      if (workspace_frame(name) == WorkspaceKind::kCudnn) f[id] |= kCudnnWorkspace;
       if (name.find("autocast::cached_cast") != std::string_view::npos) f[id] |= kAutocastCast;
     }
   }
@@ -162,7 +152,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
 
   if (options.gpu) {
     r.gpu = options.gpu;
-    const uint64_t room = options.gpu->total_bytes > kContextBytes ? options.gpu->total_bytes - kContextBytes : 0;
+    const uint64_t room = allocator_room(*options.gpu);
     r.fits = r.predicted_reserved <= room;
     // The largest batch scale (the sequence scale held) whose predicted reserved memory fits: reserved memory only
     // grows with the batch, so bisect.
@@ -182,11 +172,11 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   if (options.seq != 1.0)
     r.notes.push_back("sequence length scales activations linearly here; attention scores grow with its square: "
                       "give two snapshots at two lengths (whatif A B --sizes ...) to follow them");
-  if (expandable(s))
+  if (s.expandable_segments())
     r.notes.push_back("expandable_segments is on: reserved is modelled for the default allocator and is an upper "
                       "bound");
   r.notes.push_back("reserved is modelled on PyTorch's caching allocator (default settings), and fitting leaves " +
-                    std::to_string(kContextBytes >> 20) + " MiB for the CUDA context");
+                    std::to_string(kTypicalContextBytes >> 20) + " MiB for the CUDA context");
   return r;
 }
 
@@ -259,7 +249,7 @@ Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, cons
   out.predicted_reserved = p.peak_reserved;
   if (gpu) {
     out.gpu = gpu;
-    out.fits = out.predicted_reserved + kContextBytes <= gpu->total_bytes;
+    out.fits = out.predicted_reserved <= allocator_room(*gpu);
   }
   if (out.unpaired) out.notes.push_back(std::to_string(out.unpaired) + " allocations of the second snapshot have no "
                                         "partner in the first and keep their size");

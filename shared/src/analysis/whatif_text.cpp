@@ -26,7 +26,8 @@ std::string verdict(const std::optional<GpuCapacity>& gpu, bool fits, uint64_t r
 
 Json gpu_json(const std::optional<GpuCapacity>& gpu) {
   if (!gpu) return nullptr;
-  return Json{{"total", gpu->total_bytes}, {"label", gpu->label}, {"inferred", gpu->inferred}};
+  return Json{{"total", gpu->total_bytes}, {"label", gpu->label}, {"inferred", gpu->inferred},
+              {"allocator_room", allocator_room(*gpu)}};
 }
 
 }  // namespace

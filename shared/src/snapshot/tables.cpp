@@ -137,6 +137,14 @@ const DeviceTrace* Snapshot::device(int64_t ordinal) const {
   return nullptr;
 }
 
+bool Snapshot::expandable_segments() const {
+  for (const Setting& st : allocator_settings)
+    if (st.key == "expandable_segments") return st.kind == Setting::Kind::kBool && st.i != 0;
+  for (const Segment& g : segments)
+    if (g.is_expandable) return true;
+  return false;
+}
+
 size_t Snapshot::memory_bytes() const {
   return strings.memory_bytes() + frames.capacity() * sizeof(Frame) + stacks.memory_bytes() +
          segments.capacity() * sizeof(Segment) + blocks.capacity() * sizeof(Block) + events.memory_bytes() +
