@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "allocscope/summary.h"
 #include "cli_common.h"
 #include "verbs.h"
@@ -23,7 +25,11 @@ int run_summary(const std::vector<std::string>& argv) {
   const Lifetimes lt = build_lifetimes(s);
   const FrameFilter ff(s);
   const Summary sum = summarize(s, lt, ff, static_cast<uint32_t>(std::stoul(top)));
-  const std::string out = args.has("json") ? to_json(s, sum) + "\n" : args.positional[0] + ": " + to_text(s, sum);
+  // The JSON names the snapshot it summarises, so `allocscope ranks` can gather summaries made where the files are.
+  const std::string out = args.has("json") ? "{\"file\":" + nlohmann::json(args.positional[0]).dump(-1, ' ', false,
+                                                  nlohmann::json::error_handler_t::replace) +
+                                                 "," + to_json(s, sum).substr(1) + "\n"
+                                           : args.positional[0] + ": " + to_text(s, sum);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

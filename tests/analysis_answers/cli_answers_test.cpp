@@ -11,54 +11,10 @@
 #include <vector>
 
 #include "answers_fixtures.h"
+#include "cli_run.h"
 
 namespace allocscope::test {
 namespace {
-
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-CliRun run(const std::vector<std::string>& args) {
-  static int n = 0;
-  // ctest runs each test in its own process, two at a time: the pid keeps their stderr files apart.
-  const std::string err_path =
-      ::testing::TempDir() + "answers_cli_err_" + std::to_string(getpid()) + "_" + std::to_string(n++);
-  std::string cmd = quote(ALLOCSCOPE_CLI);
-  for (const auto& a : args) cmd += " " + quote(a);
-  cmd += " 2>" + quote(err_path) + " </dev/null";
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[65536];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  if (FILE* e = fopen(err_path.c_str(), "r")) {
-    while ((got = fread(buf, 1, sizeof buf, e)) > 0) r.err.append(buf, got);
-    fclose(e);
-  }
-  std::remove(err_path.c_str());
-  return r;
-}
-
-nlohmann::json json_of(const CliRun& r) {
-  EXPECT_EQ(r.code == 0 || r.code == 3, true) << r.err;
-  try {
-    return nlohmann::json::parse(r.out);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not JSON: " << e.what() << "\n" << r.out.substr(0, 400);
-    return {};
-  }
-}
 
 TEST(CliAnswers, SummaryTextAndJson) {
   const CliRun t = run({"summary", fixture_path("transformer_leak")});

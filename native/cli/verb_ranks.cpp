@@ -1,0 +1,173 @@
+// `allocscope ranks FILES|DIRS... [--json] [--jobs N]`: one row per rank of a job, the outliers and what they hold.
+// Workers take files from a shared counter and summarise one snapshot each at a time, so memory stays at about one
+// snapshot per worker however many ranks there are; `summary --json` files (made where the snapshots are) are read
+// instead of snapshots, the reduce step for fleets larger than one machine.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "allocscope/frame_filter.h"
+#include "allocscope/lifetimes.h"
+#include "allocscope/loader.h"
+#include "allocscope/ranks.h"
+#include "allocscope/summary.h"
+#include "cli_common.h"
+#include "verbs.h"
+
+namespace allocscope::cli {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+bool is_input_name(const std::string& name) {
+  for (const char* ext : {".pickle", ".pickle.gz", ".pkl", ".pkl.gz", ".json"})
+    if (ends_with(name, ext)) return true;
+  return false;
+}
+
+bool is_summary_json(const std::string& path) { return ends_with(path, ".json"); }
+
+// Files as given; a directory stands for its snapshot and summary files (not its subdirectories), sorted by name.
+bool expand(const std::vector<std::string>& args, std::vector<std::string>* out) {
+  for (const std::string& a : args) {
+    struct stat st;
+    if (stat(a.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      DIR* d = opendir(a.c_str());
+      if (!d) {
+        fail("ranks: cannot read directory " + a);
+        return false;
+      }
+      std::vector<std::string> names;
+      while (dirent* e = readdir(d))
+        if (e->d_name[0] != '.' && is_input_name(e->d_name)) names.push_back(e->d_name);
+      closedir(d);
+      std::sort(names.begin(), names.end());
+      const std::string dir = ends_with(a, "/") ? a : a + "/";
+      for (const std::string& n : names) out->push_back(dir + n);
+    } else {
+      out->push_back(a);
+    }
+  }
+  return true;
+}
+
+RankRow unreadable(const std::string& path, const Error& e) {
+  RankRow row;
+  row.name = path;
+  row.rank = rank_from_name(path);
+  row.error = e.describe();
+  return row;
+}
+
+RankRow summarise(const std::string& path, uint32_t top_sites) {
+  if (is_summary_json(path)) {
+    auto bytes = read_file(path);
+    if (!bytes.ok()) return unreadable(path, bytes.error());
+    auto row = rank_row_from_summary_json(
+        std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), path);
+    if (!row.ok()) return unreadable(path, row.error());
+    return std::move(row).value();
+  }
+  auto s = load_snapshot_file(path);
+  if (!s.ok()) return unreadable(path, s.error());
+  const Lifetimes lt = build_lifetimes(*s);
+  const FrameFilter ff(*s);
+  return rank_row(*s, summarize(*s, lt, ff, top_sites), path);
+}
+
+bool read_count(const Args& args, const char* name, uint64_t fallback, uint64_t max, uint64_t* out) {
+  const std::string v = args.get(name, std::to_string(fallback));
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = std::min<uint64_t>(std::stoull(v), max);
+  return true;
+}
+
+int run_ranks(const std::vector<std::string>& argv) {
+  const Args args = parse_args(argv, {"jobs", "j", "rows", "sites"});
+  for (const auto& [name, value] : args.options)
+    if (name != "json" && name != "jobs" && name != "j" && name != "rows" && name != "sites")
+      return fail("ranks: unknown option --" + name);
+  if (args.positional.empty()) return fail("usage: allocscope ranks FILE|DIR... [--json] [--jobs N] [--rows N]");
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  uint64_t jobs = 0, rows = 0, sites = 0;
+  if (!read_count(args, args.has("j") ? "j" : "jobs", cores, 256, &jobs) || jobs == 0)
+    return fail("ranks: --jobs needs a number of at least 1");
+  if (!read_count(args, "rows", 20, UINT32_MAX, &rows)) return fail("ranks: --rows needs a number");
+  if (!read_count(args, "sites", 20, 1000, &sites)) return fail("ranks: --sites needs a number");
+
+  std::vector<std::string> files;
+  if (!expand(args.positional, &files)) return 1;
+  if (files.empty()) return fail("ranks: no snapshot (.pickle, .pickle.gz, .pkl) or summary (.json) files there");
+
+  std::vector<RankRow> out(files.size());
+  std::atomic<size_t> next{0}, done{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+      out[i] = summarise(files[i], static_cast<uint32_t>(sites));
+      done.fetch_add(1);
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t n_workers = std::min<size_t>(jobs, files.size());
+  for (size_t k = 1; k < n_workers; ++k) pool.emplace_back(work);
+  const bool tty = isatty(STDERR_FILENO);
+  if (tty && n_workers > 1) {
+    // The calling thread reports progress while the pool works.
+    std::thread main_worker(work);
+    while (done.load() < files.size()) {
+      std::fprintf(stderr, "\rranks: %zu/%zu files", done.load(), files.size());
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    main_worker.join();
+    std::fprintf(stderr, "\r\033[K");
+  } else {
+    work();
+  }
+  for (std::thread& t : pool) t.join();
+
+  const RanksReport r = compare_ranks(std::move(out));
+  const std::string text = args.has("json") ? to_json(r) + "\n" : to_text(r, rows);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (std::fflush(stdout) != 0) return 1;
+  return r.readable ? 0 : 1;
+}
+
+const RegisterVerb kRegister({
+    "ranks",
+    "compare the ranks of one job: per-rank peaks, the outliers and what they hold that the others do not",
+    "usage: allocscope ranks FILE|DIR... [--json] [--jobs N] [--rows N] [--sites N]\n\n"
+    "One row per file (a snapshot, or the output of `allocscope summary --json` saved as .json), on the device\n"
+    "the rank used (most trace events): peak and final allocated and reserved bytes. A rank is an outlier on a\n"
+    "measure when its modified z-score 0.6745*|x - median|/MAD is above 3.5 (MAD: the median absolute deviation\n"
+    "over all ranks) and it is more than 5% from the median; three or more readable ranks are needed. For each\n"
+    "outlier, the sites (deepest user frame) alive at its peak whose bytes differ most from the median of the\n"
+    "other ranks at the same site. The rank number comes from the file's name (rank3, rank_3, RANK-3, r3).\n"
+    "A directory stands for its .pickle, .pickle.gz, .pkl and .json files. Unreadable files are listed, not fatal.\n\n"
+    "Files are summarised in parallel, one snapshot per worker at a time, so memory stays bounded for thousands.\n"
+    "For jobs across many machines, run `allocscope summary --json --top 20 RANK_FILE > rankN.json` where each\n"
+    "snapshot is (from the job's launcher: a Slurm array, torchrun, Ray tasks), gather the .json files and run\n"
+    "`allocscope ranks DIR` on them: the same answer without moving the snapshots (docs/cli.md).\n\n"
+    "  --json      every row, the medians and the verdicts as one JSON object (the viewer's Ranks view opens it)\n"
+    "  --jobs N    worker threads (default: the machine's cores)\n"
+    "  --rows N    rows of the text table (default 20: outliers first, then by rank)\n"
+    "  --sites N   sites kept per rank at its peak (default 20)\n\n"
+    "examples:\n"
+    "  allocscope ranks snapshots/                    every rank file in a directory\n"
+    "  allocscope ranks rank*.pickle.gz --json > ranks.json\n",
+    run_ranks,
+    18,
+});
+
+}  // namespace
+}  // namespace allocscope::cli

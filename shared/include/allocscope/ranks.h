@@ -1,0 +1,87 @@
+// Comparing the ranks of one job: one row per rank's snapshot (or per `allocscope summary --json` of it), the ranks
+// whose memory stands out by robust statistics, and what such a rank holds at its peak that the others do not.
+//
+// The rows are small (numbers and a few sites), so a thousand ranks are compared after each file was summarised and
+// dropped: the CLI and the viewer load one snapshot per worker at a time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "allocscope/result.h"
+#include "allocscope/snapshot.h"
+#include "allocscope/summary.h"
+
+namespace allocscope {
+
+enum class RankMeasure : uint8_t { kPeakAllocated, kPeakReserved, kFinalAllocated, kFinalReserved };
+constexpr int kRankMeasures = 4;
+std::string_view rank_measure_name(RankMeasure m);  // "peak_allocated", ...
+
+struct RankSite {
+  std::string site;  // FrameFilter::site_text of the site (the one rule for "which line")
+  uint64_t bytes = 0;
+};
+
+struct RankRow {
+  std::string name;    // the file as given
+  int64_t rank = -1;   // from the name (rank3, rank_3, RANK-3, r3 ...), else -1
+  uint32_t index = 0;  // its position among the inputs (compare_ranks sets it)
+  std::string error;   // why the file could not be read; the row then has no numbers
+  int64_t device = 0;  // the rank's busiest device (most trace events, then most reserved)
+  uint64_t events = 0;
+  std::array<uint64_t, kRankMeasures> bytes{};  // by RankMeasure
+  uint32_t ooms = 0;
+  bool leak_suspected = false;
+  std::vector<RankSite> sites;  // alive at the allocated peak, largest first (the summary's top sites)
+};
+
+// The row of one loaded snapshot, from its summary (summarize() with `top_sites` sites kept).
+RankRow rank_row(const Snapshot& s, const Summary& sum, std::string name);
+// The row of a file written by `allocscope summary --json` (the reduce step for fleets summarised where they ran).
+// Errors name what is missing; unknown keys are ignored.
+Result<RankRow> rank_row_from_summary_json(std::string_view json, std::string name);
+// The rank a file's name gives, or -1: the last "rank" followed by digits (any case, '_' '-' '.' or nothing
+// between), else an "r" or "p" followed by digits as a whole word of the name (torchrun's logs/r3, %r), else -1.
+int64_t rank_from_name(std::string_view path);
+
+struct RanksOptions {
+  double z = 3.5;          // modified z-score (Iglewicz and Hoaglin: 0.6745 |x - median| / MAD) above which a rank
+                           // is an outlier on a measure ...
+  double min_share = 0.05; // ... and only when it is also this share of the median away: ranks of one job differ
+                           // by a few percent, and equal ranks (MAD 0) must not flag noise
+  uint32_t top_sites = 5;  // sites listed per outlier
+};
+
+struct RankVerdict {
+  bool outlier = false;
+  std::array<bool, kRankMeasures> outlier_on{};
+  std::array<double, kRankMeasures> z{};  // modified z-score per measure (0 when MAD is 0 and the value equals the median;
+                                          // 1e9 when MAD is 0 and it does not)
+  double score = 0;                        // the largest z over the measures it is an outlier on
+  // What it holds at its peak above the median of the other ranks' bytes at the same site, largest first.
+  std::vector<RankSite> holds_more;
+  // The sites the others hold (median) that it holds less of: for a rank that stands out by using less.
+  std::vector<RankSite> holds_less;
+};
+
+struct RanksReport {
+  RanksOptions options;   // the rule the verdicts used
+  // Rows in the order to show: outliers first (highest score first), then by rank (then name); unreadable last.
+  std::vector<RankRow> rows;
+  std::vector<RankVerdict> verdicts;  // parallel to rows
+  std::array<double, kRankMeasures> median{}, mad{};
+  uint32_t readable = 0;  // rows with numbers
+  uint32_t outliers = 0;
+  bool enough = false;    // at least 3 readable rows: fewer cannot tell which one is odd
+};
+
+RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& options = {});
+
+std::string to_json(const RanksReport& r);
+std::string to_text(const RanksReport& r, size_t max_rows = 20);
+
+}  // namespace allocscope

@@ -1,0 +1,238 @@
+// Ranks: rows from summaries, outliers by the median and the median absolute deviation, and the sites an outlier
+// holds that the others do not.
+#include "allocscope/ranks.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "allocscope/frame_filter.h"
+
+namespace allocscope {
+
+std::string_view rank_measure_name(RankMeasure m) {
+  switch (m) {
+    case RankMeasure::kPeakAllocated: return "peak_allocated";
+    case RankMeasure::kPeakReserved: return "peak_reserved";
+    case RankMeasure::kFinalAllocated: return "final_allocated";
+    case RankMeasure::kFinalReserved: return "final_reserved";
+  }
+  return "?";
+}
+
+namespace {
+
+// A rank's memory is on the device it used: a DDP rank's snapshot lists every device but traces only its own.
+template <typename Device, typename Events, typename Reserved>
+const Device* busiest(const std::vector<Device>& devices, Events events, Reserved reserved) {
+  const Device* best = nullptr;
+  for (const Device& d : devices)
+    if (!best || events(d) > events(*best) || (events(d) == events(*best) && reserved(d) > reserved(*best)))
+      best = &d;
+  return best;
+}
+
+bool word_boundary(std::string_view s, size_t i) { return i >= s.size() || !std::isalnum(static_cast<unsigned char>(s[i])); }
+
+double median_of(std::vector<double>& v) {
+  if (v.empty()) return 0;
+  const size_t n = v.size();
+  std::nth_element(v.begin(), v.begin() + n / 2, v.end());
+  const double hi = v[n / 2];
+  if (n % 2) return hi;
+  return (*std::max_element(v.begin(), v.begin() + n / 2) + hi) / 2;
+}
+
+}  // namespace
+
+int64_t rank_from_name(std::string_view path) {
+  const size_t slash = path.find_last_of('/');
+  std::string lower(path.substr(slash == std::string_view::npos ? 0 : slash + 1));
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto digits_at = [&](size_t i, int64_t* out) {
+    size_t j = i;
+    int64_t v = 0;
+    while (j < lower.size() && std::isdigit(static_cast<unsigned char>(lower[j])) && j - i < 9) v = v * 10 + (lower[j++] - '0');
+    if (j == i || (j < lower.size() && std::isdigit(static_cast<unsigned char>(lower[j])))) return false;
+    *out = v;
+    return true;
+  };
+  int64_t found = -1;
+  for (size_t p = lower.find("rank"); p != std::string::npos; p = lower.find("rank", p + 1)) {
+    size_t i = p + 4;
+    if (i < lower.size() && (lower[i] == '_' || lower[i] == '-' || lower[i] == '.')) ++i;
+    int64_t v;
+    if (digits_at(i, &v)) found = v;
+  }
+  if (found >= 0) return found;
+  // "r3" / "p3" as a word of its own: "trace_r3.pickle", "snap-p12.pickle.gz".
+  for (size_t i = 0; i < lower.size(); ++i) {
+    if ((lower[i] == 'r' || lower[i] == 'p') && (i == 0 || !std::isalnum(static_cast<unsigned char>(lower[i - 1])))) {
+      int64_t v;
+      size_t j = i + 1;
+      while (j < lower.size() && std::isdigit(static_cast<unsigned char>(lower[j]))) ++j;
+      if (digits_at(i + 1, &v) && word_boundary(lower, j)) found = v;
+    }
+  }
+  return found;
+}
+
+RankRow rank_row(const Snapshot& s, const Summary& sum, std::string name) {
+  RankRow row;
+  row.rank = rank_from_name(name);
+  row.name = std::move(name);
+  const DeviceSummary* d = busiest(
+      sum.devices, [](const DeviceSummary& x) { return x.events; },
+      [](const DeviceSummary& x) { return x.final_reserved; });
+  if (!d) return row;  // an empty snapshot: zeros, which is what the rank held
+  row.device = d->device;
+  row.events = d->events;
+  row.bytes = {d->peak_allocated, d->peak_reserved, d->final_allocated, d->final_reserved};
+  row.ooms = d->ooms;
+  row.leak_suspected = d->leak_suspected;
+  for (size_t k = 0; k < d->top_site.size(); ++k)
+    row.sites.push_back({FrameFilter::site_text(s, d->top_site[k]), d->top_site_bytes[k]});
+  return row;
+}
+
+Result<RankRow> rank_row_from_summary_json(std::string_view text, std::string name) {
+  using Json = nlohmann::json;
+  const Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{"not JSON (expected the output of `allocscope summary --json`)"};
+  if (!j.is_object() || !j.contains("devices") || !j["devices"].is_array())
+    return Error{"no \"devices\" list (expected the output of `allocscope summary --json`)"};
+  auto u64 = [](const Json& o, std::initializer_list<const char*> path) -> uint64_t {
+    const Json* p = &o;
+    for (const char* k : path) {
+      if (!p->is_object()) return 0;
+      auto it = p->find(k);
+      if (it == p->end()) return 0;
+      p = &*it;
+    }
+    return p->is_number_unsigned() ? p->get<uint64_t>()
+           : p->is_number_integer() ? static_cast<uint64_t>(std::max<int64_t>(0, p->get<int64_t>()))
+                                    : 0;
+  };
+  std::vector<const Json*> devices;
+  for (const Json& d : j["devices"])
+    if (d.is_object()) devices.push_back(&d);
+  RankRow row;
+  row.rank = rank_from_name(name);
+  if (j.contains("file") && j["file"].is_string()) {
+    // The summary names the snapshot it was made from: its name says the rank better than the JSON file's.
+    const std::string file = j["file"].get<std::string>();
+    if (rank_from_name(file) >= 0) row.rank = rank_from_name(file);
+  }
+  row.name = std::move(name);
+  const Json* const* d = busiest(
+      devices, [&](const Json* x) { return u64(*x, {"events"}); }, [&](const Json* x) { return u64(*x, {"final", "reserved"}); });
+  if (!d) return row;
+  const Json& dev = **d;
+  row.device = dev.contains("device") && dev["device"].is_number_integer() ? dev["device"].get<int64_t>() : 0;
+  row.events = u64(dev, {"events"});
+  row.bytes = {u64(dev, {"peak_allocated", "bytes"}), u64(dev, {"peak_reserved", "bytes"}), u64(dev, {"final", "allocated"}),
+               u64(dev, {"final", "reserved"})};
+  row.ooms = static_cast<uint32_t>(std::min<uint64_t>(u64(dev, {"ooms"}), UINT32_MAX));
+  row.leak_suspected = dev.contains("leak_suspected") && dev["leak_suspected"].is_boolean() && dev["leak_suspected"].get<bool>();
+  if (dev.contains("top_sites") && dev["top_sites"].is_array()) {
+    for (const Json& t : dev["top_sites"]) {
+      if (!t.is_object()) continue;
+      std::string site = "<no frames>";
+      if (auto it = t.find("site"); it != t.end() && it->is_object() && it->contains("text") && (*it)["text"].is_string())
+        site = (*it)["text"].get<std::string>();
+      row.sites.push_back({std::move(site), u64(t, {"bytes"})});
+    }
+  }
+  return row;
+}
+
+RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
+  RanksReport r;
+  r.options = o;
+  const size_t n = rows.size();
+  std::vector<size_t> good;
+  for (size_t i = 0; i < n; ++i)
+    if (rows[i].error.empty()) good.push_back(i);
+  r.readable = static_cast<uint32_t>(good.size());
+  r.enough = good.size() >= 3;
+  std::vector<RankVerdict> v(n);
+  for (size_t i = 0; i < n; ++i) rows[i].index = static_cast<uint32_t>(i);
+  for (int k = 0; k < kRankMeasures; ++k) {
+    std::vector<double> x;
+    x.reserve(good.size());
+    for (size_t i : good) x.push_back(static_cast<double>(rows[i].bytes[k]));
+    const double m = median_of(x);
+    for (double& e : x) e = std::fabs(e - m);
+    const double mad = median_of(x);
+    r.median[k] = m;
+    r.mad[k] = mad;
+    for (size_t i : good) {
+      const double d = std::fabs(static_cast<double>(rows[i].bytes[k]) - m);
+      const double z = mad > 0 ? 0.6745 * d / mad : (d > 0 ? 1e9 : 0);
+      v[i].z[k] = z;
+      if (r.enough && z > o.z && d > o.min_share * std::max(1.0, m)) {
+        v[i].outlier_on[k] = true;
+        v[i].outlier = true;
+        v[i].score = std::max(v[i].score, z);
+      }
+    }
+  }
+  // What the typical rank holds at each site: the median over the ranks that are not outliers, a rank without the
+  // site counting as 0 bytes there.
+  std::vector<size_t> typical;
+  for (size_t i : good)
+    if (!v[i].outlier) typical.push_back(i);
+  std::unordered_map<std::string, std::vector<double>> at_site;
+  for (size_t i : typical)
+    for (const RankSite& s : rows[i].sites) at_site[s.site].push_back(static_cast<double>(s.bytes));
+  std::unordered_map<std::string, double> typical_bytes;
+  for (auto& [site, b] : at_site) {
+    b.resize(std::max(b.size(), typical.size()), 0.0);
+    typical_bytes[site] = median_of(b);
+  }
+  for (size_t i : good) {
+    if (!v[i].outlier) continue;
+    ++r.outliers;
+    uint64_t smallest_listed = UINT64_MAX;
+    for (const RankSite& s : rows[i].sites) {
+      smallest_listed = std::min(smallest_listed, s.bytes);
+      auto it = typical_bytes.find(s.site);
+      const double t = it == typical_bytes.end() ? 0 : it->second;
+      if (static_cast<double>(s.bytes) > t)
+        v[i].holds_more.push_back({s.site, static_cast<uint64_t>(static_cast<double>(s.bytes) - t)});
+      else if (static_cast<double>(s.bytes) < t)
+        v[i].holds_less.push_back({s.site, static_cast<uint64_t>(t - static_cast<double>(s.bytes))});
+    }
+    // A typical site this rank does not list: it holds none there only when the site would have made its list.
+    for (const auto& [site, t] : typical_bytes) {
+      if (t <= 0 || t <= static_cast<double>(smallest_listed == UINT64_MAX ? 0 : smallest_listed)) continue;
+      const bool listed = std::any_of(rows[i].sites.begin(), rows[i].sites.end(), [&](const RankSite& s) { return s.site == site; });
+      if (!listed) v[i].holds_less.push_back({site, static_cast<uint64_t>(t)});
+    }
+    for (auto* list : {&v[i].holds_more, &v[i].holds_less}) {
+      std::sort(list->begin(), list->end(),
+                [](const RankSite& a, const RankSite& b) { return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site; });
+      if (list->size() > o.top_sites) list->resize(o.top_sites);
+    }
+  }
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const bool ea = !rows[a].error.empty(), eb = !rows[b].error.empty();
+    if (ea != eb) return eb;
+    if (v[a].outlier != v[b].outlier) return v[a].outlier;
+    if (v[a].outlier && v[a].score != v[b].score) return v[a].score > v[b].score;
+    const int64_t ra = rows[a].rank < 0 ? INT64_MAX : rows[a].rank, rb = rows[b].rank < 0 ? INT64_MAX : rows[b].rank;
+    if (ra != rb) return ra < rb;
+    return rows[a].name < rows[b].name;
+  });
+  for (size_t i : order) {
+    r.rows.push_back(std::move(rows[i]));
+    r.verdicts.push_back(std::move(v[i]));
+  }
+  return r;
+}
+
+}  // namespace allocscope

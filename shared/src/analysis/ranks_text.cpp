@@ -1,0 +1,157 @@
+// The ranks report as text (outliers with what they hold, then a table) and as JSON (every row, for scripts and the
+// viewer's Ranks view).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "allocscope/memviz.h"
+#include "allocscope/ranks.h"
+#include "json_common.h"
+
+namespace allocscope {
+
+namespace {
+
+constexpr RankMeasure kAll[kRankMeasures] = {RankMeasure::kPeakAllocated, RankMeasure::kPeakReserved,
+                                             RankMeasure::kFinalAllocated, RankMeasure::kFinalReserved};
+constexpr const char* kLabel[kRankMeasures] = {"peak allocated", "peak reserved", "final allocated", "final reserved"};
+
+std::string who(const RankRow& row) {
+  return (row.rank >= 0 ? "rank " + std::to_string(row.rank) + " (" + row.name + ")" : row.name);
+}
+
+std::string signed_size(double delta) {
+  std::string out(1, delta < 0 ? '-' : '+');
+  return out + memviz::format_size(static_cast<uint64_t>(std::fabs(delta)));
+}
+
+std::string pad(std::string s, size_t w, bool right) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+// "3.5 robust deviations (modified z-score) and 5%": an outlier is beyond both, a typical rank within either.
+std::string rule(const RanksOptions& o, const char* joiner = "and") {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%g robust deviations (modified z-score) %s %g%%", o.z, joiner, 100 * o.min_share);
+  return buf;
+}
+
+}  // namespace
+
+std::string to_text(const RanksReport& r, size_t max_rows) {
+  std::string out = std::to_string(r.rows.size()) + " rank file(s)";
+  if (r.readable != r.rows.size()) out += ", " + std::to_string(r.rows.size() - r.readable) + " unreadable";
+  out += "\n";
+  for (int k = 0; k < kRankMeasures; ++k)
+    out += "  median " + std::string(kLabel[k]) + ": " + memviz::format_size(static_cast<uint64_t>(r.median[k])) +
+           " (median absolute deviation " + memviz::format_size(static_cast<uint64_t>(r.mad[k])) + ")\n";
+  if (!r.enough) {
+    out += "Fewer than 3 readable ranks: telling which one is the outlier needs three or more (`allocscope diff A B` "
+           "compares two).\n";
+  } else if (!r.outliers) {
+    out += "No outlier: every rank is within " + rule(r.options, "or") + " of the median on every measure.\n";
+  } else {
+    out += std::to_string(r.outliers) + " outlier(s) (farther than " + rule(r.options) + " from the median):\n";
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+      const RankVerdict& v = r.verdicts[i];
+      if (!v.outlier) continue;
+      const RankRow& row = r.rows[i];
+      out += "  " + who(row) + " cuda:" + std::to_string(row.device) + "\n";
+      for (int k = 0; k < kRankMeasures; ++k) {
+        if (!v.outlier_on[k]) continue;
+        const double delta = static_cast<double>(row.bytes[k]) - r.median[k];
+        char pct[32];
+        std::snprintf(pct, sizeof pct, "%+.0f%%", r.median[k] > 0 ? 100.0 * delta / r.median[k] : 0.0);
+        out += "    " + std::string(kLabel[k]) + " " + memviz::format_size(row.bytes[k]) + " (" + signed_size(delta) +
+               ", " + pct + " against the median)\n";
+      }
+      for (const RankSite& s : v.holds_more)
+        out += "    holds more at its peak: " + signed_size(static_cast<double>(s.bytes)) + "  " + s.site + "\n";
+      for (const RankSite& s : v.holds_less)
+        out += "    holds less at its peak: " + signed_size(-static_cast<double>(s.bytes)) + "  " + s.site + "\n";
+      if (v.holds_more.empty() && v.holds_less.empty())
+        out += "    its top sites at the peak hold what the others' do (the difference is outside them, e.g. cached "
+               "memory)\n";
+    }
+  }
+  out += pad("rank", 6, true) + "  " + pad("device", 7, false);
+  for (const char* l : kLabel) out += pad(l, 16, true);
+  out += pad("events", 10, true) + "  file\n";
+  size_t shown = 0;
+  for (size_t i = 0; i < r.rows.size() && shown < max_rows; ++i, ++shown) {
+    const RankRow& row = r.rows[i];
+    out += pad(row.rank >= 0 ? std::to_string(row.rank) : "-", 6, true) + "  ";
+    if (!row.error.empty()) {
+      out += pad("-", 7, false) + "  unreadable: " + row.error + "  " + row.name + "\n";
+      continue;
+    }
+    out += pad("cuda:" + std::to_string(row.device), 7, false);
+    for (int k = 0; k < kRankMeasures; ++k)
+      out += pad(std::string(r.verdicts[i].outlier_on[k] ? 1 : 0, '*') + memviz::format_size(row.bytes[k]), 16, true);
+    out += pad(std::to_string(row.events), 10, true) + "  " + row.name;
+    if (row.ooms) out += "  (" + std::to_string(row.ooms) + " OOM)";
+    if (row.leak_suspected) out += "  (leak suspected)";
+    out += "\n";
+  }
+  if (shown < r.rows.size())
+    out += "... " + std::to_string(r.rows.size() - shown) + " more (--rows N shows more; --json has every row)\n";
+  return out;
+}
+
+std::string to_json(const RanksReport& r) {
+  using json_detail::Json;
+  auto sites = [](const std::vector<RankSite>& v) {
+    Json a = Json::array();
+    for (const RankSite& s : v) a.push_back({{"site", s.site}, {"bytes", s.bytes}});
+    return a;
+  };
+  Json rows = Json::array();
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const RankRow& row = r.rows[i];
+    const RankVerdict& v = r.verdicts[i];
+    Json o{{"name", row.name}, {"index", row.index}, {"rank", row.rank}};
+    if (!row.error.empty()) {
+      o["error"] = row.error;
+      rows.push_back(std::move(o));
+      continue;
+    }
+    o["device"] = row.device;
+    o["events"] = row.events;
+    for (RankMeasure m : kAll) o[std::string(rank_measure_name(m))] = row.bytes[static_cast<int>(m)];
+    o["ooms"] = row.ooms;
+    o["leak_suspected"] = row.leak_suspected;
+    o["outlier"] = v.outlier;
+    Json z = Json::object();
+    for (RankMeasure m : kAll) {
+      const int k = static_cast<int>(m);
+      o["outlier_" + std::string(rank_measure_name(m))] = v.outlier_on[k];
+      z[std::string(rank_measure_name(m))] = std::min(v.z[k], 1e9);
+    }
+    o["z"] = std::move(z);
+    o["top_site"] = row.sites.empty() ? "" : row.sites.front().site;
+    o["sites"] = sites(row.sites);
+    if (v.outlier) {
+      o["holds_more"] = sites(v.holds_more);
+      o["holds_less"] = sites(v.holds_less);
+    }
+    rows.push_back(std::move(o));
+  }
+  Json median = Json::object(), mad = Json::object();
+  for (RankMeasure m : kAll) {
+    median[std::string(rank_measure_name(m))] = r.median[static_cast<int>(m)];
+    mad[std::string(rank_measure_name(m))] = r.mad[static_cast<int>(m)];
+  }
+  return json_detail::dump(Json{{"kind", "allocscope.ranks"},
+                                {"files", r.rows.size()},
+                                {"readable", r.readable},
+                                {"enough", r.enough},
+                                {"outliers", r.outliers},
+                                {"rule", {{"z", r.options.z}, {"min_share", r.options.min_share},
+                                          {"text", "an outlier is farther than " + rule(r.options) + " from the median"}}},
+                                {"median", std::move(median)},
+                                {"mad", std::move(mad)},
+                                {"rows", std::move(rows)}});
+}
+
+}  // namespace allocscope

@@ -1,0 +1,230 @@
+// `ranks`: the rule on rows made by hand, then 24 rank files made from a real snapshot with three planted outliers
+// of known kind (tests/bench/rank_files.h): the CLI must find exactly those, say what each holds, give the same
+// answer from `summary --json` files (the fleet reduce) and with any number of workers, and list unreadable files.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "allocscope/ranks.h"
+#include "answers_fixtures.h"
+#include "cli_run.h"
+#include "rank_files.h"
+
+namespace allocscope::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Ranks, RankFromName) {
+  EXPECT_EQ(rank_from_name("snap_rank3.pickle"), 3);
+  EXPECT_EQ(rank_from_name("/x/rank_12/../RANK-0012.pickle.gz"), 12);
+  EXPECT_EQ(rank_from_name("dir/rank7/mem.pickle"), -1);  // the file's name, not its folder
+  EXPECT_EQ(rank_from_name("trace_r5.pickle"), 5);
+  EXPECT_EQ(rank_from_name("job-p17.pickle.gz"), 17);
+  EXPECT_EQ(rank_from_name("resnet50_train.pickle"), -1);
+  EXPECT_EQ(rank_from_name("rank.pickle"), -1);
+  EXPECT_EQ(rank_from_name("rank12345678901.pickle"), -1);  // too long to be a rank
+}
+
+RankRow row(const char* name, uint64_t peak, uint64_t reserved) {
+  RankRow r;
+  r.name = name;
+  r.rank = rank_from_name(name);
+  r.bytes = {peak, reserved, peak, reserved};
+  return r;
+}
+
+TEST(Ranks, RuleOnRowsByHand) {
+  const uint64_t G = 1ull << 30;
+  // Equal ranks: no outlier, though MAD is 0.
+  RanksReport r = compare_ranks({row("rank0", G, G), row("rank1", G, G), row("rank2", G, G)});
+  EXPECT_TRUE(r.enough);
+  EXPECT_EQ(r.outliers, 0u);
+  // MAD 0 and one rank 3% off: under the 5% floor; 10% off: an outlier, listed first.
+  r = compare_ranks({row("rank0", G, G), row("rank1", G + G / 33, G), row("rank2", G, G)});
+  EXPECT_EQ(r.outliers, 0u);
+  r = compare_ranks({row("rank0", G, G), row("rank1", G, G), row("rank2", G + G / 10, G), row("rank3", G, G)});
+  ASSERT_EQ(r.outliers, 1u);
+  EXPECT_EQ(r.rows[0].name, "rank2");
+  EXPECT_TRUE(r.verdicts[0].outlier_on[0]);
+  EXPECT_FALSE(r.verdicts[0].outlier_on[1]);
+  EXPECT_EQ(r.rows[1].name, "rank0");  // then by rank
+  EXPECT_EQ(r.rows[0].index, 2u);
+  // Ranks spread +-4% (MAD ~2%): a rank 8% off is within 3.5 robust deviations, so not an outlier; 20% off is.
+  std::vector<RankRow> spread;
+  for (int k = 0; k < 20; ++k) spread.push_back(row(("rank" + std::to_string(k)).c_str(), G + G / 100 * (k % 9) - G / 25, G));
+  spread.push_back(row("rank20", G + G / 12, G));
+  EXPECT_EQ(compare_ranks(spread).outliers, 0u);
+  spread.push_back(row("rank21", G + G / 5, G));
+  r = compare_ranks(spread);
+  ASSERT_EQ(r.outliers, 1u);
+  EXPECT_EQ(r.rows[0].name, "rank21");
+  // Two ranks cannot tell which is odd; an unreadable file is kept, last, without numbers.
+  RankRow bad;
+  bad.name = "rank9.pickle";
+  bad.error = "at byte 3: truncated";
+  r = compare_ranks({row("rank0", G, G), row("rank1", 3 * G, G), bad});
+  EXPECT_FALSE(r.enough);
+  EXPECT_EQ(r.outliers, 0u);
+  EXPECT_EQ(r.readable, 2u);
+  EXPECT_EQ(r.rows.back().name, "rank9.pickle");
+  EXPECT_NE(to_text(r).find("three or more"), std::string::npos);
+}
+
+TEST(Ranks, SummaryJsonRowEqualsSnapshotRow) {
+  const Loaded* l = load("ddp_rank1");
+  ASSERT_TRUE(l);
+  const RankRow direct = rank_row(l->s, summarize(l->s, l->lifetimes, l->ff, 20), "ddp_rank1.pickle");
+  const CliRun j = run({"summary", "--json", "--top", "20", fixture_path("ddp_rank1")});
+  ASSERT_EQ(j.code, 0) << j.err;
+  auto from_json = rank_row_from_summary_json(j.out, "ddp_rank1.json");
+  ASSERT_TRUE(from_json.ok()) << from_json.error().describe();
+  EXPECT_EQ(from_json->device, 1);  // rank 1 traced cuda:1 only
+  EXPECT_EQ(from_json->device, direct.device);
+  EXPECT_EQ(from_json->bytes, direct.bytes);
+  EXPECT_EQ(from_json->events, direct.events);
+  ASSERT_EQ(from_json->sites.size(), direct.sites.size());
+  for (size_t k = 0; k < direct.sites.size(); ++k) {
+    EXPECT_EQ(from_json->sites[k].site, direct.sites[k].site);
+    EXPECT_EQ(from_json->sites[k].bytes, direct.sites[k].bytes);
+  }
+  EXPECT_FALSE(rank_row_from_summary_json("{\"devices\": 3}", "x.json").ok());
+  EXPECT_FALSE(rank_row_from_summary_json("[1,", "x.json").ok());
+  EXPECT_TRUE(rank_row_from_summary_json("{\"devices\": [{\"peak_allocated\": \"x\", \"top_sites\": [1]}]}", "x.json").ok());
+}
+
+// 24 ranks of ddp_rank0 with three planted outliers, in a folder removed at the end.
+class PlantedRanks : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::path(::testing::TempDir()) / ("allocscope_ranks_" + std::to_string(getpid())));
+    fs::create_directories(*dir_);
+    const Loaded* l = load("ddp_rank0");
+    ASSERT_TRUE(l);
+    int64_t device;
+    uint64_t peak;
+    rankfiles::measure_base(l->s, &device, &peak);
+    base_peak_ = peak;
+    for (int r = 0; r < kRanks; ++r) {
+      char name[32];
+      std::snprintf(name, sizeof name, "rank%04d.pickle.gz", r);
+      ASSERT_TRUE(write_snapshot_file(rankfiles::make_rank(l->s, device, peak, r, rankfiles::plant_of(r, kRanks)),
+                                      (*dir_ / name).string())
+                      .ok());
+    }
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+  }
+  static constexpr int kRanks = 24;
+  static fs::path* dir_;
+  static uint64_t base_peak_;
+};
+fs::path* PlantedRanks::dir_ = nullptr;
+uint64_t PlantedRanks::base_peak_ = 0;
+
+const nlohmann::json* by_rank(const nlohmann::json& j, int64_t rank) {
+  for (const auto& r : j["rows"])
+    if (r["rank"].get<int64_t>() == rank) return &r;
+  return nullptr;
+}
+
+TEST_F(PlantedRanks, FindsThePlantedOutliersAndWhatTheyHold) {
+  const nlohmann::json j = json_of(run({"ranks", dir_->string(), "--json", "--jobs", "2"}));
+  ASSERT_EQ(j["files"].get<int>(), kRanks);
+  EXPECT_EQ(j["readable"].get<int>(), kRanks);
+  std::set<int64_t> outliers;
+  for (const auto& r : j["rows"])
+    if (r["outlier"].get<bool>()) outliers.insert(r["rank"].get<int64_t>());
+  const int holds = kRanks / 5, caches = kRanks / 2, shard = kRanks - 2;
+  EXPECT_EQ(outliers, (std::set<int64_t>{holds, caches, shard}));
+  // Outliers come first.
+  for (int k = 0; k < 3; ++k) EXPECT_TRUE(j["rows"][k]["outlier"].get<bool>());
+
+  const nlohmann::json* h = by_rank(j, holds);
+  ASSERT_TRUE(h);
+  EXPECT_TRUE((*h)["outlier_peak_allocated"].get<bool>());
+  ASSERT_FALSE((*h)["holds_more"].empty());
+  EXPECT_EQ((*h)["holds_more"][0]["site"], "planted.py:21:cache_activations");
+  EXPECT_EQ((*h)["holds_more"][0]["bytes"].get<uint64_t>(), rankfiles::round_up(base_peak_ * 30 / 100));
+
+  const nlohmann::json* c = by_rank(j, caches);
+  ASSERT_TRUE(c);
+  EXPECT_TRUE((*c)["outlier_peak_reserved"].get<bool>());
+  EXPECT_FALSE((*c)["outlier_peak_allocated"].get<bool>());  // cached, not held
+  for (const auto& s : (*c)["holds_more"]) EXPECT_NE(s["site"], "planted.py:33:warmup_buffer");
+
+  const nlohmann::json* s = by_rank(j, shard);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE((*s)["outlier_peak_allocated"].get<bool>());
+  ASSERT_FALSE((*s)["holds_more"].empty());
+  EXPECT_EQ((*s)["holds_more"][0]["site"], "rank_buffers.py:12:shard_buffer");
+
+  // A typical rank's peak is the base's plus its own shard buffer (held from the start), which is what we planted.
+  const nlohmann::json* typical = by_rank(j, 1);
+  ASSERT_TRUE(typical);
+  EXPECT_EQ((*typical)["peak_allocated"].get<uint64_t>(), base_peak_ + rankfiles::shard_bytes(base_peak_, 1));
+
+  // The text names the same three, with the planted site.
+  const CliRun t = run({"ranks", dir_->string()});
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("3 outlier(s)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("planted.py:21:cache_activations"), std::string::npos) << t.out;
+}
+
+TEST_F(PlantedRanks, SameAnswerWithOneWorkerAndFromSummaryFiles) {
+  const CliRun two = run({"ranks", dir_->string(), "--json", "--jobs", "2"});
+  const CliRun one = run({"ranks", dir_->string(), "--json", "--jobs", "1"});
+  ASSERT_EQ(two.code, 0) << two.err;
+  EXPECT_EQ(one.out, two.out);
+
+  // The fleet reduce: `summary --json --top 20` per rank where the file is, then `ranks` on the summaries.
+  const fs::path sums = *dir_ / "summaries";
+  fs::create_directories(sums);
+  for (int r = 0; r < kRanks; ++r) {
+    char name[32];
+    std::snprintf(name, sizeof name, "rank%04d", r);
+    const CliRun s = run({"summary", "--json", "--top", "20", (*dir_ / (std::string(name) + ".pickle.gz")).string()});
+    ASSERT_EQ(s.code, 0) << s.err;
+    std::ofstream(sums / (std::string(name) + ".json")) << s.out;
+  }
+  const nlohmann::json a = json_of(two), b = json_of(run({"ranks", sums.string(), "--json"}));
+  ASSERT_EQ(a["rows"].size(), b["rows"].size());
+  for (size_t k = 0; k < a["rows"].size(); ++k) {
+    for (const char* f : {"rank", "device", "events", "peak_allocated", "peak_reserved", "final_allocated",
+                          "final_reserved", "outlier", "holds_more", "sites"})
+      EXPECT_EQ(a["rows"][k].value(f, nlohmann::json()), b["rows"][k].value(f, nlohmann::json())) << f << " of row " << k;
+  }
+  fs::remove_all(sums);
+}
+
+TEST_F(PlantedRanks, UnreadableFilesAreListedNotFatal) {
+  const fs::path bad = *dir_ / "rank9999.pickle";
+  std::ofstream(bad) << "\x80\x02}q\x00(X";  // a truncated pickle
+  const nlohmann::json j = json_of(run({"ranks", dir_->string(), "--json"}));
+  fs::remove(bad);
+  EXPECT_EQ(j["files"].get<int>(), kRanks + 1);
+  EXPECT_EQ(j["readable"].get<int>(), kRanks);
+  EXPECT_EQ(j["outliers"].get<int>(), 3);
+  const nlohmann::json& last = j["rows"].back();
+  EXPECT_EQ(last["rank"].get<int>(), 9999);
+  EXPECT_NE(last["error"].get<std::string>().find("at byte"), std::string::npos) << last;
+
+  const CliRun none = run({"ranks", (*dir_ / "missing").string()});
+  EXPECT_EQ(none.code, 1);
+  fs::create_directories(*dir_ / "empty");
+  const CliRun empty_dir = run({"ranks", (*dir_ / "empty").string()});
+  EXPECT_EQ(empty_dir.code, 1);
+  EXPECT_NE(empty_dir.err.find("no snapshot"), std::string::npos) << empty_dir.err;
+  const CliRun bad_jobs = run({"ranks", dir_->string(), "--jobs", "0"});
+  EXPECT_EQ(bad_jobs.code, 1);
+  EXPECT_NE(bad_jobs.err.find("--jobs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace allocscope::test
