@@ -1,13 +1,13 @@
 // The answers: summary, peak, leaks, OOMs, diff of two files and the ranks table of N files. The core computes
 // them and serialises them (its to_json); the bridge caches their inputs per file and adds nothing but plumbing.
 #include <algorithm>
-#include <cmath>
 #include <map>
 
 #include "allocscope/diff.h"
 #include "allocscope/leaks.h"
 #include "allocscope/oom.h"
 #include "allocscope/peak.h"
+#include "allocscope/ranks.h"
 #include "allocscope/summary.h"
 #include "allocscope/whatif.h"
 #include "timeline_cache.h"
@@ -125,53 +125,13 @@ Answer diff(const Request& r, std::span<Loaded* const> files) {
   return a;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// One row per file (its busiest device): peaks, final state, events. A file is an outlier on a measure when it is
-// more than 3 median absolute deviations and more than 5% away from the median of all files (ranks of one job should
-// look alike; the 5% floor keeps identical ranks from flagging noise).
+// One row per file (its busiest device) and the outliers, by the core's rule (ranks.h), as `allocscope ranks --json`
+// prints them, so the Ranks view shows the same answer for dropped snapshots and for a saved ranks file.
 Answer ranks(const Request&, std::span<Loaded* const> files) {
-  static const char* kMeasures[] = {"peak_allocated", "peak_reserved", "final_allocated", "final_reserved"};
-  json rows = json::array();
-  std::vector<std::vector<double>> values(4);
-  for (Loaded* f : files) {
-    Summary s = summarize(f->snapshot, all_lifetimes(*f), frame_filter_of(*f), 3);
-    const DeviceSummary* best = nullptr;
-    for (const DeviceSummary& d : s.devices)
-      if (!best || d.events > best->events) best = &d;
-    json row{{"name", f->name}, {"device", best ? best->device : 0}};
-    const double v[4] = {best ? static_cast<double>(best->peak_allocated) : 0,
-                         best ? static_cast<double>(best->peak_reserved) : 0,
-                         best ? static_cast<double>(best->final_allocated) : 0,
-                         best ? static_cast<double>(best->final_reserved) : 0};
-    for (int k = 0; k < 4; ++k) row[kMeasures[k]] = v[k], values[k].push_back(v[k]);
-    row["events"] = best ? best->events : 0;
-    row["ooms"] = best ? best->ooms : 0;
-    row["leak_suspected"] = best && best->leak_suspected;
-    row["top_site"] = best && !best->top_site.empty() ? FrameFilter::site_text(f->snapshot, best->top_site[0]) : "";
-    rows.push_back(row);
-  }
-  json medians = json::object();
-  for (int k = 0; k < 4; ++k) {
-    const double m = median(values[k]);
-    std::vector<double> dev;
-    for (double x : values[k]) dev.push_back(std::fabs(x - m));
-    const double mad = median(dev);
-    medians[kMeasures[k]] = m;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const double d = std::fabs(values[k][i] - m);
-      const bool out = files.size() >= 2 && d > 3 * mad && d > 0.05 * std::max(1.0, m);
-      rows[i]["outlier_" + std::string(kMeasures[k])] = out;
-      if (out) rows[i]["outlier"] = true;
-    }
-  }
+  std::vector<RankRow> rows;
+  for (Loaded* f : files) rows.push_back(rank_row(f->snapshot, summarize(f->snapshot, all_lifetimes(*f), frame_filter_of(*f), 20), f->name));
   Answer a;
-  a.body = {{"rows", rows}, {"median", medians}};
+  a.body = parse(to_json(compare_ranks(std::move(rows))));
   return a;
 }
 

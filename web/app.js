@@ -32,8 +32,50 @@ function showError(message, lost) {
 
 const PHASE_WEIGHT = { load: [0, 1], read: [0, 0.3], inflate: [0, 0.4], parse: [0.4, 1] };
 
+// A file saved by `allocscope ranks --json` (one row per rank of a job) opens the Ranks view by itself; its rows open
+// the ranks' snapshots.
+const RANKS_FILE_LIMIT = 256 << 20;
+
+function isRanksFile(list) { return list.length === 1 && /\.json$/i.test(list[0].name); }
+
+async function openRanksFile(f) {
+  if (f.blob.size > RANKS_FILE_LIMIT) throw new Error(`${f.name} is ${count(f.blob.size)} bytes: too large for a ranks file`);
+  let report = null;
+  try { report = JSON.parse(await f.blob.text()); } catch (e) { /* said below */ }
+  if (!report || report.kind !== 'allocscope.ranks' || !Array.isArray(report.rows) || !report.median) {
+    throw new Error(`${f.name} is neither a snapshot nor a file written by \`allocscope ranks --json\``);
+  }
+  if (state.files.length) unload(state.files.map((x) => x.id));
+  state.files = [];
+  state.ranksFile = { name: f.name, report, base: f.url || null };
+  Object.assign(state, { file: 0, device: null, window: null, pinned: null, step: null, view: 'ranks' });
+  writeHash();
+  setupChrome();
+  show('view');
+  mountView();
+}
+
+// Opens a rank's snapshot named in the ranks file: from the same site when the ranks file came from one (its names
+// are relative to where `allocscope ranks` ran; `allocscope view ranks.json` serves them, an absolute name under
+// abs/), else through the file dialog, since a page cannot read a path on the disk.
+async function openRank(row) {
+  const rf = state.ranksFile;
+  const rel = row.name.startsWith('/') ? `abs${row.name}` : row.name;
+  if (rf && rf.base) {
+    let list = null;
+    try { list = await fetchFiles([new URL(rel, rf.base).href]); } catch (e) { list = null; }
+    if (list) { await open(list); return 'opened'; }
+  }
+  $('file-input').click();
+  return 'pick';
+}
+
 async function open(list) {
   if (!list.length) return;
+  if (isRanksFile(list)) {
+    try { await openRanksFile(list[0]); } catch (e) { showError(e.message || String(e)); }
+    return;
+  }
   show('loading');
   setPageState('loading');
   const names = list.map((f) => f.name).join(', ');
@@ -49,6 +91,7 @@ async function open(list) {
         (p.files > 1 ? ` (${p.file + 1} of ${p.files})` : '') + '…';
     });
     if (state.files.length) unload(state.files.map((f) => f.id));
+    state.ranksFile = null;
     const files = ids.map((id, i) => ({ id, name: list[i].name, info: infos[i] }));
     const restored = readHash();
     state.files = files;
@@ -95,7 +138,7 @@ async function fetchFiles(urls) {
     if (url.origin !== location.origin) throw new Error(`refusing to open ${u}: only files from this site can be opened by URL`);
     const r = await fetch(url);
     if (!r.ok) throw new Error(`could not fetch ${url.pathname}: HTTP ${r.status}`);
-    out.push({ name: decodeURIComponent(url.pathname.split('/').pop() || 'snapshot'), blob: await r.blob() });
+    out.push({ name: decodeURIComponent(url.pathname.split('/').pop() || 'snapshot'), blob: await r.blob(), url: url.href });
   }
   return out;
 }
@@ -111,6 +154,10 @@ function setupChrome() {
       type: 'button', class: v.id === state.view ? 'tab active' : 'tab', 'data-view': v.id,
       title: `${v.long || v.title} (key ${v.key})`, onclick: () => selectView(v.id),
     }, v.title));
+  }
+  if (!state.files.length) {  // a ranks file: no snapshot to pick a file or device of, nothing to search
+    for (const id of ['file-pick', 'device-pick', 'search']) $(id).classList.add('hidden');
+    return;
   }
   const fs = $('file-select');
   fs.replaceChildren(...state.files.map((f, i) => el('option', { value: i, text: f.name })));
@@ -170,6 +217,7 @@ function mountView() {
     call,
     file: currentFile,
     files: () => state.files,
+    openRank,
     device: () => state.device,
     go(id, patch) { set(Object.assign({ pinned: null }, patch || {}), { quiet: true }); selectView(id); },
     painted() { if (my === mountSeq && html.dataset.state !== 'ready') setPageState('ready'); },
@@ -222,7 +270,7 @@ function wire() {
     try { await open(await fetchFiles(['examples/resnet50_train.pickle'])); } catch (e) { showError(e.message); }
   });
   $('error-back').addEventListener('click', () => {
-    if (state.files.length) { show('view'); setPageState('ready'); mountView(); } else { show('welcome'); setPageState('empty'); }
+    if (state.files.length || state.ranksFile) { show('view'); setPageState('ready'); mountView(); } else { show('welcome'); setPageState('empty'); }
   });
   $('help-button').addEventListener('click', openHelp);
   $('help-close').addEventListener('click', () => $('help').close());
@@ -252,7 +300,7 @@ function wire() {
     if (e.key === '/') { $('search').focus(); e.preventDefault(); return; }
     if (e.key === 'f') { set({ filterFrames: !state.filterFrames }); return; }
     const v = views.find((x) => x.key === e.key && x.available(state));
-    if (v && state.files.length) { selectView(v.id); e.preventDefault(); }
+    if (v && (state.files.length || state.ranksFile)) { selectView(v.id); e.preventDefault(); }
   });
 }
 

@@ -4,6 +4,7 @@ const listeners = new Set();
 
 export const state = {
   files: [],        // {id, name, info} in drop order
+  ranksFile: null,  // {name, report, base}: a file saved by `allocscope ranks --json`, shown without snapshots
   view: 'overview', // a view id (views/index.js)
   file: 0,          // index into files for single-file views
   device: null,     // device ordinal, null = first with events

@@ -3,6 +3,11 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "allocscope/loader.h"
 
 #include "cli_common.h"
 #include "verbs.h"
@@ -45,6 +50,28 @@ HttpResponse file_response(const std::string& path) {
   return r;
 }
 
+// A file saved by `allocscope ranks --json` names the ranks' snapshots as `ranks` was given them (relative to where
+// it ran, or absolute). The viewer asks for each one relative to the ranks file's URL (an absolute name under abs/);
+// only the names in the file are served, found next to the ranks file or else in the current directory.
+void serve_ranks_files(const std::string& ranks_file, const std::string& url_dir, std::map<std::string, std::string>* out) {
+  auto bytes = read_file(ranks_file);
+  if (!bytes.ok() || bytes->size() > (256u << 20)) return;
+  const auto j = nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("kind", "") != "allocscope.ranks" || !j.contains("rows") || !j["rows"].is_array()) return;
+  const std::filesystem::path beside = std::filesystem::path(ranks_file).parent_path();
+  for (const auto& row : j["rows"]) {
+    if (!row.is_object() || !row.contains("name") || !row["name"].is_string()) continue;
+    const std::string name = row["name"].get<std::string>();
+    const bool absolute = !name.empty() && name[0] == '/';
+    const std::string rel = absolute ? "abs" + name : name;
+    if (!safe_relative(rel)) continue;
+    std::error_code ec;
+    std::string disk = absolute ? name : (beside / name).string();
+    if (!absolute && !std::filesystem::is_regular_file(disk, ec)) disk = std::filesystem::absolute(name, ec).string();
+    if (std::filesystem::is_regular_file(disk, ec)) (*out)[url_dir + rel] = disk;
+  }
+}
+
 int run(const std::vector<std::string>& argv) {
   Args a = parse_args(argv, {"port", "p", "web-root"});
   if (a.positional.empty()) return fail("view: give one or more snapshot files (see allocscope view --help)");
@@ -76,15 +103,23 @@ int run(const std::vector<std::string>& argv) {
   }
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/" + query;
 
+  std::map<std::string, std::string> rank_files;  // URL path -> file, for ranks files' rows
+  for (size_t i = 0; i < files.size(); ++i)
+    if (files[i].size() > 5 && files[i].compare(files[i].size() - 5, 5, ".json") == 0)
+      serve_ranks_files(files[i], "/files/" + std::to_string(i) + "/", &rank_files);
+
   const WebAssets& w = *assets;
   HttpHandler handler = [&](const std::string& path, const std::string&) -> HttpResponse {
     if (path == "/" || path == "/index.html") return file_response(w.pages + "/index.html");
     if (path == "/allocscope.js" || path == "/allocscope.wasm") return file_response(w.wasm + path);
+    if (auto it = rank_files.find(path); it != rank_files.end()) return file_response(it->second);
     if (path.rfind("/files/", 0) == 0) {
       const size_t slash = path.find('/', 7);
       const std::string index = path.substr(7, slash == std::string::npos ? std::string::npos : slash - 7);
+      // Only files/I/NAME, the URL printed for it: other names under files/I/ are a ranks file's rows or nothing.
       if (!index.empty() && index.size() < 6 && index.find_first_not_of("0123456789") == std::string::npos &&
-          std::stoul(index) < files.size())
+          std::stoul(index) < files.size() && slash != std::string::npos &&
+          path.substr(slash + 1) == std::filesystem::path(files[std::stoul(index)]).filename().string())
         return file_response(files[std::stoul(index)]);
     }
     if (path.rfind("/examples/", 0) == 0 && !w.examples.empty() && safe_relative(path.substr(10)))
@@ -113,7 +148,9 @@ const RegisterVerb reg({"view",
                         "Serves the viewer and FILE(s) on http://127.0.0.1:N/ (default 8765, or any free port when\n"
                         "8765 is taken) and prints the URL that opens them; serves until interrupted (Ctrl-C).\n"
                         "One file: explore it. Two: diff them. More: compare ranks. Files are parsed in the browser\n"
-                        "(WebAssembly); nothing leaves the machine.\n\n"
+                        "(WebAssembly); nothing leaves the machine. A file saved by `allocscope ranks --json` opens\n"
+                        "the Ranks view, and the snapshots it names (found beside it or in the current directory)\n"
+                        "are served too, so each row opens its rank.\n\n"
                         "  --port N        port to listen on (0: any free port)\n"
                         "  --web-root DIR  the viewer's folder: an assembled site (build/wasm/site) or web/\n"
                         "                  (default: the source tree's wasm build, see docs/viewer.md)\n",

@@ -96,6 +96,25 @@ TEST(Ranks, SummaryJsonRowEqualsSnapshotRow) {
   EXPECT_TRUE(rank_row_from_summary_json("{\"devices\": [{\"peak_allocated\": \"x\", \"top_sites\": [1]}]}", "x.json").ok());
 }
 
+// tests/fixtures/ranks_ddp.json is what the viewer's browser test opens as a saved ranks file: it must still be what
+// `allocscope ranks --json` says of those files (regenerate it as its "made by" line in tests/fixtures/README.md says).
+TEST(Ranks, SavedRanksFixtureIsTheCurrentAnswer) {
+  const std::string dir = ALLOCSCOPE_FIXTURES;
+  std::ifstream in(dir + "/ranks_ddp.json");
+  const nlohmann::json saved = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(saved.is_discarded());
+  const nlohmann::json now = json_of(run({"ranks", dir + "/ddp_rank0.pickle", dir + "/ddp_rank1.pickle",
+                                          dir + "/ddp_rank0.pickle", dir + "/rank3_missing.pickle", "--json"}));
+  ASSERT_EQ(saved["rows"].size(), now["rows"].size());
+  EXPECT_EQ(saved["outliers"], now["outliers"]);
+  EXPECT_EQ(saved["median"], now["median"]);
+  for (size_t k = 0; k < now["rows"].size(); ++k) {
+    nlohmann::json a = saved["rows"][k], b = now["rows"][k];
+    for (auto* o : {&a, &b}) o->erase("name"), o->erase("error");
+    EXPECT_EQ(a, b) << "row " << k;
+  }
+}
+
 // 24 ranks of ddp_rank0 with three planted outliers, in a folder removed at the end.
 class PlantedRanks : public ::testing::Test {
  protected:

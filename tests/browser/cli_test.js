@@ -53,6 +53,39 @@ async function viewTest(browser) {
   ok((await exit) === 0 && /stopped/.test(stderr), 'Ctrl-C stops it cleanly');
 }
 
+// `allocscope view ranks.json`: the Ranks view from a saved ranks file, and the snapshots it names served beside it,
+// so a row opens its rank; nothing else under files/ is served.
+async function viewRanksTest(browser) {
+  console.log('allocscope view RANKS.json');
+  const child = spawn(cli, ['view', '--port', '0', '--web-root', site, path.join(fixtures, 'ranks_ddp.json')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d; });
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; if (out.includes('\n')) resolve(out.split('\n')[0].trim()); });
+    child.on('exit', (code) => reject(new Error(`view exited ${code}: ${stderr}`)));
+    setTimeout(() => reject(new Error('no URL printed in 10 s')), 10000);
+  });
+  const origin = new URL(url).origin;
+  const status = (p) => fetch(origin + p).then((x) => x.status).catch(() => 0);
+  ok((await status('/files/0/ddp_rank1.pickle')) === 200 && (await status('/files/0/ranks_ddp.json')) === 200,
+     'serves the ranks file and a snapshot it names');
+  ok((await status('/files/0/oom.pickle')) === 404 && (await status('/files/0/rank3_missing.pickle')) === 404,
+     'not a file it does not name, nor a named file that is not there');
+  const { context, page, errors } = await pageFor(browser);
+  await page.goto(url);
+  ok((await waitState(page, ['ready', 'error'], 60000)) === 'ready', 'the printed URL opens the Ranks view');
+  await page.click('[data-rank-row="0"]');
+  await page.waitForSelector('[data-peak-bytes]', { timeout: 30000 }).catch(() => null);
+  const want = JSON.parse(fs.readFileSync(path.join(fixtures, 'expected', 'ddp_rank1.memoryviz.json'), 'utf8')).devices['1'].peak_active_bytes;
+  ok(Number(await page.getAttribute('[data-peak-bytes]', 'data-peak-bytes').catch(() => 0)) === want, 'its outlier row opens rank 1 with PyTorch\'s peak');
+  ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
+  await context.close();
+  const exit = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  child.kill('SIGINT');
+  await exit;
+}
+
 async function plotTest(browser) {
   console.log('allocscope plot');
   const out = path.join(artifacts, 'report-oom.html');
@@ -83,6 +116,7 @@ async function plotTest(browser) {
   const browser = await launch();
   try {
     await viewTest(browser);
+    await viewRanksTest(browser);
     await plotTest(browser);
   } catch (e) {
     ++failed;

@@ -212,23 +212,49 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
 
   await diffInteractions(page, open, { artifacts, ok, eq, golden });
 
-  // Ranks: each file's busiest device (rank 1 traced cuda:1), the outlier marked wherever it is, none among equals.
+  // Ranks: each file's busiest device (rank 1 traced cuda:1), the outlier listed first and marked, none among equals.
   eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle', 'ddp_rank0.pickle'], 'ranks'), 'ready', 'ranks reaches ready');
   eq(Number(await attr('[data-outliers]', 'data-outliers')), 1, 'one outlier rank');
-  const rankRows = () => page.$$eval('[data-rank-row]', (rs) => rs.map((r) => [r.children[1].textContent, r.classList.contains('outlier')]));
-  eq(await rankRows(), [['cuda:0', false], ['cuda:1', true], ['cuda:0', false]], 'rank 1 is on cuda:1 and is the one marked outlier');
+  const rankRows = () => page.$$eval('[data-rank-row]', (rs) => rs.map((r) => [r.children[2].textContent, r.classList.contains('outlier')]));
+  eq(await rankRows(), [['cuda:1', true], ['cuda:0', false], ['cuda:0', false]], 'rank 1 is on cuda:1, marked outlier and listed first');
+  ok(/gen_ddp\.py:13/.test(await page.textContent('[data-outlier-rank="1"]')), 'the outlier note names the site rank 1 holds more at (its extra buffer, gen_ddp.py:13)');
   await page.screenshot({ path: path.join(artifacts, 'ranks-ddp.png') });
   // Its row opens rank 1's timeline on cuda:1, whose peak is PyTorch's for that device.
-  await page.click('[data-rank-row="1"]');
-  await page.waitForSelector('[data-peak-bytes]', { timeout: 30000 }).catch(() => null);
-  eq(Number(await attr('[data-peak-bytes]', 'data-peak-bytes')), golden('ddp_rank1', 'memoryviz.json').devices['1'].peak_active_bytes,
-     'clicking the outlier opens its timeline on cuda:1 with PyTorch\'s peak');
+  const rank1Timeline = async (what) => {
+    await page.waitForSelector('[data-peak-bytes]', { timeout: 30000 }).catch(() => null);
+    eq(Number(await attr('[data-peak-bytes]', 'data-peak-bytes')), golden('ddp_rank1', 'memoryviz.json').devices['1'].peak_active_bytes, what);
+  };
+  await page.click('[data-rank-row="0"]');
+  await rank1Timeline('clicking the outlier opens its timeline on cuda:1 with PyTorch\'s peak');
   eq(await open(['ddp_rank0.pickle', 'ddp_rank0.pickle', 'ddp_rank1.pickle', 'ddp_rank0.pickle'], 'ranks'), 'ready', 'four ranks reach ready');
-  eq((await rankRows()).map((r) => r[1]), [false, false, true, false], 'the outlier is marked in third place too');
+  eq((await rankRows()).map((r) => r[1]), [true, false, false, false], 'the third file, the outlier, comes first');
   eq(await open(['ddp_rank1.pickle', 'ddp_rank1.pickle', 'ddp_rank1.pickle'], 'ranks'), 'ready', 'three equal ranks reach ready');
   eq(Number(await attr('[data-outliers]', 'data-outliers')), 0, 'equal ranks: no outlier');
   eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle'], 'ranks'), 'ready', 'two ranks reach ready');
   ok(/three or more/.test(await page.textContent('[data-outliers]')), 'two ranks: says an outlier needs three or more');
+
+  // A ranks file saved by `allocscope ranks --json` (tests/fixtures/ranks_ddp.json) opens the Ranks view with no
+  // snapshot loaded; its outlier row opens that rank's snapshot from the same site; an unreadable row says why.
+  eq(await open(['ranks_ddp.json'], 'ranks'), 'ready', 'a saved ranks file reaches ready');
+  eq(Number(await attr('[data-outliers]', 'data-outliers')), 1, 'saved ranks file: one outlier');
+  eq(await rankRows(), [['cuda:1', true], ['cuda:0', false], ['cuda:0', false], ['', false]], 'saved ranks file: rows in its order, the outlier first');
+  ok(/unreadable: cannot open 'rank3_missing\.pickle'/.test(await page.textContent('[data-rank-row="3"]')), 'the unreadable row, last, says why');
+  eq(await page.$$eval('[data-view]', (ts) => ts.map((t) => t.dataset.view)), ['ranks'], 'a ranks file offers the Ranks view only');
+  await page.click('[data-rank-row="0"]');
+  await rank1Timeline('a saved ranks file\'s outlier row opens ddp_rank1.pickle from the site, on cuda:1 with PyTorch\'s peak');
+  // Picked from the disk (no site to fetch from): the row asks for the rank's file with the file dialog.
+  const fixturesDir = path.join(__dirname, '..', 'fixtures');
+  await page.goto('about:blank');
+  await page.goto(`${origin}/app/`);
+  await page.setInputFiles('#file-input', path.join(fixturesDir, 'ranks_ddp.json'));
+  eq(await waitState(page, ['ready', 'error'], 30000), 'ready', 'a ranks file picked from the disk reaches ready');
+  const [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 10000 }), page.click('[data-rank-row="0"]')]);
+  ok(/Choose ddp_rank1\.pickle in the file dialog/.test(await page.textContent('[data-rank-status]')), 'the row says which file to choose');
+  await chooser.setFiles(path.join(fixturesDir, 'ddp_rank1.pickle'));
+  await rank1Timeline('the chosen file opens on cuda:1 with PyTorch\'s peak');
+  // Not a ranks file: said, not thrown.
+  eq(await open(['expected/ddp_rank0.facts.json'], 'ranks').catch(() => 'error'), 'error', 'another JSON file is an error page');
+  ok(/neither a snapshot nor/.test(await page.textContent('#error-message')), 'the error says the JSON is not a ranks file');
 
   eq(watch.foreign, [], 'no request left the origin');
   eq(watch.errors, [], 'no console errors');

@@ -59,8 +59,9 @@ struct RanksOptions {
 struct RankVerdict {
   bool outlier = false;
   std::array<bool, kRankMeasures> outlier_on{};
-  std::array<double, kRankMeasures> z{};  // modified z-score per measure (0 when MAD is 0 and the value equals the median;
-                                          // 1e9 when MAD is 0 and it does not)
+  // Modified z-score per measure; infinite when MAD is 0 (most ranks equal) and the value differs from the median
+  // (JSON: null).
+  std::array<double, kRankMeasures> z{};
   double score = 0;                        // the largest z over the measures it is an outlier on
   // What it holds at its peak above the median of the other ranks' bytes at the same site, largest first.
   std::vector<RankSite> holds_more;

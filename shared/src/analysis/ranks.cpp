@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -170,7 +171,7 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
     r.mad[k] = mad;
     for (size_t i : good) {
       const double d = std::fabs(static_cast<double>(rows[i].bytes[k]) - m);
-      const double z = mad > 0 ? 0.6745 * d / mad : (d > 0 ? 1e9 : 0);
+      const double z = mad > 0 ? 0.6745 * d / mad : (d > 0 ? std::numeric_limits<double>::infinity() : 0);
       v[i].z[k] = z;
       if (r.enough && z > o.z && d > o.min_share * std::max(1.0, m)) {
         v[i].outlier_on[k] = true;
@@ -206,7 +207,9 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
         v[i].holds_less.push_back({s.site, static_cast<uint64_t>(t - static_cast<double>(s.bytes))});
     }
     // A typical site this rank does not list: it holds none there only when the site would have made its list.
-    for (const auto& [site, t] : typical_bytes) {
+    for (const auto& typical_site : typical_bytes) {
+      const std::string& site = typical_site.first;  // not a structured binding: clang 14 cannot capture those
+      const double t = typical_site.second;
       if (t <= 0 || t <= static_cast<double>(smallest_listed == UINT64_MAX ? 0 : smallest_listed)) continue;
       const bool listed = std::any_of(rows[i].sites.begin(), rows[i].sites.end(), [&](const RankSite& s) { return s.site == site; });
       if (!listed) v[i].holds_less.push_back({site, static_cast<uint64_t>(t)});

@@ -126,7 +126,7 @@ std::string to_json(const RanksReport& r) {
     for (RankMeasure m : kAll) {
       const int k = static_cast<int>(m);
       o["outlier_" + std::string(rank_measure_name(m))] = v.outlier_on[k];
-      z[std::string(rank_measure_name(m))] = std::min(v.z[k], 1e9);
+      z[std::string(rank_measure_name(m))] = std::isfinite(v.z[k]) ? Json(v.z[k]) : Json(nullptr);
     }
     o["z"] = std::move(z);
     o["top_site"] = row.sites.empty() ? "" : row.sites.front().site;
