@@ -1,10 +1,25 @@
 // Snapshot loader entry points: gzip detection, the pickle machine driven by the builder, files.
 #include "allocscope/loader.h"
 
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "snapshot/builder.h"
+
+// Native builds map files; WebAssembly never reads files (the browser hands it bytes).
+#if !defined(__EMSCRIPTEN__) && __has_include(<sys/mman.h>)
+#define ALLOCSCOPE_HAVE_MMAP 1
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#else
+#define ALLOCSCOPE_HAVE_MMAP 0
+#endif
 
 namespace allocscope {
 
@@ -77,6 +92,70 @@ Result<Snapshot> SnapshotStream::finish() {
   return std::move(s_->snap);
 }
 
+#if ALLOCSCOPE_HAVE_ZLIB
+namespace {
+// Inflates on a second thread while this one parses: inflating and parsing take about as long each (1M events:
+// 0.23 s and 0.22 s), so a .gz loads in about the time of one of them on two cores. Chunks of 4 MB travel through
+// a queue of at most three (memory stays bounded); an error on either side stops the other.
+Status inflate_beside(std::span<const uint8_t> bytes, uint64_t max_out, SnapshotStream& stream,
+                      const std::function<void(uint64_t, uint64_t)>& progress) {
+  constexpr size_t kChunk = 4u << 20, kQueued = 3;
+  std::mutex mu;
+  std::condition_variable changed;
+  std::deque<std::vector<uint8_t>> full;   // inflated, waiting to be parsed
+  std::vector<std::vector<uint8_t>> spare;  // parsed, ready to be filled again
+  bool done = false, stop = false;
+  Status inflated;
+  std::thread inflater([&] {
+    Status st = gunzip_chunks(
+        bytes, max_out,
+        [&](std::span<const uint8_t> c) -> Status {
+          std::vector<uint8_t> buf;
+          {
+            std::unique_lock<std::mutex> lock(mu);
+            changed.wait(lock, [&] { return stop || full.size() < kQueued; });
+            if (stop) return Error{"stopped"};
+            if (!spare.empty()) buf = std::move(spare.back()), spare.pop_back();
+          }
+          buf.assign(c.begin(), c.end());
+          std::lock_guard<std::mutex> lock(mu);
+          full.push_back(std::move(buf));
+          changed.notify_all();
+          return {};
+        },
+        kChunk, progress);
+    std::lock_guard<std::mutex> lock(mu);
+    inflated = std::move(st);
+    done = true;
+    changed.notify_all();
+  });
+  Status parsed;
+  for (;;) {
+    std::vector<uint8_t> buf;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      changed.wait(lock, [&] { return done || !full.empty(); });
+      if (full.empty()) break;  // done and drained
+      buf = std::move(full.front());
+      full.pop_front();
+      changed.notify_all();
+    }
+    parsed = stream.feed(buf);
+    std::lock_guard<std::mutex> lock(mu);
+    spare.push_back(std::move(buf));
+    if (!parsed.ok()) {
+      stop = true;
+      changed.notify_all();
+      break;
+    }
+  }
+  inflater.join();
+  if (!parsed.ok()) return parsed;
+  return inflated;
+}
+}  // namespace
+#endif
+
 Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions& options) {
   if (is_gzip(bytes)) {
     // Inflate and parse together: the inflated pickle is never held whole (a 162 MB pickle needs 4 MB of buffer).
@@ -84,8 +163,12 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
     SnapshotStream stream(options, std::min<uint64_t>(hint, options.max_inflated_bytes));
     std::function<void(uint64_t, uint64_t)> p;
     if (options.progress) p = [&](uint64_t d, uint64_t t) { options.progress("inflate", d, t); };
+#if ALLOCSCOPE_HAVE_ZLIB
+    ALLOCSCOPE_RETURN_IF_ERROR(inflate_beside(bytes, options.max_inflated_bytes, stream, p));
+#else
     ALLOCSCOPE_RETURN_IF_ERROR(gunzip_chunks(
         bytes, options.max_inflated_bytes, [&](std::span<const uint8_t> c) { return stream.feed(c); }, 4u << 20, p));
+#endif
     return stream.finish();
   }
   if (bytes.empty()) return Error{"the file is empty; expected a pickled memory snapshot", 0};
@@ -114,7 +197,51 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
   return data;
 }
 
+namespace {
+
+#if ALLOCSCOPE_HAVE_MMAP
+// A file mapped read-only, or nothing (a pipe, /proc, an empty file: read_file takes those). Reading a 160 MB snapshot
+// into a vector zeroed the pages, then copied the file into them: a third of `summary`'s time was page faults, memset
+// and copies; a mapping is read by the parser straight from the page cache.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (p != MAP_FAILED) {
+        data_ = static_cast<const uint8_t*>(p);
+        size_ = static_cast<size_t>(st.st_size);
+        ::madvise(p, size_, MADV_SEQUENTIAL);
+      }
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  bool ok() const { return data_ != nullptr; }
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+#endif
+
+}  // namespace
+
 Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& options) {
+#if ALLOCSCOPE_HAVE_MMAP
+  {
+    const MappedFile mapped(path);
+    if (mapped.ok()) return load_snapshot(mapped.bytes(), options);
+  }
+#endif
   auto data = read_file(path);
   if (!data.ok()) return data.error();
   return load_snapshot(data.value(), options);
