@@ -200,7 +200,7 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
 namespace {
 
 #if ALLOCSCOPE_HAVE_MMAP
-constexpr size_t kWindow = 256u << 20;
+constexpr size_t kWindow = 64u << 20;
 
 // A file mapped read-only, or nothing (a pipe, /proc, an empty file: read_file takes those). Reading a 160 MB snapshot
 // into a vector zeroed the pages, then copied the file into them: a third of `summary`'s time was page faults, memset
