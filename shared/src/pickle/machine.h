@@ -63,7 +63,7 @@ struct Reader::Impl {
   std::vector<uint32_t> to_recycle;
   detail::ValueVec stack;
   std::vector<size_t> marks;
-  detail::ValueVec memo;
+  detail::MemoTable memo;
   detail::RunCache runs;
   detail::ShortString short_strings[64];
   std::string scratch;
@@ -529,8 +529,8 @@ class Machine {
         return true;
       }
     }
-    const Value* memo = im_.memo.data();
-    const uint64_t memo_size = im_.memo.size();
+    const MemoTable& memo = im_.memo;
+    const uint64_t memo_size = memo.size();
     // First pass: validate and count, writing nothing.
     size_t count = 0;
     const uint8_t* const end = end_;

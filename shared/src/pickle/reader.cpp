@@ -37,7 +37,7 @@ const Value* Reader::find(const Value& dict, StringId key) const {
   return nullptr;
 }
 
-void Reader::begin(Consumer* consumer, uint64_t size_hint) {
+void Reader::begin(Consumer* consumer, uint64_t /*size_hint: the memo grows by blocks, nothing to size*/) {
   Impl& im = *impl_;
   im.consumer = consumer;
   im.carry.clear();
@@ -50,8 +50,6 @@ void Reader::begin(Consumer* consumer, uint64_t size_hint) {
   im.runs.reset();
   for (auto& ss : im.short_strings) ss = {};
   im.stack.reserve(4096);
-  // Memo slots: about one per 60 bytes in real snapshots; reserving avoids regrowing a large array.
-  im.memo.reserve(std::min<uint64_t>(size_hint / 48 + 64, limits_.max_memo));
   pos_ = 0;
 }
 

@@ -9,10 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <span>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "allocscope/pickle.h"
 
@@ -108,6 +110,38 @@ class ValueVec {
   Value* data_ = nullptr;
   size_t size_ = 0;
   size_t cap_ = 0;
+};
+
+// The memo: values by slot, in fixed blocks of 16K slots (256 KB). A pickle stores a slot for nearly every object
+// (a 10M-event snapshot: 20M slots), and a doubling array sized for that copied itself on growth and needed up to
+// twice the memory at once; in the browser, whose wasm heap never shrinks, the memo alone kept 600 MB. Blocks never
+// move: growth allocates one block, and a slot costs its 16 bytes.
+class MemoTable {
+ public:
+  static constexpr unsigned kShift = 14;
+  static constexpr size_t kBlock = size_t{1} << kShift;
+
+  size_t size() const { return size_; }
+  Value& operator[](size_t i) { return blocks_[i >> kShift][i & (kBlock - 1)]; }
+  const Value& operator[](size_t i) const { return blocks_[i >> kShift][i & (kBlock - 1)]; }
+  [[gnu::always_inline]] void push_back(const Value& v) {
+    if (__builtin_expect(size_ == blocks_.size() << kShift, 0)) add_block();
+    (*this)[size_++] = v;
+  }
+  void grow_to(size_t n, const Value& v) {
+    while (size_ < n) push_back(v);
+  }
+  void clear() { size_ = 0; }  // keeps the blocks for the next load
+  void release() {
+    blocks_.clear();
+    size_ = 0;
+  }
+
+ private:
+  [[gnu::noinline]] void add_block() { blocks_.emplace_back(new Value[kBlock]); }
+
+  std::vector<std::unique_ptr<Value[]>> blocks_;
+  size_t size_ = 0;
 };
 
 }  // namespace allocscope::pickle::detail
