@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "allocscope/loader.h"
+#include "allocscope/ranks.h"
 #include "allocscope_capture.h"
 #include "allocscope_capture.hpp"
 #include "options.h"
@@ -268,6 +269,49 @@ TEST(CaptureFork, ChildNeverTouchesTheParentsRecordingOrOutput) {
   EXPECT_EQ(s->segments.size(), size_t(kThreads) * kPerThread + 1);
   EXPECT_EQ(leftover_temporaries(out), 0);
   std::remove(out.c_str());
+}
+
+// Under a launcher every rank shares one environment: %r names the rank (torchrun's RANK, mpirun's
+// OMPI_COMM_WORLD_RANK, PMI, Slurm's SLURM_PROCID, LOCAL_RANK: first set wins), and the default name carries it.
+TEST(CaptureOptions, RankInTheOutputName) {
+  const char* vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK"};
+  for (const char* v : vars) unsetenv(v);
+  unsetenv("ALLOCSCOPE_OUTPUT");
+  EXPECT_EQ(job_rank(), "");
+  EXPECT_EQ(options_from_env()->output_path, "allocscope-%p.pickle");
+  EXPECT_EQ(expand_output_path("snap_%r.pickle"), "snap_0.pickle");  // no launcher: rank 0
+  setenv("SLURM_PROCID", "12", 1);
+  setenv("LOCAL_RANK", "3", 1);
+  EXPECT_EQ(job_rank(), "12");  // the global rank wins over the node-local one
+  setenv("RANK", "7", 1);
+  EXPECT_EQ(job_rank(), "7");
+  EXPECT_EQ(options_from_env()->output_path, "allocscope-rank%r-%p.pickle");
+  const std::string pid = std::to_string(getpid());
+  EXPECT_EQ(expand_output_path("allocscope-rank%r-%p.pickle"), "allocscope-rank7-" + pid + ".pickle");
+  EXPECT_EQ(expand_output_path("100%%-%r.pickle"), "100%-7.pickle");
+  EXPECT_EQ(rank_from_name(expand_output_path("out/allocscope-rank%r-%p.pickle.gz")), 7);  // what `ranks` reads back
+  setenv("RANK", "x; rm -rf", 1);  // not a number: ignored, the next variable answers
+  EXPECT_EQ(job_rank(), "12");
+  for (const char* v : vars) unsetenv(v);
+}
+
+// A process that never allocated device memory (a launcher) writes nothing at exit, and says so.
+TEST(CaptureExit, NoAllocationWritesNothing) {
+  const std::string out = tmp_path("no_allocation.pickle");
+  const std::string err = tmp_path("no_allocation.stderr");
+  std::remove(out.c_str());
+  const int status = run_job([&] {
+    std::FILE* f = std::freopen(err.c_str(), "w", stderr);
+    if (!f) std::_Exit(91);
+    start_or_die(out, 1);
+    std::exit(0);
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  struct stat st;
+  EXPECT_NE(stat(out.c_str(), &st), 0) << "a file was written for a process without allocations";
+  EXPECT_NE(read_text(err).find("made no CUDA allocation; nothing written"), std::string::npos) << read_text(err);
+  std::remove(err.c_str());
 }
 
 // An output path that cannot be written: one line on stderr naming it and why (however many automatic dumps fail

@@ -75,15 +75,35 @@ Result<Options> options_from_env(Options base) {
     if (sig < 0) return Error{std::string("ALLOCSCOPE_DUMP_SIGNAL: expected a signal such as USR1, found '") + s + "'"};
     o.dump_signal = sig;
   }
-  if (o.output_path.empty()) o.output_path = "allocscope-%p.pickle";
+  // Under a launcher every rank runs this library with one environment: the default name must differ per rank.
+  if (o.output_path.empty()) o.output_path = job_rank().empty() ? "allocscope-%p.pickle" : "allocscope-rank%r-%p.pickle";
   return o;
+}
+
+std::string job_rank() {
+  // torchrun/torch.distributed, Open MPI, MPICH/Intel MPI (PMI, PMIx), Slurm's srun, then the node-local rank.
+  for (const char* var : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK"}) {
+    const char* v = std::getenv(var);
+    if (!v || !*v) continue;
+    const std::string s = v;
+    if (s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos) return s;
+  }
+  return "";
 }
 
 std::string expand_output_path(const std::string& path) {
   std::string out;
   for (size_t i = 0; i < path.size(); ++i) {
-    if (path[i] == '%' && i + 1 < path.size() && path[i + 1] == 'p') {
+    const char next = i + 1 < path.size() ? path[i + 1] : '\0';
+    if (path[i] == '%' && next == 'p') {
       out += std::to_string(getpid());
+      ++i;
+    } else if (path[i] == '%' && next == 'r') {
+      const std::string rank = job_rank();
+      out += rank.empty() ? "0" : rank;  // a job without a launcher is rank 0, as torch.distributed counts
+      ++i;
+    } else if (path[i] == '%' && next == '%') {
+      out += '%';
       ++i;
     } else {
       out += path[i];

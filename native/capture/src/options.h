@@ -11,7 +11,7 @@ namespace allocscope::capture {
 enum class StackMode : uint8_t { kNone, kNative };
 
 struct Options {
-  std::string output_path;         // "%p" is replaced by the process id when dumping
+  std::string output_path;         // "%p" becomes the process id and "%r" the rank when dumping
   uint64_t max_entries = 100000;   // trace ring buffer
   StackMode stacks = StackMode::kNative;
   int max_frames = 32;             // kept per event, after dropping our own and the driver's frames
@@ -30,7 +30,11 @@ Result<Options> options_from_env(Options base = {});
 // "USR1", "SIGUSR1", "10" -> signal number; "", "none", "0" -> 0; -1 when unknown.
 int parse_signal(const std::string& text);
 
-// Replaces "%p" with the process id.
+// The process's rank in a distributed job, from the launcher's environment (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,
+// PMIX_RANK, SLURM_PROCID, LOCAL_RANK, first set wins); "" when none is set.
+std::string job_rank();
+
+// Replaces "%p" with the process id, "%r" with the rank (0 outside a distributed job) and "%%" with "%".
 std::string expand_output_path(const std::string& path);
 
 }  // namespace allocscope::capture

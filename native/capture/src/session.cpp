@@ -37,6 +37,13 @@ void dump_at_exit() {
   if (getpid() != s.owner_pid()) return;
   Recorder* r = s.last_recorder();
   if (!r || !r->options().dump_at_exit) return;
+  // A process that never allocated device memory (torchrun's launcher, a CPU-only helper) writes no file: under a
+  // launcher it would be an empty snapshot beside every rank's.
+  if (r->recorded() == 0) {
+    std::fprintf(stderr, "allocscope capture: at exit: process %d made no CUDA allocation; nothing written\n",
+                 static_cast<int>(getpid()));
+    return;
+  }
   std::string summary;
   s.report("at exit", s.dump("", &summary), summary);
 }
