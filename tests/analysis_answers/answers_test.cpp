@@ -185,7 +185,9 @@ TEST(Peak, TreeIsConsistent) {
       children += t.total_bytes[c];
     }
     EXPECT_EQ(children + t.self_bytes[i], t.total_bytes[i]) << i;
-    if (i) EXPECT_TRUE(l->ff.visible(t.frame[i]));
+    if (i) {
+      EXPECT_TRUE(l->ff.visible(t.frame[i]));
+    }
   }
   // Sites add up to everything alive (the list is cut at `top`, so compare with a large top).
   PeakOptions o;
@@ -434,7 +436,9 @@ TEST(Categories, RegexPrecheckRefusesEverythingStdRegexRejects) {
       throws = true;
     }
     const bool refused = !regex_problem(p).empty();
-    if (throws) EXPECT_TRUE(refused) << "std::regex rejects '" << p << "' but the precheck accepts it";
+    if (throws) {
+      EXPECT_TRUE(refused) << "std::regex rejects '" << p << "' but the precheck accepts it";
+    }
     if (!refused) ++accepted;
   }
   EXPECT_GT(accepted, 1000);  // the precheck is not simply refusing everything
@@ -446,7 +450,9 @@ TEST(Categories, RegexPrecheckRefusesEverythingStdRegexRejects) {
     } catch (const std::exception&) {
       throws = true;
     }
-    if (throws) EXPECT_NE(regex_problem(big), "") << big;
+    if (throws) {
+      EXPECT_NE(regex_problem(big), "") << big;
+    }
   }
   EXPECT_NE(regex_problem("(a{1000}){1000}"), "");
   for (const char* good : {"gen_snapshots\\.py:49:", "optim/(adam|sgd)\\.py", "^/work/.*:1[0-9]+:fwd$", "[a-z_]+\\d{2,3}"})

@@ -59,8 +59,9 @@ TEST_P(OomCauses, CauseAndOutsideBytesEqualTheLabelWhenTheGpuIsKnown) {
   EXPECT_FALSE(r.gpu.inferred);
   const double measured = l["outside_measured"].get<double>();
   EXPECT_NEAR(static_cast<double>(r.held_outside), measured, 64.0 * (1 << 20)) << name;
-  if (l.contains("outside_bytes"))  // what CuPy was asked to hold is inside what we call held outside
+  if (l.contains("outside_bytes")) {  // what CuPy was asked to hold is inside what we call held outside
     EXPECT_GE(r.held_outside, l["outside_bytes"].get<uint64_t>()) << name;
+  }
   EXPECT_EQ(r.expandable_segments, l["alloc_conf"].get<std::string>().find("expandable_segments:True") == 0) << name;
   EXPECT_FALSE(r.advice.empty());
 }

@@ -212,6 +212,17 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
 
   await diffInteractions(page, open, { artifacts, ok, eq, golden });
 
+  // Overview of a whole-process capture: reserved bytes by owner, the library's share equal to what the library
+  // itself reported on the GPU machine (tests/fixtures/capture_owners: PyTorch, CuPy, XLA).
+  for (const [job, owner, counter] of [['torch', 'pytorch', (l) => l.memory_reserved], ['cupy', 'cupy', (l) => l.pool_total_bytes],
+                                        ['jax', 'xla', (l) => l.memory_stats.pool_bytes]]) {
+    const label = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'capture_owners', `${job}.label.json`), 'utf8'));
+    eq(await open([`capture_owners/${job}.pickle.gz`], 'overview'), 'ready', `${job} capture: overview reaches ready`);
+    await page.waitForSelector('[data-owners]', { timeout: 30000 }).catch(() => null);
+    eq(Number(await attr(`[data-owner="${owner}"]`, 'data-value')), counter(label), `${job} capture: the ${owner} row equals the library's own count`);
+    ok(!/Leak suspected/.test(await page.textContent('main')), `${job} capture: no leak verdict for a pool's warm-up`);
+  }
+
   // Ranks: each file's busiest device (rank 1 traced cuda:1), the outlier listed first and marked, none among equals.
   eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle', 'ddp_rank0.pickle'], 'ranks'), 'ready', 'ranks reaches ready');
   eq(Number(await attr('[data-outliers]', 'data-outliers')), 1, 'one outlier rank');

@@ -61,6 +61,13 @@ export default {
           glance.append(el('h3', { text: `cuda:${d.device}` }), el('p', { text: notes.join(' · ') }));
           if (d.leak_suspected) glance.append(el('div', { class: 'verdict bad', text: `Leak suspected at ${d.leak_site} — see Leaks.` }));
           if (d.ooms) glance.append(el('div', { class: 'verdict bad', text: `${count(d.ooms)} out-of-memory event(s) — see OOM.` }));
+          if (d.owners_at_peak && d.owners_at_peak.length) {
+            // A capture of the whole process: who holds the device memory (the core's owner rule, owners.h).
+            const t = el('table', { class: 'table', 'data-owners': d.device });
+            for (const o of d.owners_at_peak) t.append(el('tr', { 'data-owner': o.owner, 'data-value': o.bytes },
+              el('td', { class: 'num', text: bytes(o.bytes) }), el('td', { text: o.label })));
+            glance.append(el('div', { class: 'fine', text: 'Reserved at the peak by owner (the allocator or library whose code reserved it)' }), t);
+          }
           if (d.top_sites.length) {
             const t = el('table', { class: 'table' });
             for (const s of d.top_sites) t.append(el('tr', null, el('td', { class: 'num', text: bytes(s.bytes) }),

@@ -8,6 +8,7 @@
 
 #include "allocscope/frame_filter.h"
 #include "allocscope/lifetimes.h"
+#include "allocscope/owners.h"
 #include "allocscope/snapshot.h"
 
 namespace allocscope {
@@ -31,6 +32,9 @@ struct DeviceSummary {
   uint32_t ooms = 0;
   bool leak_suspected = false;
   std::string leak_site;     // the largest growing site when a leak is suspected
+  // Snapshots from our capture only: the bytes alive at the peak by owner (PyTorch's pool, NCCL, ...), largest
+  // first (there every allocation is a reservation, so allocated and reserved are the same bytes).
+  std::vector<std::pair<Owner, uint64_t>> owners_at_peak;
   // Top sites (deepest user frames) alive at the allocated peak.
   std::vector<FrameId> top_site;
   std::vector<uint64_t> top_site_bytes;

@@ -63,6 +63,9 @@ std::string to_json(const Snapshot& s, const Summary& sum) {
     Json sites = Json::array();
     for (size_t k = 0; k < d.top_site.size(); ++k)
       sites.push_back({{"site", json_detail::frame(s, d.top_site[k])}, {"bytes", d.top_site_bytes[k]}});
+    Json owners = Json::array();
+    for (const auto& [owner, bytes] : d.owners_at_peak)
+      owners.push_back({{"owner", owner_name(owner)}, {"label", owner_label(owner)}, {"bytes", bytes}});
     devices.push_back({{"device", d.device},
                        {"events", d.events},
                        {"first_us", d.first_us},
@@ -77,7 +80,8 @@ std::string to_json(const Snapshot& s, const Summary& sum) {
                        {"ooms", d.ooms},
                        {"leak_suspected", d.leak_suspected},
                        {"leak_site", d.leak_site},
-                       {"top_sites", std::move(sites)}});
+                       {"top_sites", std::move(sites)},
+                       {"owners_at_peak", std::move(owners)}});
   }
   return json_detail::dump(Json{{"segments", sum.segments}, {"blocks", sum.blocks}, {"events", sum.events},
                                 {"source_bytes", sum.source_bytes}, {"devices", std::move(devices)},

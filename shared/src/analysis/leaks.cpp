@@ -3,8 +3,10 @@
 #include "allocscope/leaks.h"
 
 #include <algorithm>
+#include <memory>
 #include <unordered_map>
 
+#include "allocscope/owners.h"
 #include "allocscope/timeline.h"
 
 namespace allocscope {
@@ -67,6 +69,8 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   r.survivor_bytes.assign(regions, 0);
   if (m == 0) return r;
 
+  std::unique_ptr<OwnerMap> owners;  // captures only: each allocation there is a reservation its stack owns
+  if (is_capture(s)) owners = std::make_unique<OwnerMap>(s);
   std::unordered_map<FrameId, Acc> sites;        // every allocation, by site
   std::unordered_map<FrameId, Acc> held_grads;  // gradients alive at 2+ boundaries, by site
   for (uint32_t i = 0; i < lt.count(); ++i) {
@@ -79,6 +83,9 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
     uint32_t first, last;
     boundary_range(it, birth, death, &first, &last);
     if (first >= last) continue;  // alive at no boundary: cannot accumulate across iterations
+    // In a capture, memory a library reserves and keeps (a caching allocator's pool growing at warm-up, NCCL's
+    // buffers) is how that library works: reserved, not leaked. Only the program's own allocations can leak there.
+    if (owners && is_library_owner(owners->owner(lt.stack[i]))) continue;
     const FrameId site = ff.site(lt.stack[i]);
     auto add = [&](Acc& a) {
       if (a.dcount.empty()) {

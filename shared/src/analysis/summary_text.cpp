@@ -19,6 +19,11 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
     o += "  peak reserved    " + rpad(size(d.peak_reserved), 10) + "  at step " + std::to_string(d.peak_reserved_step) + "\n";
     o += "  at the end       " + rpad(size(d.final_reserved), 10) + "  reserved, " + size(d.final_allocated) +
          " allocated, largest free block " + size(d.final_largest_free) + " (fragmentation " + percent(d.fragmentation) + ")\n";
+    if (!d.owners_at_peak.empty()) {
+      o += "  reserved at the peak by owner:\n";
+      for (const auto& [owner, bytes] : d.owners_at_peak)
+        o += "    " + rpad(size(bytes), 10) + "  " + std::string(owner_label(owner)) + "\n";
+    }
     if (!d.top_site.empty()) {
       o += "  top sites at the peak:\n";
       for (size_t k = 0; k < d.top_site.size(); ++k)
