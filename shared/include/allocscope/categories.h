@@ -45,6 +45,7 @@ enum class CategoryReason : uint8_t {
   kBeforeForward,   // made before its iteration's forward pass and alive into it: the input batch
   kLifetime,        // only the lifetime spoke (freed within its iteration)
   kNoEvidence,
+  kReservation,     // a capture's allocation: an allocator's or library's reservation, not one tensor (owners.h)
 };
 std::string_view category_reason_name(CategoryReason r);
 

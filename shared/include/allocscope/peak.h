@@ -11,6 +11,7 @@
 #include "allocscope/categories.h"
 #include "allocscope/frame_filter.h"
 #include "allocscope/lifetimes.h"
+#include "allocscope/owners.h"
 #include "allocscope/segment_timeline.h"
 
 namespace allocscope {
@@ -58,6 +59,8 @@ struct Peak {
   std::array<uint64_t, kCategoryCount> category_bytes{};
   std::array<uint32_t, kCategoryCount> category_count{};
   FlameTree tree;
+  // Snapshots from our capture: the bytes alive at the allocated peak by owner (owners.h), largest first.
+  std::vector<std::pair<Owner, uint64_t>> owners;
 };
 
 // `segments` may be null (then reserved figures are 0); `categories` may be null.

@@ -6,6 +6,8 @@
 #include <regex>
 #include <unordered_set>
 
+#include "allocscope/owners.h"
+
 namespace allocscope {
 
 std::string_view category_name(Category c) {
@@ -53,6 +55,7 @@ std::string_view category_reason_name(CategoryReason r) {
     case CategoryReason::kBeforeTrace: return "alive before recording, never freed";
     case CategoryReason::kBeforeForward: return "made before the forward pass";
     case CategoryReason::kLifetime: return "lifetime";
+    case CategoryReason::kReservation: return "a capture's reservation, not a tensor (see owners)";
     default: return "no evidence";
   }
 }
@@ -310,6 +313,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
     if (bwd && backward_start[r] == UINT32_MAX) backward_start[r] = b;
   }
 
+  const bool captured = is_capture(s);
   Categories out;
   out.category.assign(n, Category::kUnknown);
   out.reason.assign(n, CategoryReason::kNoEvidence);
@@ -332,6 +336,10 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
     if (st < ns && srule[st] >= 0) {
       c = options.rules[srule[st]].category;
       why = CategoryReason::kRule;
+    } else if (captured) {
+      // What a caching allocator reserves holds many tensors over time, none of one kind: the taxonomy is for
+      // tensors (PyTorch's own snapshots); a capture's split is by owner.
+      why = CategoryReason::kReservation;
     } else if ((bits & kWs) ||
                (!cpp_stacks && never_freed && workspace_size(lt.size[i]) && (frameless_engine || (bits & kFwd)))) {
       // With C++ frames the library's function names it; with Python stacks only, a never-freed block of a

@@ -58,6 +58,12 @@ std::string to_json(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p,
   for (uint32_t i : p.largest) largest.push_back(row(s, ff, lt, i));
   j["largest"] = std::move(largest);
   if (p.has_categories) j["categories"] = categories_obj(p.category_bytes, p.category_count);
+  if (!p.owners.empty()) {
+    Json owners = Json::array();
+    for (const auto& [owner, bytes] : p.owners)
+      owners.push_back({{"owner", owner_name(owner)}, {"label", owner_label(owner)}, {"bytes", bytes}});
+    j["owners"] = std::move(owners);
+  }
   if (with_tree) {
     // Frames are listed once; nodes refer to them by index into "frames" (-1 for the root).
     Json frames = Json::array();

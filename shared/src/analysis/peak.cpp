@@ -136,7 +136,7 @@ Peak find_peak(const Snapshot& s, const DeviceLifetimes& lt, const SegmentTimeli
     p.site_count.push_back(v[k].second.second);
   }
 
-  if (categories) {
+  if (categories && !is_capture(s)) {  // a capture is split by owner below, not by tensor kind
     p.has_categories = true;
     for (uint32_t i : alive) {
       const int k = static_cast<int>(categories->category[i]);
@@ -145,6 +145,10 @@ Peak find_peak(const Snapshot& s, const DeviceLifetimes& lt, const SegmentTimeli
     }
   }
   p.tree = flame_tree(s, lt, ff, alive);
+  // In a capture every allocation is a reservation: who reserved it is the question (PyTorch's pool, NCCL, ...).
+  // At the allocated peak, since a capture records each as segment_alloc then alloc, the reserved peak's step comes
+  // one before its last allocation is alive.
+  if (is_capture(s)) p.owners = bytes_by_owner(lt, OwnerMap(s), p.allocated_step);
   return p;
 }
 

@@ -27,6 +27,16 @@ std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p)
            std::to_string(p.category_count[k]) + " allocations\n";
     }
   }
+  if (!p.owners.empty()) {
+    o += "by owner (who reserved it):\n";
+    for (const auto& [owner, bytes] : p.owners) {
+      o += "  ";  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string here
+      o += rpad(size(bytes), 10);
+      o += "  ";
+      o += owner_label(owner);
+      o += "\n";
+    }
+  }
   o += "by site (deepest user frame):\n";
   for (size_t k = 0; k < p.site.size(); ++k)
     o += "  " + rpad(size(p.site_bytes[k]), 10) + "  " + rpad(std::to_string(p.site_count[k]), 6) + "x  " +

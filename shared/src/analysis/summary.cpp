@@ -36,8 +36,6 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
   sum.events = s.events.size_rows();
   sum.source_bytes = s.source_bytes;
   std::vector<std::string> leak_warnings, other;
-  std::unique_ptr<OwnerMap> owners;
-  if (is_capture(s)) owners = std::make_unique<OwnerMap>(s);
   for (const DeviceLifetimes& lt : lifetimes.devices) {
     DeviceSummary d;
     d.device = lt.device;
@@ -64,9 +62,7 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     d.peak_reserved_step = p.reserved_step;
     d.top_site = p.site;
     d.top_site_bytes = p.site_bytes;
-    // At the allocated peak: a capture records each reservation as segment_alloc then alloc, so the reserved peak's
-    // step comes one before its last allocation is alive; there allocated and reserved are the same bytes.
-    if (owners) d.owners_at_peak = bytes_by_owner(lt, *owners, p.allocated_step);
+    d.owners_at_peak = p.owners;
 
     uint64_t free_bytes = 0;
     for (const Segment& seg : s.segments) {
