@@ -10,6 +10,7 @@
 #include "allocscope/owners.h"
 #include "allocscope/summary.h"
 #include "answers_fixtures.h"
+#include "cli_run.h"
 
 namespace allocscope::test {
 namespace {
@@ -102,6 +103,23 @@ TEST(Owners, CapturedJobsEqualTheLibrariesOwnCounts) {
       EXPECT_TRUE(warns_leak(without));
     }
   }
+}
+
+// Three ranks of a torchrun job recorded with `allocscope record -- torchrun --nproc_per_node=3 ranks_job.py` and
+// the default output name (tests/fixtures/capture_owners/torchrun; the launcher wrote nothing): the names carry the
+// rank, and `ranks` finds rank 2, which holds 192 MiB more than the others (and 8 MiB per rank more by design).
+TEST(Owners, TorchrunRanksAreNamedAndCompared) {
+  const std::string dir = std::string(ALLOCSCOPE_FIXTURES) + "/capture_owners/torchrun";
+  const nlohmann::json j = json_of(run({"ranks", dir, "--json"}));
+  ASSERT_EQ(j["files"].get<int>(), 3);
+  std::vector<int64_t> ranks;
+  for (const auto& r : j["rows"]) ranks.push_back(r["rank"].get<int64_t>());
+  EXPECT_EQ(ranks, (std::vector<int64_t>{2, 0, 1}));  // the outlier first, then by rank
+  EXPECT_TRUE(j["rows"][0]["outlier"].get<bool>());
+  EXPECT_FALSE(j["rows"][1]["outlier"].get<bool>());
+  // Rank r holds (64 + 8r) MiB in one tensor and PyTorch rounds each segment up to 2 MiB; rank 2 adds 192 MiB.
+  EXPECT_EQ(j["rows"][0]["peak_allocated"].get<uint64_t>() - j["rows"][2]["peak_allocated"].get<uint64_t>(),
+            (192u << 20) + (8u << 20));
 }
 
 TEST(Owners, PyTorchSnapshotsHaveNoOwners) {
