@@ -1,5 +1,6 @@
 // "facts" and "info": what a file holds, in the shape of PyTorch's own counts (tests/fixtures/expected/*.facts.json)
 // plus what the page needs to set itself up (devices with events, time range, annotations, settings).
+#include <malloc.h>
 #include <algorithm>
 #include <map>
 
@@ -88,6 +89,8 @@ Answer info(const Request&, std::span<Loaded* const> files) {
             {"annotations", annotations},
             {"source_bytes", s.source_bytes},
             {"model_bytes", s.memory_bytes()},
+            // What the heap holds now (all files and caches), to see how much of the heap's size is live.
+            {"heap_in_use", static_cast<uint64_t>(mallinfo().uordblks)},
             {"frames", s.frames.size()},
             {"stacks", s.stacks.size()}};
   return a;

@@ -14,6 +14,7 @@ export const state = {
   search: '',
   step: null,       // Allocator State History position
   filterFrames: true,
+  whatif: null,     // {file, device, batch, seq, gpu}: the What-if view's scenario, drawn over the Active Memory Timeline
 };
 
 const HASH_KEYS = { view: 's', file: 'n', device: 'n', step: 'n', axis: 's', search: 's', window: 'w', filterFrames: 'b' };

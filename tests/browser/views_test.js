@@ -138,6 +138,16 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     eq(await attr('[data-fits]', 'data-fits'), want, `What-if on ${gpu}: fits = ${want}`);
   }
   await page.screenshot({ path: path.join(artifacts, 'whatif.png') });
+  // The scenario (batch x4 on a 24 GB GPU) drawn over the Active Memory Timeline: the same predicted peak, the GPU's
+  // room, and the label saying what is drawn; "Hide what-if" takes it away.
+  await page.click('[data-show-on-timeline]');
+  await page.waitForSelector('.view-timeline canvas[data-whatif-peak]', { timeout: 30000 }).catch(() => null);
+  eq(Number(await attr('.view-timeline canvas', 'data-whatif-peak')), predicted, 'the timeline draws the What-if view\'s predicted peak');
+  ok(Number(await attr('.view-timeline canvas', 'data-gpu-room')) > 20e9, 'the timeline draws the 24 GB GPU\'s room for the allocator');
+  ok(/what-if batch ×4/.test(await page.textContent('.timeline-info')), 'the timeline says it draws the what-if scenario');
+  await page.screenshot({ path: path.join(artifacts, 'whatif-on-timeline.png') });
+  await page.click('text=Hide what-if');
+  ok(!/what-if/.test(await page.textContent('.timeline-info')), 'Hide what-if removes it');
 
   // Two files: diff. The two Active Memory Timelines (rank 0 traced cuda:0, rank 1 cuda:1) one above the other, each
   // painted with PyTorch's peak for its device, zoom/pan linked; the tables' totals equal the facts' difference.

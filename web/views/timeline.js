@@ -44,6 +44,10 @@ export function timelineView(kind) {
       el('button', { type: 'button', title: 'zoom out to everything (Home)', onclick: () => zoom && zoom.reset() }, 'Reset zoom'),
       el('button', { type: 'button', title: 'centre the peak', onclick: () => jumpToPeak() }, 'Go to peak'),
       K.search ? colourBtn : null, peakLabel, info, legend);
+    const whatifBtn = el('button', { type: 'button', class: 'hidden', title: 'stop drawing the What-if prediction',
+                                     onclick: () => { ctx.set({ whatif: null }, { quiet: true }); whatif = null; whatifBtn.classList.add('hidden'); request(); } },
+                         'Hide what-if');
+    toolbar.append(whatifBtn);
     const wrap = el('div', { class: 'canvas-wrap' });
     const canvas = el('canvas', { 'aria-label': 'active memory timeline' });
     wrap.append(canvas);
@@ -65,6 +69,7 @@ export function timelineView(kind) {
     let destroyed = false;
     let painted = false;
     let byCategory = false;
+    let whatif = null;      // the What-if scenario's predicted totals and GPU room, drawn over the plot
 
     const plotW = () => Math.max(10, wrap.clientWidth - M.left - M.right);
     const stripH = () => (strip ? strip.lanes * LANE : 0);
@@ -94,7 +99,10 @@ export function timelineView(kind) {
     function req(extra) {
       return Object.assign({ method: K.draw, id: f.id, device, axis: st.axis === 'time' ? 'time' : 'step',
                              x0: zoom.x0, x1: zoom.x1, width: Math.round(plotW()), height: Math.round(plotH()),
-                             marks: K.search && !!mask, categories: K.search && byCategory }, extra);
+                             marks: K.search && !!mask, categories: K.search && byCategory,
+                             // With a what-if scenario the scale holds its predicted peak (and the GPU's room when it
+                             // is near), so the prediction and the line it must stay under are both on screen.
+                             bytes_per_px: whatif ? Math.max(1, (whatif.top * 1.06) / Math.round(plotH())) : undefined }, extra);
     }
 
     const request = latest(async () => {
@@ -139,6 +147,7 @@ export function timelineView(kind) {
       const hoverRow = hover && hover.answer.allocation ? hover.answer.allocation.row : -1;
       const pinRow = pinned ? pinned.row : -1;
       drawBands(g, th, frame.blobs, L, B, { mask });
+      const whatifInfo = whatif ? drawWhatif(g, th, L, T, W, B, bpp, frame.body.y_min) : '';
       // the pinned allocation's whole life, even where it is thinner than a pixel
       if (outline && pinned && outline.row === pinned.row)
         drawLife(g, th.bad, outline, st.axis === 'time' ? outline.times : outline.steps, (v) => L + zoom.toX(v, W),
@@ -162,9 +171,72 @@ export function timelineView(kind) {
       // puts it, rather than jumping back until the newer draw arrives.
       if (frame.r.x0 !== zoom.x0 || frame.r.x1 !== zoom.x1) preview();
       info.textContent = `${count(frame.body.rects)} rectangles for ${count(frame.body.rows)} ${K.what} · ` +
-        `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)}${searchInfo ? ' · ' + searchInfo : ''}`;
+        `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)}${searchInfo ? ' · ' + searchInfo : ''}${whatifInfo ? ' · ' + whatifInfo : ''}`;
       maybePainted();
       drawMiniWindow();
+    }
+
+    // The What-if view's scenario on this timeline: its predicted total per bucket of steps (faint, stepped) and the
+    // GPU's room for the allocator (dashed), on the plot's own byte scale. Both come from the core's what-if answer.
+    async function loadWhatif() {
+      const w = st.whatif;
+      if (K.id !== 'timeline' || !w || w.file !== f.id || w.device !== device) return;
+      const r = await ctx.call({ method: 'whatif', id: f.id, device, batch: w.batch, seq: w.seq, gpu: w.gpu || '', points: 2000 });
+      const n = r.blobs.predicted.length;
+      const steps = r.body.steps;
+      const starts = Array.from({ length: n + 1 }, (_, b) => Math.min(steps - 1, Math.floor((b * steps) / n)));
+      const times = st.axis === 'time' ? (await ctx.call({ method: 'axis', id: f.id, device, steps: starts })).body.times : null;
+      whatif = { predicted: r.blobs.predicted, at: times || starts, room: r.body.gpu ? r.body.gpu.allocator_room : 0,
+                 gpu: r.body.gpu ? r.body.gpu.label : '', peak: r.body.predicted_allocated, batch: w.batch, seq: w.seq };
+      const tallest = Math.max(r.body.predicted_allocated, ...r.blobs.measured);
+      whatif.top = whatif.room && whatif.room < 1.5 * tallest ? Math.max(tallest, whatif.room) : tallest;
+      canvas.dataset.whatifPeak = whatif.peak;
+      canvas.dataset.gpuRoom = whatif.room;
+      whatifBtn.classList.remove('hidden');
+      request();
+    }
+
+    function drawWhatif(g, th, L, T, W, B, bpp, y0) {
+      const toY = (b) => Math.max(T, B - (b - y0) / bpp);
+      g.save();
+      g.beginPath();
+      g.rect(L, T, W, B - T);
+      g.clip();
+      g.strokeStyle = th.bad;
+      g.globalAlpha = 0.55;
+      g.lineWidth = 2;
+      g.beginPath();
+      let started = false;
+      for (let b = 0; b < whatif.predicted.length; ++b) {
+        const xa = L + zoom.toX(whatif.at[b], W), xb = L + zoom.toX(whatif.at[b + 1], W);
+        if (xb < L || xa > L + W) continue;
+        const y = toY(whatif.predicted[b]);
+        if (!started) { g.moveTo(xa, y); started = true; } else g.lineTo(xa, y);
+        g.lineTo(xb, y);
+      }
+      g.stroke();
+      g.restore();
+      const above = [];
+      if (whatif.room) {
+        const y = B - (whatif.room - y0) / bpp;
+        if (y >= T) {
+          g.save();
+          g.strokeStyle = th.fg;
+          g.setLineDash([6, 4]);
+          g.beginPath();
+          g.moveTo(L, y);
+          g.lineTo(L + W, y);
+          g.stroke();
+          g.restore();
+          g.fillStyle = th.fg;
+          g.fillText(`${whatif.gpu}: room for the allocator ${bytes(whatif.room)}`, L + 6, y - 4);
+        } else {
+          above.push(`${whatif.gpu}'s room ${bytes(whatif.room)}`);
+        }
+      }
+      if (whatif.peak > y0 + bpp * (B - T)) above.push(`the predicted peak ${bytes(whatif.peak)}`);
+      return `what-if batch ×${whatif.batch}, sequence ×${whatif.seq}: predicted peak ${bytes(whatif.peak)}` +
+        (above.length ? ` (${above.join(' and ')} above this scale)` : '');
     }
 
     function drawMini() {
@@ -301,6 +373,7 @@ export function timelineView(kind) {
       request();
       requestMini();
       headline().then(() => { headlineShown = true; maybePainted(); }, (e) => ctx.fail(e));
+      loadWhatif().catch((e) => ctx.fail(e));
     }
 
     function toggleAxis() {
@@ -310,6 +383,7 @@ export function timelineView(kind) {
       hover = null;
       request();
       requestMini();
+      if (whatif) loadWhatif().catch((e) => ctx.fail(e));  // its buckets' positions on the other axis
     }
     axisBtn.addEventListener('click', toggleAxis);
     function toggleColour() {

@@ -121,6 +121,10 @@ export default {
       body.append(el('h3', { text: 'Measured terms (requested bytes)' }), t,
         el('ul', { class: 'fine' }, ...r.notes.map((n) => el('li', { text: n }))),
         el('h3', { text: 'Active memory over the trace: recorded (line) and predicted (faint)' }));
+      // The scenario travels to the Active Memory Timeline, which draws it over the recording.
+      ctx.set({ whatif: { file: f.id, device, batch: Number(batch.input.value), seq: Number(seq.input.value), gpu } }, { quiet: true });
+      body.append(el('p', null, el('button', { type: 'button', 'data-show-on-timeline': '', onclick: () => ctx.go('timeline') },
+        'Show on the Active Memory Timeline')));
       series = { measured: Array.from(reply.blobs.measured), predicted: Array.from(reply.blobs.predicted),
                  room: r.gpu ? r.gpu.allocator_room : 0 };
       drawChart(canvas, series.measured, series.predicted, series.room);
