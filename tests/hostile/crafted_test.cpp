@@ -142,6 +142,33 @@ TEST(Memo, ConsumedObjectReferencedAgain) {
   expect_error(p.done(), "", "append to a consumed entry");
 }
 
+// Trace lists count their entries instead of holding them (Consumer::absorbs), which needs each list's entries to
+// arrive in stream order: entries of two lists interleaved, or one list holding both new entries and an entry shared
+// through the memo, are errors with an offset, never a wrong device assignment.
+TEST(Memo, TraceListsInterleavedOrMixed) {
+  auto entry = [](P& p) { p.dict().mark().str("action").str("alloc").str("addr").i(1).str("size").i(2).setitems(); };
+  P a(2);
+  a.dict().str("device_traces").list();
+  a.list().put(1);
+  entry(a);
+  a.append();  // A: row 0
+  a.list().put(2);
+  entry(a);
+  a.append();  // B: row 1
+  a.get(1);
+  entry(a);
+  a.append();  // A again: row 2, after B's row 1
+  expect_error(a.done(), "not in stream order", "two trace lists' entries interleaved");
+
+  P m(2);
+  m.dict().str("device_traces").list().list();
+  entry(m);
+  m.put(3).append();  // row 0, absorbed
+  m.get(3).append();  // the same entry again through the memo: a row handle the list stores
+  m.append().setitem();
+  expect_error(m.done(), "mixes new entries", "a trace list with a new and a shared entry");
+}
+
 // ---- Wrong types under known keys: the error names the field and the expected type.
 
 // {'device_traces': [[{'action': 'alloc', 'addr': 1, 'size': 2, <field>}]]}

@@ -64,6 +64,13 @@ class Consumer {
  public:
   virtual ~Consumer() = default;
   virtual Result<bool> consume(const Reader& reader, const Value& container, const Value* key, Value* out) = 0;
+  // A replacement (a handle from consume) that a list need not hold: the list only counts a run of them whose
+  // payloads ascend by one (Reader::absorbed). A snapshot's trace list holds millions of row handles that say no
+  // more than "rows first..first+count": keeping them cost 16 bytes each, and twice that while the list grew.
+  virtual bool absorbs(const Value& replacement) const {
+    (void)replacement;
+    return false;
+  }
 };
 
 class Reader {
@@ -94,6 +101,14 @@ class Reader {
   StringTable& strings() const { return *strings_; }
   uint64_t offset() const { return pos_; }  // current byte offset (for consumer error messages)
   uint64_t offset_of(const Value& container) const;  // byte offset of the opcode that created a container
+  // The handles a list absorbed (Consumer::absorbs): payloads first, first+1, ..., first+count-1, in that order,
+  // whether they came before, between or after its stored items is not recorded (a list holding both is the
+  // caller's to refuse).
+  struct Absorbed {
+    uint64_t first = 0;
+    uint64_t count = 0;
+  };
+  Absorbed absorbed(const Value& list) const;
 
   struct Impl;  // the machine's storage (private to reader.cpp)
 

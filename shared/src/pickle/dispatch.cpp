@@ -290,7 +290,7 @@ bool Machine::step() {
       // Runs of memo references (a frame list is dozens in a row) go through one tight loop with the cursor in a
       // register; any problem falls back to the general path for the exact error.
       const uint8_t* p = op_start_;
-      const detail::MemoTable& memo = im_.memo;
+      const auto& memo = im_.memo;
       const uint64_t memo_size = memo.size();
       auto& stack = im_.stack;
       size_t room = lim_.max_stack > stack.size() ? lim_.max_stack - stack.size() : 0;

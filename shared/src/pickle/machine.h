@@ -30,6 +30,8 @@ struct Node {
   uint32_t run = RunCache::kNone;  // the cached run that alone filled this list (its consumer answer can be reused)
   bool lazy = false;  // items are that run's cached values, not copied yet (Reader::items reads them in place)
   uint64_t offset = 0;  // where the opcode that created it sits
+  uint64_t absorbed_first = 0;  // handles the consumer absorbed instead of storing (Reader::absorbed)
+  uint64_t absorbed = 0;
   Value replacement;
   ValueVec items;
 };
@@ -175,6 +177,7 @@ class Machine {
     n.run = RunCache::kNone;
     n.lazy = false;
     n.offset = off();
+    n.absorbed_first = n.absorbed = 0;
     n.items.clear();
     *out = Value{kind, n.gen, idx};
     return true;
@@ -299,7 +302,17 @@ class Machine {
     for (size_t i = first; i < im_.stack.size(); ++i) {
       Value v;
       if (!prepare(ti, im_.stack[i], nullptr, &v)) return false;
-      im_.nodes[ti].items.push_back(v);
+      Node& t = im_.nodes[ti];
+      if (consumer_ && !set_op && v.tag == Tag::kHandle && consumer_->absorbs(v)) {
+        if (t.absorbed == 0) {
+          t.absorbed_first = v.payload;
+        } else if (v.payload != t.absorbed_first + t.absorbed) {
+          return err("a list's entries are not in stream order (two lists' entries interleaved: not supported)");
+        }
+        ++t.absorbed;
+        continue;
+      }
+      t.items.push_back(v);
     }
     im_.stack.truncate(first);
     recycle();
@@ -529,7 +542,7 @@ class Machine {
         return true;
       }
     }
-    const MemoTable& memo = im_.memo;
+    const auto& memo = im_.memo;
     const uint64_t memo_size = memo.size();
     // First pass: validate and count, writing nothing.
     size_t count = 0;

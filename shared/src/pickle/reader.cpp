@@ -22,6 +22,13 @@ std::span<const Value> Reader::items(const Value& v) const {
   return n.items;
 }
 
+Reader::Absorbed Reader::absorbed(const Value& v) const {
+  if (!v.is_container() || v.payload >= impl_->nodes.size()) return {};
+  const Node& n = impl_->nodes[v.payload];
+  if (n.gen != v.aux || n.free) return {};
+  return {n.absorbed_first, n.absorbed};
+}
+
 uint64_t Reader::offset_of(const Value& v) const {
   if (!v.is_container() || v.payload >= impl_->nodes.size()) return Error::kNoOffset;
   return impl_->nodes[v.payload].offset;

@@ -102,6 +102,9 @@ class Builder : public pickle::Consumer {
     return false;
   }
 
+  // Trace entries become row handles in stream order: the trace list counts them instead of holding them.
+  bool absorbs(const Value& v) const override { return v.aux == kRowHandle; }
+
   Status finish(const pickle::Reader& r, const Value& root);
 
  private:
