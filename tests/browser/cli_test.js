@@ -23,9 +23,8 @@ async function pageFor(browser) {
   return { context, page, requests, errors };
 }
 
-async function viewTest(browser) {
-  console.log('allocscope view');
-  const files = ['ddp_rank0.pickle', 'ddp_rank1.pickle'].map((f) => path.join(fixtures, f));
+// Starts `allocscope view` on FILES (any free port) and resolves to {child, url, stderr()} once it prints its URL.
+async function startView(files) {
   const child = spawn(cli, ['view', '--port', '0', '--web-root', site, ...files], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });
@@ -35,6 +34,13 @@ async function viewTest(browser) {
     child.on('exit', (code) => reject(new Error(`view exited ${code}: ${stderr}`)));
     setTimeout(() => reject(new Error('no URL printed in 10 s')), 10000);
   });
+  return { child, url, stderr: () => stderr };
+}
+
+async function viewTest(browser) {
+  console.log('allocscope view');
+  const files = ['ddp_rank0.pickle', 'ddp_rank1.pickle'].map((f) => path.join(fixtures, f));
+  const { child, url, stderr } = await startView(files);
   ok(/^http:\/\/127\.0\.0\.1:\d+\/\?url=files%2F0%2Fddp_rank0\.pickle&url=files%2F1%2Fddp_rank1\.pickle$/.test(url), `prints the URL (${url})`);
   const { context, page, requests, errors } = await pageFor(browser);
   await page.goto(url);
@@ -50,22 +56,14 @@ async function viewTest(browser) {
   await context.close();
   const exit = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
   child.kill('SIGINT');
-  ok((await exit) === 0 && /stopped/.test(stderr), 'Ctrl-C stops it cleanly');
+  ok((await exit) === 0 && /stopped/.test(stderr()), 'Ctrl-C stops it cleanly');
 }
 
 // `allocscope view ranks.json`: the Ranks view from a saved ranks file, and the snapshots it names served beside it,
 // so a row opens its rank; nothing else under files/ is served.
 async function viewRanksTest(browser) {
   console.log('allocscope view RANKS.json');
-  const child = spawn(cli, ['view', '--port', '0', '--web-root', site, path.join(fixtures, 'ranks_ddp.json')], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d) => { stderr += d; });
-  const url = await new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d) => { out += d; if (out.includes('\n')) resolve(out.split('\n')[0].trim()); });
-    child.on('exit', (code) => reject(new Error(`view exited ${code}: ${stderr}`)));
-    setTimeout(() => reject(new Error('no URL printed in 10 s')), 10000);
-  });
+  const { child, url } = await startView([path.join(fixtures, 'ranks_ddp.json')]);
   const origin = new URL(url).origin;
   const status = (p) => fetch(origin + p).then((x) => x.status).catch(() => 0);
   ok((await status('/files/0/ddp_rank1.pickle')) === 200 && (await status('/files/0/ranks_ddp.json')) === 200,
