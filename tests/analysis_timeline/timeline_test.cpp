@@ -27,6 +27,13 @@ TEST(Timeline, StatesMatchBruteForceAndTile) {
       // A small checkpoint interval exercises both checkpoints and the births between them.
       StackedTimeline tl = StackedTimeline::from_lifetimes(d, 64);
       ASSERT_EQ(tl.steps(), d.steps());
+      // from_lifetimes borrows the lifetimes' totals; a timeline that computes its own must find the same.
+      {
+        std::vector<uint32_t> birth(d.count()), death(d.count());
+        for (uint32_t i = 0; i < d.count(); ++i) birth[i] = d.birth_step(i), death[i] = d.death_step(i);
+        const StackedTimeline own(std::move(birth), std::move(death), d.size, d.steps(), 64);
+        ASSERT_TRUE(std::equal(own.totals().begin(), own.totals().end(), d.total.begin(), d.total.end())) << name;
+      }
       std::vector<uint32_t> rows;
       std::vector<uint64_t> offsets;
       const uint32_t stride = std::max<uint32_t>(1, d.steps() / 400);

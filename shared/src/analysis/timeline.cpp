@@ -57,18 +57,36 @@ void DrawResult::clear() {
 StackedTimeline::StackedTimeline(std::vector<uint32_t> birth, std::vector<uint32_t> death, std::vector<uint64_t> size,
                                  uint32_t steps, uint32_t checkpoint_interval)
     : steps_(steps), interval_(std::max<uint32_t>(1, checkpoint_interval)), birth_(std::move(birth)),
-      death_(std::move(death)), size_(std::move(size)) {
-  // Totals: difference array over steps (unsigned wrap-around cancels exactly).
-  std::vector<uint64_t> delta(static_cast<size_t>(steps_) + 1, 0);
-  for (size_t r = 0; r < size_.size(); ++r) {
-    const uint32_t b = std::min(birth_[r], steps_), d = std::min(death_[r], steps_);
-    if (b >= d) continue;
-    delta[b] += size_[r];
-    delta[d] -= size_[r];
+      death_(std::move(death)), own_size_(std::move(size)) {
+  size_ = own_size_;
+  build({});
+}
+
+StackedTimeline::StackedTimeline(std::vector<uint32_t> birth, std::vector<uint32_t> death,
+                                 std::span<const uint64_t> size, std::span<const uint64_t> shared_total, uint32_t steps,
+                                 uint32_t checkpoint_interval)
+    : steps_(steps), interval_(std::max<uint32_t>(1, checkpoint_interval)), birth_(std::move(birth)),
+      death_(std::move(death)), size_(size) {
+  build(shared_total);
+}
+
+void StackedTimeline::build(std::span<const uint64_t> shared_total) {
+  if (shared_total.size() == steps_) {
+    total_ = shared_total;
+  } else {
+    // Totals: a difference array over steps (unsigned wrap-around cancels exactly), summed in place.
+    own_total_.assign(static_cast<size_t>(steps_) + 1, 0);
+    for (size_t r = 0; r < size_.size(); ++r) {
+      const uint32_t b = std::min(birth_[r], steps_), d = std::min(death_[r], steps_);
+      if (b >= d) continue;
+      own_total_[b] += size_[r];
+      own_total_[d] -= size_[r];
+    }
+    uint64_t acc = 0;
+    for (uint32_t s = 0; s < steps_; ++s) own_total_[s] = acc += own_total_[s];
+    own_total_.resize(steps_);
+    total_ = own_total_;
   }
-  total_.resize(steps_);
-  uint64_t acc = 0;
-  for (uint32_t s = 0; s < steps_; ++s) total_[s] = acc += delta[s];
 
   group_death_.assign((size_.size() + kRowGroup - 1) / kRowGroup, 0);
   for (size_t r = 0; r < size_.size(); ++r) group_death_[r / kRowGroup] = std::max(group_death_[r / kRowGroup], death_[r]);
@@ -123,7 +141,8 @@ StackedTimeline StackedTimeline::from_lifetimes(const DeviceLifetimes& lt, uint3
     birth[i] = lt.birth_step(i);
     death[i] = lt.death_step(i);
   }
-  return StackedTimeline(std::move(birth), std::move(death), lt.size, lt.steps(), checkpoint_interval);
+  return StackedTimeline(std::move(birth), std::move(death), std::span<const uint64_t>(lt.size),
+                         std::span<const uint64_t>(lt.total), lt.steps(), checkpoint_interval);
 }
 
 uint32_t StackedTimeline::first_born_after(uint32_t step) const {
@@ -274,7 +293,7 @@ void StackedTimeline::band_outline(uint32_t row, std::vector<uint32_t>* steps, s
 }
 
 size_t StackedTimeline::memory_bytes() const {
-  return birth_.capacity() * 4 + death_.capacity() * 4 + size_.capacity() * 8 + total_.capacity() * 8 +
+  return birth_.capacity() * 4 + death_.capacity() * 4 + own_size_.capacity() * 8 + own_total_.capacity() * 8 +
          ckpt_offset_.capacity() * 4 + ckpt_rows_.capacity() * 4 + group_death_.capacity() * 4 +
          (block_max_[0].capacity() + block_max_[1].capacity() + block_max_[2].capacity()) * 4;
 }
