@@ -112,7 +112,7 @@ TEST(AllocatorState, LastStepEqualsFinalSegments) {
 
 // Every step: blocks lie inside segments and totals are consistent with the timelines.
 TEST(AllocatorState, EveryStepIsConsistent) {
-  for (const std::string& name : {"linear_seed", "oom", "expandable_segments", "ddp_rank1", "resnet18_grad_bug"}) {
+  for (const char* name : {"linear_seed", "oom", "expandable_segments", "ddp_rank1", "resnet18_grad_bug"}) {
     const Snapshot* s = test::fixture(name);
     ASSERT_NE(s, nullptr) << name;
     for (const DeviceLifetimes& d : build_lifetimes(*s).devices) {
