@@ -147,6 +147,8 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   ok(/what-if batch ×4/.test(await page.textContent('.timeline-info')), 'the timeline says it draws the what-if scenario');
   await page.screenshot({ path: path.join(artifacts, 'whatif-on-timeline.png') });
   await page.click('text=Hide what-if');
+  // The label is rewritten on the next animation frame, not in the click's handler.
+  await page.waitForFunction(() => !/what-if/.test(document.querySelector('.timeline-info').textContent), null, { timeout: 10000 }).catch(() => {});
   ok(!/what-if/.test(await page.textContent('.timeline-info')), 'Hide what-if removes it');
 
   // Two files: diff. The two Active Memory Timelines (rank 0 traced cuda:0, rank 1 cuda:1) one above the other, each
