@@ -23,7 +23,8 @@ const char kUsage[] =
     "  -o, --output PATH     snapshot path, .pickle or .pickle.gz; %p becomes the pid, %r the rank (default\n"
     "                        allocscope-%p.pickle, or allocscope-rank%r-%p.pickle under torchrun, mpirun or srun)\n"
     "  --max-entries N       trace ring buffer size (default 100000)\n"
-    "  --stacks none|native  native stacks per event (default native)\n"
+    "  --stacks none|native|python  stacks per event: native frames, with the Python frames (file, line,\n"
+    "                        function) of a CPython 3.11/3.12 job merged in (default python)\n"
     "  --max-frames N        frames kept per stack (default 32)\n"
     "  --no-dump-on-oom      do not dump when a CUDA allocation fails with out-of-memory\n"
     "  --dump-signal SIG     dump whenever the job receives SIG (e.g. USR1)\n"
@@ -93,7 +94,8 @@ int run_record(const std::vector<std::string>& args) {
       if (!value(name, &v)) return fail("record: --max-entries needs a number");
       env.emplace_back("ALLOCSCOPE_MAX_ENTRIES", v);
     } else if (name == "--stacks") {
-      if (!value(name, &v) || (v != "none" && v != "native")) return fail("record: --stacks takes none or native");
+      if (!value(name, &v) || (v != "none" && v != "native" && v != "python"))
+        return fail("record: --stacks takes none, native or python");
       env.emplace_back("ALLOCSCOPE_STACKS", v);
     } else if (name == "--max-frames") {
       if (!value(name, &v)) return fail("record: --max-frames needs a number");

@@ -38,8 +38,8 @@ TEST(Owners, FrameRule) {
   EXPECT_FALSE(is_library_owner(Owner::kCudaRuntime));
 }
 
-nlohmann::json label_of(const std::string& job) {
-  std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/capture_owners/" + job + ".label.json");
+nlohmann::json label_of(const std::string& dir, const std::string& job) {
+  std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/" + dir + "/" + job + ".label.json");
   return nlohmann::json::parse(in, nullptr, false);
 }
 
@@ -61,16 +61,19 @@ struct Case {
   std::vector<const char*> counter;  // path in the label
 };
 
+// capture_owners: native stacks; capture_python: the same jobs recorded again with Python frames merged in (the
+// default since), whose stacks must not change who owns what.
 TEST(Owners, CapturedJobsEqualTheLibrariesOwnCounts) {
   const Case cases[] = {{"torch", Owner::kPyTorch, {"memory_reserved"}},
                         {"cupy", Owner::kCuPy, {"pool_total_bytes"}},
                         {"jax", Owner::kXla, {"memory_stats", "pool_bytes"}}};
+  for (const char* dir : {"capture_owners", "capture_python"})
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.job);
-    const Loaded* l = load(std::string("capture_owners/") + c.job);
+    SCOPED_TRACE(std::string(dir) + "/" + c.job);
+    const Loaded* l = load(std::string(dir) + "/" + c.job);
     ASSERT_TRUE(l);
     ASSERT_TRUE(is_capture(l->s));
-    nlohmann::json want = label_of(c.job);
+    nlohmann::json want = label_of(dir, c.job);
     for (const char* k : c.counter) want = want[k];
     const Summary sum = summarize(l->s, l->lifetimes, l->ff);
     ASSERT_EQ(sum.devices.size(), 1u);

@@ -62,6 +62,47 @@ SiteCounts check_sites(const std::string& name) {
   return n;
 }
 
+// A capture names native frames by their binary when it has no line table: the interpreter's executable is never
+// the user's code, a script whose name starts with "python" is.
+TEST(Sites, TheInterpretersBinaryIsALibraryFrame) {
+  for (std::string_view f : {"/usr/bin/python3.12", "/opt/conda/bin/python", "python3", "/usr/local/bin/python3.11"})
+    EXPECT_TRUE(is_library_frame("python3.12+0x58216f", f)) << f;
+  for (std::string_view f : {"/home/me/train.py", "/home/me/python_utils.py", "/work/python3.py", "/work/bin/trainer"})
+    EXPECT_FALSE(is_library_frame("main", f)) << f;
+}
+
+// Captures with Python frames (tests/fixtures/capture_python, recorded on the GPU machine by
+// tests/capture/pyframes/run_gpu.sh): every stack that ran Python reaches down to the job's own script, so its site
+// is the job's line; the only allocations without one are the autograd engine's threads' (no Python runs there).
+// (Frees may lack it: the job's objects are released at exit by the interpreter's own atexit functions.)
+TEST(Sites, CapturesWithPythonFramesNameTheJobsLine) {
+  for (const char* job : {"torch", "torch_nocache", "cupy", "jax"}) {
+    SCOPED_TRACE(job);
+    const SiteCounts n = check_sites(std::string("capture_python/") + job);
+    EXPECT_GT(n.with_user, 0u);
+    const Loaded* l = load(std::string("capture_python/") + job);
+    ASSERT_TRUE(l);
+    const Snapshot& s = l->s;
+    size_t python = 0, engine = 0;
+    for (const DeviceLifetimes& lt : l->lifetimes.devices)
+    for (uint32_t i = 0; i < lt.count(); ++i) {
+      const StackId st = lt.stack[i];
+      bool any_py = false, script = false;
+      for (FrameId f : s.stack(st)) {
+        const std::string_view file = s.str(s.frames[f].filename);
+        any_py |= file.ends_with(".py");
+        script |= file.ends_with("_job.py");
+      }
+      python += any_py;
+      engine += !any_py && FrameFilter::site_text(s, l->ff.site(st)).rfind("backward: ", 0) == 0;
+      if (any_py) EXPECT_TRUE(script) << "a Python stack that does not reach the job's script";
+      if (any_py) EXPECT_TRUE(l->ff.has_user_frame(st));
+    }
+    EXPECT_GT(python, 0u);
+    if (std::string_view(job).starts_with("torch")) EXPECT_GT(engine, 0u);  // the backward pass's own threads
+  }
+}
+
 TEST(Sites, CppStacksNameTheUsersLine) {
   for (const char* name : {"gpt2_cpp", "external/pt28_4dev_expandable_oom", "external/pt21_ftcourse",
                            "external/pt26_cs336_train", "external/pt22_eor_nn", "external/pt25_sqattn_4dev"}) {

@@ -62,7 +62,7 @@ TEST(CaptureOptions, ReadsTheEnvironment) {
   EXPECT_EQ(o->dump_signal, SIGUSR2);
   EXPECT_FALSE(o->dump_at_exit);
   EXPECT_EQ(expand_output_path("a-%p.pickle"), "a-" + std::to_string(getpid()) + ".pickle");
-  setenv("ALLOCSCOPE_STACKS", "python", 1);
+  setenv("ALLOCSCOPE_STACKS", "pyhton", 1);
   auto bad = options_from_env();
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("ALLOCSCOPE_STACKS"), std::string::npos);

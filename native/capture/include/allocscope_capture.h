@@ -8,14 +8,15 @@
 extern "C" {
 #endif
 
-enum allocscope_capture_stacks { ALLOCSCOPE_STACKS_NONE = 0, ALLOCSCOPE_STACKS_NATIVE = 1 };
+/* PYTHON: native frames plus the Python frames (file, line, function) of a CPython 3.11/3.12 in the process. */
+enum allocscope_capture_stacks { ALLOCSCOPE_STACKS_NONE = 0, ALLOCSCOPE_STACKS_NATIVE = 1, ALLOCSCOPE_STACKS_PYTHON = 2 };
 
 /* Zero or negative fields mean "take the environment's value, else the default" (see docs/capture.md). */
 typedef struct allocscope_capture_options {
   uint32_t struct_size;    /* sizeof(allocscope_capture_options): lets the struct grow */
   const char* output_path; /* ".pickle" or ".pickle.gz"; "%p" becomes the process id; NULL: ALLOCSCOPE_OUTPUT */
   uint64_t max_entries;    /* ring buffer of trace entries; 0: ALLOCSCOPE_MAX_ENTRIES or 100000 */
-  int32_t stacks;          /* allocscope_capture_stacks; -1: ALLOCSCOPE_STACKS or native */
+  int32_t stacks;          /* allocscope_capture_stacks; -1: ALLOCSCOPE_STACKS or python */
   int32_t max_frames;      /* native frames kept per event; 0: ALLOCSCOPE_MAX_FRAMES or 32 */
   int32_t dump_on_oom;     /* 1 yes, 0 no, -1: ALLOCSCOPE_DUMP_ON_OOM or yes */
   int32_t dump_signal;     /* signal number that dumps (e.g. SIGUSR1), 0 none, -1: ALLOCSCOPE_DUMP_SIGNAL or none */

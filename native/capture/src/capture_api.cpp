@@ -56,6 +56,7 @@ int allocscope_capture_start(const allocscope_capture_options* in) {
   if (o.max_entries) opt.max_entries = o.max_entries;
   if (o.stacks == ALLOCSCOPE_STACKS_NONE) opt.stacks = StackMode::kNone;
   if (o.stacks == ALLOCSCOPE_STACKS_NATIVE) opt.stacks = StackMode::kNative;
+  if (o.stacks == ALLOCSCOPE_STACKS_PYTHON) opt.stacks = StackMode::kPython;
   if (o.max_frames > 0) opt.max_frames = o.max_frames > kMaxFramesLimit ? kMaxFramesLimit : o.max_frames;
   if (o.dump_on_oom >= 0) opt.dump_on_oom = o.dump_on_oom != 0;
   if (o.dump_signal >= 0) opt.dump_signal = o.dump_signal;

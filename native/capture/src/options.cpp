@@ -52,7 +52,8 @@ Result<Options> options_from_env(Options base) {
   if (const char* s = std::getenv("ALLOCSCOPE_STACKS"); s && *s) {
     if (!std::strcmp(s, "none")) o.stacks = StackMode::kNone;
     else if (!std::strcmp(s, "native")) o.stacks = StackMode::kNative;
-    else return Error{std::string("ALLOCSCOPE_STACKS: expected none or native, found '") + s + "'"};
+    else if (!std::strcmp(s, "python")) o.stacks = StackMode::kPython;
+    else return Error{std::string("ALLOCSCOPE_STACKS: expected none, native or python, found '") + s + "'"};
   }
   if (const char* s = std::getenv("ALLOCSCOPE_MAX_FRAMES"); s && *s) {
     uint64_t v = 0;

@@ -8,12 +8,14 @@
 
 namespace allocscope::capture {
 
-enum class StackMode : uint8_t { kNone, kNative };
+// kPython: native frames with the calling thread's Python frames merged in where the interpreter ran them
+// (python_frames.h); the same as kNative in a process without a supported Python.
+enum class StackMode : uint8_t { kNone, kNative, kPython };
 
 struct Options {
   std::string output_path;         // "%p" becomes the process id and "%r" the rank when dumping
   uint64_t max_entries = 100000;   // trace ring buffer
-  StackMode stacks = StackMode::kNative;
+  StackMode stacks = StackMode::kPython;
   int max_frames = 32;             // kept per event, after dropping our own and the driver's frames
   bool dump_on_oom = true;
   int dump_signal = 0;             // 0: none
@@ -22,7 +24,7 @@ struct Options {
 
 constexpr int kMaxFramesLimit = 128;
 
-// Reads ALLOCSCOPE_OUTPUT, ALLOCSCOPE_MAX_ENTRIES, ALLOCSCOPE_STACKS (none|native), ALLOCSCOPE_MAX_FRAMES,
+// Reads ALLOCSCOPE_OUTPUT, ALLOCSCOPE_MAX_ENTRIES, ALLOCSCOPE_STACKS (none|native|python), ALLOCSCOPE_MAX_FRAMES,
 // ALLOCSCOPE_DUMP_ON_OOM (0|1), ALLOCSCOPE_DUMP_SIGNAL (USR1, SIGUSR2, 12, none), ALLOCSCOPE_DUMP_AT_EXIT (0|1) over
 // `base`. An unparsable value is an error that names the variable.
 Result<Options> options_from_env(Options base = {});

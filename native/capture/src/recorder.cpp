@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "python_frames.h"
 #include "unwind.h"
 
 namespace allocscope::capture {
@@ -22,7 +23,7 @@ struct ThreadRanges {
 thread_local ThreadRanges t_ranges;
 
 struct Captured {
-  uintptr_t ips[kMaxFramesLimit];
+  uintptr_t ips[kMaxFramesLimit + kMaxPythonFrames];
   int n = 0;
   uint64_t hash = 0;
 };
@@ -68,7 +69,7 @@ Recorder::Recorder(Options options)
   strings_.emplace_back();
   string_ids_.emplace("", 0);
   annotations_.reserve(1024);
-  if (options_.stacks == StackMode::kNative) unwind_init();
+  if (options_.stacks != StackMode::kNone) unwind_init();
 }
 
 // Every hook starts the same way: unwind in the hook's own frame (so `skip` counts right; hence a macro) and read the
@@ -76,7 +77,12 @@ Recorder::Recorder(Options options)
 // and stack.
 #define ALLOCSCOPE_HOOK_BEGIN(skip)                                                           \
   Captured cap;                                                                               \
-  if (options_.stacks == StackMode::kNative) {                                                \
+  if (options_.stacks == StackMode::kPython) {                                                \
+    uintptr_t native[kMaxFramesLimit];                                                        \
+    const int n = capture_stack(native, options_.max_frames, (skip) + 1);                     \
+    cap.n = merge_python_frames(native, n, cap.ips, kMaxFramesLimit + kMaxPythonFrames);      \
+    cap.hash = StackInterner::hash(cap.ips, cap.n);                                           \
+  } else if (options_.stacks == StackMode::kNative) {                                         \
     cap.n = capture_stack(cap.ips, options_.max_frames, (skip) + 1);                          \
     cap.hash = StackInterner::hash(cap.ips, cap.n);                                           \
   }                                                                                           \

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "python_frames.h"
 #include "symbolizer.h"
 
 namespace allocscope::capture {
@@ -47,8 +48,19 @@ class Builder {
   FrameId frame_for(uintptr_t ip) {
     auto it = frame_of_ip_.find(ip);
     if (it != frame_of_ip_.end()) return it->second;
-    const Symbol sym = symbolizer_.resolve(ip);
     Frame fr;
+    if (PythonFrame py; resolve_python_frame(ip, &py)) {
+      // As PyTorch's recorder writes a Python frame: co_filename, co_name and the line being executed.
+      fr.name = s_.strings.intern(py.name);
+      fr.filename = s_.strings.intern(py.filename);
+      fr.line = py.line;
+      auto [fit, inserted] = frame_ids_.emplace(std::make_tuple(fr.name, fr.filename, fr.line),
+                                                static_cast<FrameId>(s_.frames.size()));
+      if (inserted) s_.frames.push_back(fr);
+      frame_of_ip_.emplace(ip, fit->second);
+      return fit->second;
+    }
+    const Symbol sym = symbolizer_.resolve(ip);
     const std::string module = sym.module >= 0 ? symbolizer_.modules()[sym.module].path : std::string("??");
     fr.name = s_.strings.intern(sym.function.empty() ? basename_of(module) + "+" + hex(sym.offset) : sym.function);
     fr.filename = s_.strings.intern(sym.file.empty() ? module : sym.file);
@@ -173,7 +185,11 @@ class Builder {
     cap.kind = Setting::Kind::kDict;
     cap.children.push_back(str_setting("version", "0.1.0"));
     cap.children.push_back(int_setting("max_entries", static_cast<int64_t>(f_.options.max_entries)));
-    cap.children.push_back(str_setting("stacks", f_.options.stacks == StackMode::kNative ? "native" : "none"));
+    const StackMode mode = f_.options.stacks;
+    cap.children.push_back(str_setting("stacks", mode == StackMode::kPython ? "python"
+                                                 : mode == StackMode::kNative ? "native" : "none"));
+    // Whether Python frames were read in this process, and if not why.
+    if (mode == StackMode::kPython) cap.children.push_back(str_setting("python_frames", python_frames_status()));
     cap.children.push_back(int_setting("recorded_events", static_cast<int64_t>(f_.recorded)));
     cap.children.push_back(int_setting("dropped_events", static_cast<int64_t>(f_.dropped)));
     cap.children.push_back(int_setting("pool_trims", static_cast<int64_t>(f_.pool_trims)));

@@ -33,6 +33,13 @@ bool is_library_frame(std::string_view name, std::string_view filename) {
   for (std::string_view e : kNativeExt)
     if (ends_with(filename, e)) return true;
   if (contains(filename, ".so.")) return true;  // libfoo.so.1
+  // The interpreter's own executable ("/usr/bin/python3.12", "python3"): a capture names its native frames by the
+  // binary when it has no line table, and they are the interpreter at work, never the job's code.
+  const size_t slash = filename.rfind('/');
+  const std::string_view base = slash == std::string_view::npos ? filename : filename.substr(slash + 1);
+  if (base.rfind("python", 0) == 0 &&
+      base.find_first_not_of("0123456789.", 6) == std::string_view::npos)
+    return true;
   return false;
 }
 

@@ -1,0 +1,316 @@
+// Reading the calling thread's Python frames without the GIL (see python_frames.h for why), per CPython version.
+#include "python_frames.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace allocscope::capture {
+namespace {
+
+// Offsets into the interpreter's structures, x86-64 / aarch64 (LP64), from the version's own headers
+// (tests/capture/pyframes/offsets.c printed them: 3.11.2 on Debian 12, 3.12.3 on the GPU machine).
+struct Layout {
+  int minor = 0;
+  size_t tstate_cframe = 0;       // PyThreadState.cframe
+  size_t cframe_current = 0;      // _PyCFrame.current_frame
+  size_t frame_code = 0;          // _PyInterpreterFrame.f_code
+  size_t frame_previous = 0;      // _PyInterpreterFrame.previous
+  size_t frame_prev_instr = 0;    // _PyInterpreterFrame.prev_instr
+  size_t frame_owner = 0;         // _PyInterpreterFrame.owner
+  long frame_is_entry = -1;       // 3.11: _PyInterpreterFrame.is_entry (ends one C activation's frames)
+  int owned_by_cstack = -1;       // 3.12: owner of the shim frame each C activation pushes first
+  size_t code_filename = 0, code_name = 0, code_linetable = 0, code_firstlineno = 0, code_adaptive = 0;
+  size_t ascii_size = 0;          // sizeof(PyASCIIObject): where a compact ASCII string's characters start
+  size_t compact_size = 0;        // sizeof(PyCompactUnicodeObject): other compact strings
+};
+
+constexpr Layout kPython311 = {11, 56, 8, 32, 48, 56, 69, 68, -1, 112, 120, 136, 72, 184, 48, 72};
+constexpr Layout kPython312 = {12, 56, 0, 0, 8, 56, 70, -1, 3, 112, 120, 136, 68, 192, 40, 56};
+
+// Common to 3.11 and 3.12 (LP64): PyObject.ob_type, PyASCIIObject's length and state, PyBytesObject's size and data.
+constexpr size_t kObType = 8, kStrLength = 16, kStrState = 32, kBytesSize = 16, kBytesData = 32;
+
+struct Interpreter {
+  std::string status = "not looked for";
+  Layout layout;
+  void* (*this_thread_state)() = nullptr;  // PyGILState_GetThisThreadState
+  int (*is_initialized)() = nullptr;       // Py_IsInitialized
+  uintptr_t code_type = 0, unicode_type = 0, bytes_type = 0;
+  uintptr_t eval_lo = 0, eval_hi = 0;      // _PyEval_EvalFrameDefault's code
+};
+
+Interpreter find_interpreter() {
+  Interpreter in;
+  const auto* version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));  // 3.11+
+  if (!version) {
+    in.status = dlsym(RTLD_DEFAULT, "Py_GetVersion") ? "a Python older than 3.11 (not supported yet)"
+                                                      : "no Python interpreter in this process";
+    return in;
+  }
+  const int major = static_cast<int>((*version >> 24) & 0xff), minor = static_cast<int>((*version >> 16) & 0xff);
+  if (major == 3 && minor == 11) {
+    in.layout = kPython311;
+  } else if (major == 3 && minor == 12) {
+    in.layout = kPython312;
+  } else {
+    in.status = "Python " + std::to_string(major) + "." + std::to_string(minor) + " (frames are read for 3.11 and 3.12)";
+    return in;
+  }
+  in.this_thread_state = reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
+  in.is_initialized = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  in.code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
+  in.unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
+  in.bytes_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyBytes_Type"));
+  void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+  Dl_info info;
+  void* extra = nullptr;  // dladdr1 points it at the symbol's ElfW(Sym)
+  const auto* sym = static_cast<const ElfW(Sym)*>(nullptr);
+  if (eval && dladdr1(eval, &info, &extra, RTLD_DL_SYMENT) && (sym = static_cast<const ElfW(Sym)*>(extra)) &&
+      sym->st_size) {
+    in.eval_lo = reinterpret_cast<uintptr_t>(eval);
+    in.eval_hi = in.eval_lo + sym->st_size;
+  }
+  if (!in.this_thread_state || !in.is_initialized || !in.code_type || !in.unicode_type || !in.bytes_type) {
+    in.status = "Python 3." + std::to_string(minor) + " without the symbols frames are read with";
+    in.this_thread_state = nullptr;
+    return in;
+  }
+  in.status = "read from CPython 3." + std::to_string(minor);
+  return in;
+}
+
+// Never destroyed (as the Session): a dump at exit runs after static destructors would have.
+const Interpreter& interpreter() {
+  static const Interpreter* in = new Interpreter(find_interpreter());
+  return *in;
+}
+
+template <typename T>
+T read(uintptr_t base, size_t offset) {
+  T v;
+  std::memcpy(&v, reinterpret_cast<const void*>(base + offset), sizeof v);
+  return v;
+}
+
+// A str's characters as UTF-8 (compact strings: every str the compiler makes; others read as "?").
+std::string read_str(const Interpreter& in, uintptr_t obj) {
+  if (!obj || read<uintptr_t>(obj, kObType) != in.unicode_type) return "?";
+  const uint32_t state = read<uint32_t>(obj, kStrState);
+  const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+  int64_t length = read<int64_t>(obj, kStrLength);
+  if (!compact || length < 0) return "?";
+  if (length > 4096) length = 4096;
+  const uintptr_t data = obj + (ascii ? in.layout.ascii_size : in.layout.compact_size);
+  std::string s;
+  s.reserve(static_cast<size_t>(length));
+  for (int64_t i = 0; i < length; ++i) {
+    uint32_t c;
+    if (kind == 1) c = read<uint8_t>(data, i);
+    else if (kind == 2) c = read<uint16_t>(data, 2 * i);
+    else if (kind == 4) c = read<uint32_t>(data, 4 * i);
+    else return "?";
+    if (c < 0x80) {
+      s += static_cast<char>(c);
+    } else if (c < 0x800) {
+      s += static_cast<char>(0xc0 | (c >> 6));
+      s += static_cast<char>(0x80 | (c & 0x3f));
+    } else if (c < 0x10000) {
+      s += static_cast<char>(0xe0 | (c >> 12));
+      s += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+      s += static_cast<char>(0x80 | (c & 0x3f));
+    } else {
+      s += static_cast<char>(0xf0 | (c >> 18));
+      s += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
+      s += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+      s += static_cast<char>(0x80 | (c & 0x3f));
+    }
+  }
+  return s;
+}
+
+std::string read_bytes(const Interpreter& in, uintptr_t obj) {
+  if (!obj || read<uintptr_t>(obj, kObType) != in.bytes_type) return {};
+  const int64_t n = read<int64_t>(obj, kBytesSize);
+  if (n <= 0 || n > (1 << 20)) return {};
+  return std::string(reinterpret_cast<const char*>(obj + kBytesData), static_cast<size_t>(n));
+}
+
+// What a code object is, copied the first time it is seen: the object may be gone when the snapshot is written.
+struct Code {
+  uintptr_t object = 0, key = 0;
+  std::string filename, name, linetable;
+  int firstlineno = 0;
+};
+
+// A code object's identity beyond its address (an address is reused once the object dies): its immutable fields.
+uintptr_t code_key(const Layout& l, uintptr_t code) {
+  return read<uintptr_t>(code, l.code_filename) ^ (read<uintptr_t>(code, l.code_name) << 1) ^
+         (read<uintptr_t>(code, l.code_linetable) << 2) ^ static_cast<uint32_t>(read<int>(code, l.code_firstlineno));
+}
+
+// Every code object seen, by id. Never destroyed, for the same reason as interpreter().
+struct Codes {
+  std::mutex mu;
+  std::vector<Code> all;
+  std::unordered_map<uintptr_t, uint32_t> of_object;
+};
+Codes& codes() {
+  static Codes* c = new Codes;
+  return *c;
+}
+
+uint32_t intern_code(const Interpreter& in, uintptr_t code, uintptr_t key) {
+  Codes& cs = codes();
+  std::lock_guard<std::mutex> lock(cs.mu);
+  auto it = cs.of_object.find(code);
+  if (it != cs.of_object.end() && cs.all[it->second].key == key) return it->second;
+  const Layout& l = in.layout;
+  Code c;
+  c.object = code;
+  c.key = key;
+  c.filename = read_str(in, read<uintptr_t>(code, l.code_filename));
+  c.name = read_str(in, read<uintptr_t>(code, l.code_name));
+  c.linetable = read_bytes(in, read<uintptr_t>(code, l.code_linetable));
+  c.firstlineno = read<int>(code, l.code_firstlineno);
+  const auto id = static_cast<uint32_t>(cs.all.size());
+  cs.all.push_back(std::move(c));
+  cs.of_object[code] = id;
+  return id;
+}
+
+// Per-thread memo of recent code objects, so an event takes no lock for code it has seen.
+struct CacheSlot {
+  uintptr_t object = 0, key = 0;
+  uint32_t id = 0;
+};
+thread_local CacheSlot t_cache[512];
+
+uint32_t code_id(const Interpreter& in, uintptr_t code) {
+  const uintptr_t key = code_key(in.layout, code);
+  CacheSlot& s = t_cache[(code >> 4) & 511];
+  if (s.object == code && s.key == key) return s.id;
+  s = {code, key, intern_code(in, code, key)};
+  return s.id;
+}
+
+// One C activation's Python frames, innermost first, as tagged entries.
+struct Groups {
+  uintptr_t entries[kMaxPythonFrames];
+  uint8_t group_end[kMaxPythonFrames];  // 1 after the last frame of an activation
+  int n = 0;
+};
+
+void read_frames(const Interpreter& in, Groups* g) {
+  const Layout& l = in.layout;
+  if (!in.this_thread_state || !in.is_initialized()) return;
+  const auto tstate = reinterpret_cast<uintptr_t>(in.this_thread_state());
+  if (!tstate) return;
+  const auto cframe = read<uintptr_t>(tstate, l.tstate_cframe);
+  if (!cframe) return;
+  uintptr_t f = read<uintptr_t>(cframe, l.cframe_current);
+  for (int guard = 0; f && g->n < kMaxPythonFrames && guard < 4096; ++guard) {
+    const auto owner = read<uint8_t>(f, l.frame_owner);
+    const auto previous = read<uintptr_t>(f, l.frame_previous);
+    if (l.owned_by_cstack >= 0 && owner == l.owned_by_cstack) {  // 3.12: the activation's shim frame
+      if (g->n) g->group_end[g->n - 1] = 1;
+      f = previous;
+      continue;
+    }
+    const auto code = read<uintptr_t>(f, l.frame_code);
+    if (!code || read<uintptr_t>(code, kObType) != in.code_type) break;  // not a frame we understand: stop
+    const auto instr = read<uintptr_t>(f, l.frame_prev_instr);
+    const uintptr_t first = code + l.code_adaptive;
+    if (instr >= first) {  // else the frame has not started running (no line yet)
+      const uintptr_t offset = instr - first;
+      g->entries[g->n] = kPythonFrameTag | (uintptr_t(code_id(in, code) & 0x7fffffff) << 32) |
+                         static_cast<uint32_t>(offset);
+      g->group_end[g->n] = 0;
+      ++g->n;
+    }
+    if (l.frame_is_entry >= 0 && read<uint8_t>(f, static_cast<size_t>(l.frame_is_entry)) && g->n)
+      g->group_end[g->n - 1] = 1;  // 3.11: the activation's first frame
+    f = previous;
+  }
+  if (g->n) g->group_end[g->n - 1] = 1;
+}
+
+}  // namespace
+
+const std::string& python_frames_status() { return interpreter().status; }
+
+int merge_python_frames(const uintptr_t* native, int n, uintptr_t* out, int max) {
+  const Interpreter& in = interpreter();
+  Groups g;
+  if (in.this_thread_state) read_frames(in, &g);
+  int k = 0, next = 0;  // next Python frame to place
+  for (int i = 0; i < n && k < max; ++i) {
+    const uintptr_t ip = native[i];
+    if (next < g.n && ip > in.eval_lo && ip <= in.eval_hi) {  // a return address into the interpreter loop
+      do out[k++] = g.entries[next]; while (k < max && !g.group_end[next++]);
+      continue;
+    }
+    out[k++] = ip;
+  }
+  while (next < g.n && k < max) out[k++] = g.entries[next++];
+  return k;
+}
+
+bool resolve_python_frame(uintptr_t entry, PythonFrame* out) {
+  if (!is_python_frame(entry)) return false;
+  const uint32_t id = static_cast<uint32_t>((entry >> 32) & 0x7fffffff);
+  Code c;
+  {
+    Codes& cs = codes();
+    std::lock_guard<std::mutex> lock(cs.mu);
+    if (id >= cs.all.size()) return false;
+    c = cs.all[id];
+  }
+  out->filename = c.filename;
+  out->name = c.name;
+  out->line = python_line_for(c.linetable, c.firstlineno, static_cast<uint32_t>(entry));
+  return true;
+}
+
+// The location table (Objects/locations.md in CPython): entries of one first byte (bit 7 set, a 4-bit code, the
+// number of code units it covers minus one) and the code's extra bytes; the code says how the line moves.
+int python_line_for(const std::string& table, int firstlineno, uint32_t byte_offset) {
+  const auto* p = reinterpret_cast<const uint8_t*>(table.data());
+  const size_t size = table.size();
+  const uint32_t target = byte_offset / 2;  // in code units (_Py_CODEUNIT: 2 bytes)
+  auto varint = [&](size_t at) {
+    uint32_t read = at < size ? p[at] : 0, val = read & 63, shift = 0;
+    while ((read & 64) && ++at < size && shift < 28) {
+      read = p[at];
+      shift += 6;
+      val |= (read & 63) << shift;
+    }
+    return val;
+  };
+  int line = firstlineno;
+  uint32_t addr = 0;
+  for (size_t i = 0; i < size;) {
+    const uint8_t b = p[i];
+    if (!(b & 0x80)) return -1;  // not the start of an entry: a table we do not understand
+    const int code = (b >> 3) & 15;
+    int delta = 0;
+    if (code == 13 || code == 14) {
+      const uint32_t u = varint(i + 1);
+      delta = (u & 1) ? -static_cast<int>(u >> 1) : static_cast<int>(u >> 1);
+    } else if (code >= 10 && code <= 12) {
+      delta = code - 10;
+    }
+    line += delta;
+    const uint32_t len = (b & 7) + 1u;
+    if (target < addr + len) return code == 15 ? -1 : line;
+    addr += len;
+    do ++i; while (i < size && !(p[i] & 0x80));
+  }
+  return -1;
+}
+
+}  // namespace allocscope::capture
