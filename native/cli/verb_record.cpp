@@ -24,7 +24,7 @@ const char kUsage[] =
     "                        allocscope-%p.pickle, or allocscope-rank%r-%p.pickle under torchrun, mpirun or srun)\n"
     "  --max-entries N       trace ring buffer size (default 100000)\n"
     "  --stacks none|native|python  stacks per event: native frames, with the Python frames (file, line,\n"
-    "                        function) of a CPython 3.11/3.12 job merged in (default python)\n"
+    "                        function) of a CPython 3.10-3.13 job merged in (default python)\n"
     "  --max-frames N        frames kept per stack (default 32)\n"
     "  --no-dump-on-oom      do not dump when a CUDA allocation fails with out-of-memory\n"
     "  --dump-signal SIG     dump whenever the job receives SIG (e.g. USR1)\n"

@@ -8,7 +8,7 @@
 extern "C" {
 #endif
 
-/* PYTHON: native frames plus the Python frames (file, line, function) of a CPython 3.11/3.12 in the process. */
+/* PYTHON: native frames plus the Python frames (file, line, function) of a CPython 3.10 to 3.13 in the process. */
 enum allocscope_capture_stacks { ALLOCSCOPE_STACKS_NONE = 0, ALLOCSCOPE_STACKS_NATIVE = 1, ALLOCSCOPE_STACKS_PYTHON = 2 };
 
 /* Zero or negative fields mean "take the environment's value, else the default" (see docs/capture.md). */

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -13,14 +14,17 @@ namespace allocscope::capture {
 namespace {
 
 // Offsets into the interpreter's structures, x86-64 / aarch64 (LP64), from the version's own headers
-// (tests/capture/pyframes/offsets.c printed them: 3.11.2 on Debian 12, 3.12.3 on the GPU machine).
+// (tests/capture/pyframes/offsets.c printed them: 3.10.13, 3.11.2, 3.11.7, 3.12.1, 3.13.0 here, 3.12.3 on the GPU
+// machine). 3.10 keeps a chain of frame objects, one C activation each, its instruction index in code units and the
+// PEP 626 line table; 3.11+ keep interpreter frames on a per-thread stack, several per C activation, and the
+// location table.
 struct Layout {
   int minor = 0;
-  size_t tstate_cframe = 0;       // PyThreadState.cframe
-  size_t cframe_current = 0;      // _PyCFrame.current_frame
-  size_t frame_code = 0;          // _PyInterpreterFrame.f_code
-  size_t frame_previous = 0;      // _PyInterpreterFrame.previous
-  size_t frame_prev_instr = 0;    // _PyInterpreterFrame.prev_instr
+  size_t tstate_cframe = 0;       // PyThreadState.cframe (3.13: .current_frame; 3.10: .frame)
+  size_t cframe_current = 0;      // _PyCFrame.current_frame; kNone when the thread state holds the frame itself
+  size_t frame_code = 0;          // _PyInterpreterFrame.f_code (3.13 f_executable; 3.10 PyFrameObject.f_code)
+  size_t frame_previous = 0;      // _PyInterpreterFrame.previous (3.10 PyFrameObject.f_back)
+  size_t frame_prev_instr = 0;    // _PyInterpreterFrame.prev_instr (3.13 instr_ptr; 3.10 int f_lasti)
   size_t frame_owner = 0;         // _PyInterpreterFrame.owner
   long frame_is_entry = -1;       // 3.11: _PyInterpreterFrame.is_entry (ends one C activation's frames)
   int owned_by_cstack = -1;       // 3.12: owner of the shim frame each C activation pushes first
@@ -29,8 +33,11 @@ struct Layout {
   size_t compact_size = 0;        // sizeof(PyCompactUnicodeObject): other compact strings
 };
 
+constexpr size_t kNone = SIZE_MAX;
+constexpr Layout kPython310 = {10, 24, kNone, 32, 24, 96, kNone, -1, -1, 104, 112, 120, 40, 0, 48, 72};
 constexpr Layout kPython311 = {11, 56, 8, 32, 48, 56, 69, 68, -1, 112, 120, 136, 72, 184, 48, 72};
 constexpr Layout kPython312 = {12, 56, 0, 0, 8, 56, 70, -1, 3, 112, 120, 136, 68, 192, 40, 56};
+constexpr Layout kPython313 = {13, 72, kNone, 0, 8, 56, 70, -1, 3, 112, 120, 136, 68, 200, 40, 56};
 
 // Common to 3.11 and 3.12 (LP64): PyObject.ob_type, PyASCIIObject's length and state, PyBytesObject's size and data.
 constexpr size_t kObType = 8, kStrLength = 16, kStrState = 32, kBytesSize = 16, kBytesData = 32;
@@ -46,19 +53,27 @@ struct Interpreter {
 
 Interpreter find_interpreter() {
   Interpreter in;
-  const auto* version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));  // 3.11+
-  if (!version) {
-    in.status = dlsym(RTLD_DEFAULT, "Py_GetVersion") ? "a Python older than 3.11 (not supported yet)"
-                                                      : "no Python interpreter in this process";
+  // Py_GetVersion: "3.12.3 (main, ...)", a static string (Py_Version, the number, is 3.11+ only).
+  const auto get_version = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "Py_GetVersion"));
+  if (!get_version) {
+    in.status = "no Python interpreter in this process";
     return in;
   }
-  const int major = static_cast<int>((*version >> 24) & 0xff), minor = static_cast<int>((*version >> 16) & 0xff);
-  if (major == 3 && minor == 11) {
+  int major = 0, minor = 0;
+  if (std::sscanf(get_version(), "%d.%d", &major, &minor) != 2) major = 0;
+  // A free-threaded build ("3.13.0 experimental free-threading build") lays its objects out differently.
+  const bool free_threaded = std::strstr(get_version(), "free-threading") != nullptr;
+  if (major == 3 && minor == 10) {
+    in.layout = kPython310;
+  } else if (major == 3 && minor == 11) {
     in.layout = kPython311;
   } else if (major == 3 && minor == 12) {
     in.layout = kPython312;
+  } else if (major == 3 && minor == 13 && !free_threaded) {
+    in.layout = kPython313;
   } else {
-    in.status = "Python " + std::to_string(major) + "." + std::to_string(minor) + " (frames are read for 3.11 and 3.12)";
+    in.status = "Python " + std::to_string(major) + "." + std::to_string(minor) + (free_threaded ? " free-threaded" : "") +
+                " (frames are read for 3.10 to 3.13)";
     return in;
   }
   in.this_thread_state = reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
@@ -205,14 +220,31 @@ struct Groups {
   int n = 0;
 };
 
+// 3.10: frame objects, each run by its own C activation; f_lasti counts code units, -1 before the first one.
+void read_frames_310(const Interpreter& in, uintptr_t f, Groups* g) {
+  const Layout& l = in.layout;
+  for (int guard = 0; f && g->n < kMaxPythonFrames && guard < 4096; ++guard) {
+    const auto code = read<uintptr_t>(f, l.frame_code);
+    if (!code || read<uintptr_t>(code, kObType) != in.code_type) break;
+    const int lasti = read<int>(f, l.frame_prev_instr);
+    if (lasti >= 0) {
+      g->entries[g->n] = kPythonFrameTag | (uintptr_t(code_id(in, code) & 0x7fffffff) << 32) |
+                         static_cast<uint32_t>(lasti * 2);
+      g->group_end[g->n] = 1;
+      ++g->n;
+    }
+    f = read<uintptr_t>(f, l.frame_previous);
+  }
+}
+
 void read_frames(const Interpreter& in, Groups* g) {
   const Layout& l = in.layout;
   if (!in.this_thread_state || !in.is_initialized()) return;
   const auto tstate = reinterpret_cast<uintptr_t>(in.this_thread_state());
   if (!tstate) return;
-  const auto cframe = read<uintptr_t>(tstate, l.tstate_cframe);
-  if (!cframe) return;
-  uintptr_t f = read<uintptr_t>(cframe, l.cframe_current);
+  uintptr_t f = read<uintptr_t>(tstate, l.tstate_cframe);
+  if (f && l.cframe_current != kNone) f = read<uintptr_t>(f, l.cframe_current);  // 3.11, 3.12: via the _PyCFrame
+  if (l.minor == 10) return read_frames_310(in, f, g);
   for (int guard = 0; f && g->n < kMaxPythonFrames && guard < 4096; ++guard) {
     const auto owner = read<uint8_t>(f, l.frame_owner);
     const auto previous = read<uintptr_t>(f, l.frame_previous);
@@ -272,8 +304,29 @@ bool resolve_python_frame(uintptr_t entry, PythonFrame* out) {
   }
   out->filename = c.filename;
   out->name = c.name;
-  out->line = python_line_for(c.linetable, c.firstlineno, static_cast<uint32_t>(entry));
+  out->line = interpreter().layout.minor == 10 ? python310_line_for(c.linetable, c.firstlineno, static_cast<uint32_t>(entry))
+                                              : python_line_for(c.linetable, c.firstlineno, static_cast<uint32_t>(entry));
   return true;
+}
+
+// 3.10's line table (PEP 626, Objects/lnotab_notes.txt): pairs of (bytes of code covered, signed line delta), -128
+// meaning "no line"; ranges that cover no code still move the line.
+int python310_line_for(const std::string& table, int firstlineno, uint32_t byte_offset) {
+  int line = firstlineno, current = -1;
+  uint32_t start = 0, end = 0;
+  for (size_t i = 0; i + 1 < table.size(); i += 2) {
+    start = end;
+    end += static_cast<uint8_t>(table[i]);
+    const auto delta = static_cast<int8_t>(table[i + 1]);
+    if (delta == -128) {
+      current = -1;
+    } else {
+      line += delta;
+      current = line;
+    }
+    if (start < end && byte_offset >= start && byte_offset < end) return current;
+  }
+  return -1;
 }
 
 // The location table (Objects/locations.md in CPython): entries of one first byte (bit 7 set, a 4-bit code, the

@@ -1,4 +1,4 @@
-// Python frames of the calling thread, read from CPython's own structures (3.11, 3.12) without taking the GIL, and
+// Python frames of the calling thread, read from CPython's own structures (3.10 to 3.13) without taking the GIL, and
 // merged into the native stack where the interpreter's frames are, so an allocation's stack says which line of the
 // job's Python code made it.
 //
@@ -45,5 +45,7 @@ bool resolve_python_frame(uintptr_t entry, PythonFrame* out);
 // The line of the instruction at `byte_offset` in a code object whose location table (co_linetable, the 3.11+
 // format) and first line are given; -1 when the table gives it no line. Exposed for tests.
 int python_line_for(const std::string& linetable, int firstlineno, uint32_t byte_offset);
+// The same for 3.10's line table (PEP 626).
+int python310_line_for(const std::string& linetable, int firstlineno, uint32_t byte_offset);
 
 }  // namespace allocscope::capture
