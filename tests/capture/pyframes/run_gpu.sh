@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine: Python frames end to end. (1) the oracle test and the hook's cost on this machine's Python;
-# (2) the owners jobs (PyTorch, PyTorch with its caching allocator off, CuPy, JAX) under `allocscope record`, and for
+# (2) the owners jobs (PyTorch, PyTorch with its caching allocator off, CuPy, JAX, PyTorch DDP on NCCL) under `allocscope record`, and for
 # each the share of the bytes at the peak whose site is a line of the job's own script (site_share.py).
 # usage: tests/capture/pyframes/run_gpu.sh STAGE_DIR OUT_DIR
 set -u
@@ -15,7 +15,7 @@ echo "== oracle: $(python3 --version)"
 python3 $here/python_frames_test.py "$S/liballocscope_python_shim.so" 2>&1 | tail -8
 echo "== hook cost"
 python3 $here/python_frames_test.py "$S/liballocscope_python_shim.so" --bench | tee "$O/bench.json"
-for job in torch torch_nocache cupy jax; do
+for job in torch torch_nocache cupy jax nccl; do
   script=${job%_nocache}_job.py
   env=()
   [ "$job" = torch_nocache ] && env=(PYTORCH_NO_CUDA_MEMORY_CACHING=1)
@@ -26,6 +26,7 @@ for job in torch torch_nocache cupy jax; do
   python3 -c "import gzip, pickle, sys; s = pickle.load(gzip.open(sys.argv[1])); print('pickle.load:', len(s['device_traces'][0]), 'trace entries; python_frames =', repr(s['allocator_settings']['allocscope_capture'].get('python_frames')))" "$O/$job.pickle.gz"
   python3 $here/site_share.py "$S/allocscope" "$O/$job.pickle.gz" "$script" | tee "$O/$job.share.json"
   "$S/allocscope" peak "$O/$job.pickle.gz" --top 5 2>&1 | head -40
+  "$S/allocscope" summary "$O/$job.pickle.gz" 2>&1 | grep -i -A12 "owner" | head -14
 done
 rm -f /tmp/*.bare.json
 ls -la "$O"
