@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -274,6 +275,10 @@ void read_frames(const Interpreter& in, Groups* g) {
 }  // namespace
 
 const std::string& python_frames_status() { return interpreter().status; }
+
+void python_frames_after_fork_in_child() {
+  new (&codes().mu) std::mutex;  // a thread of the parent may have held it at the fork: it does not exist here
+}
 
 int merge_python_frames(const uintptr_t* native, int n, uintptr_t* out, int max) {
   const Interpreter& in = interpreter();

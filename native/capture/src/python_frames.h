@@ -27,6 +27,9 @@ constexpr int kMaxPythonFrames = 64;
 // found, else why frames are not read ("no Python interpreter in this process", "Python 3.13 (...)").
 const std::string& python_frames_status();
 
+// In a forked child: the code registry's lock may have been held by a parent's thread that the child does not have.
+void python_frames_after_fork_in_child();
+
 // Writes the native return addresses `native[0..n)` (innermost first) to `out` with the calling thread's Python frames
 // in place of each interpreter loop activation (_PyEval_EvalFrameDefault) that ran them; Python frames the native
 // stack did not reach (it was cut at max frames) follow the native ones. At most `max` entries; returns the count.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "allocscope/writer.h"
+#include "python_frames.h"
 #include "snapshot_builder.h"
 
 namespace allocscope::capture {
@@ -170,6 +171,7 @@ void Session::after_fork_in_child() {
     if (fd >= 0) close(fd);
     fd = -1;
   }
+  python_frames_after_fork_in_child();
   if (g_fork_locked) s.mu_.unlock();
 }
 
