@@ -25,19 +25,6 @@ const DeviceLifetimes* Lifetimes::device(int64_t ordinal) const {
   return nullptr;
 }
 
-namespace {
-
-// One allocation while building, before rows are put in stacking order.
-struct Row {
-  uint64_t addr, size, block_size;
-  int64_t stream;
-  StackId stack;
-  uint32_t alloc_event, free_event, free_requested_event;
-  LifetimeOrigin origin;
-};
-
-}  // namespace
-
 DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
   DeviceLifetimes out;
   out.device = device;
@@ -48,16 +35,55 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
   out.event_count = n;
   const EventColumns& ev = s.events;
 
-  std::vector<Row> traced;     // in alloc order
-  std::vector<Row> freed_only;  // in free order
+  // Every column is sized once, to its final length, and rows are written in place: building 56-byte rows first and
+  // copying them into columns held both at once (~350 MB for a 10M-event trace in the browser, whose heap never
+  // gives memory back), and growing or re-copying columns leaves holes the heap keeps. The stacking order puts the
+  // freed-only and final-state rows (known only after the replay) before the traced ones, so a first replay counts
+  // them: it touches only an address map.
+  uint32_t allocs = 0, freed_only = 0, final_only = 0;
   {
-    // One row per alloc event: sized once, since a doubling array of 56-byte rows for a 10M-event trace took up to
-    // twice its 185 MB while it grew (and the browser's heap never gives that back).
-    size_t allocs = 0;
-    for (uint32_t i = 0; i < n; ++i) allocs += ev.action[begin + i] == Action::kAlloc;
-    traced.reserve(allocs);
+    detail::AddrMap live(4096);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t r = begin + i;
+      if (ev.action[r] == Action::kAlloc) {
+        live.put(ev.addr[r], 0);
+        ++allocs;
+      } else if (ev.action[r] == Action::kFreeCompleted) {
+        freed_only += live.erase(ev.addr[r]) == detail::AddrMap::kAbsent;
+      }
+    }
+    for (const Segment& seg : s.segments) {
+      if (seg.device != device) continue;
+      for (const Block& b : s.blocks_of(seg))
+        final_only += b.state == BlockState::kActiveAllocated && live.get(b.address) == detail::AddrMap::kAbsent;
+    }
   }
-  detail::AddrMap live(4096);   // addr -> index in `traced` of the live (not yet free_completed) alloc
+  const uint32_t front = final_only + freed_only;  // rows [0, front) stack before the traced ones
+  const size_t total_rows = size_t{front} + allocs;
+  out.addr.resize(total_rows);
+  out.size.resize(total_rows);
+  out.block_size.resize(total_rows);
+  out.stream.resize(total_rows);
+  out.stack.resize(total_rows);
+  out.alloc_event.resize(total_rows);
+  out.free_event.resize(total_rows);
+  out.free_requested_event.resize(total_rows);
+  out.origin.resize(total_rows);
+  auto put = [&out](uint32_t row, uint64_t addr, uint64_t size, uint64_t block_size, int64_t stream, StackId stack,
+                    uint32_t alloc_event, uint32_t free_event, uint32_t free_requested_event, LifetimeOrigin origin) {
+    out.addr[row] = addr;
+    out.size[row] = size;
+    out.block_size[row] = block_size;
+    out.stream[row] = stream;
+    out.stack[row] = stack;
+    out.alloc_event[row] = alloc_event;
+    out.free_event[row] = free_event;
+    out.free_requested_event[row] = free_requested_event;
+    out.origin[row] = origin;
+  };
+
+  uint32_t next_traced = front, freed_seen = 0;
+  detail::AddrMap live(4096);   // addr -> row in `out` of the live (not yet free_completed) alloc
   detail::AddrMap requested_before(64);  // addr -> free_requested event of a block whose alloc we never saw
 
   for (uint32_t i = 0; i < n; ++i) {
@@ -69,15 +95,15 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
         if (prev != detail::AddrMap::kAbsent)
           out.warnings.push_back("event " + std::to_string(i) + ": address allocated again without a free; the "
                                  "earlier allocation stays alive (as in PyTorch's viewer)");
-        live.put(addr, static_cast<uint32_t>(traced.size()));
-        traced.push_back({addr, ev.size[r], 0, ev.stream[r], ev.stack[r], i, kNoEvent, kNoEvent,
-                          LifetimeOrigin::kTraced});
+        live.put(addr, next_traced);
+        put(next_traced++, addr, ev.size[r], 0, ev.stream[r], ev.stack[r], i, kNoEvent, kNoEvent,
+            LifetimeOrigin::kTraced);
         break;
       }
       case Action::kFreeRequested: {
         uint32_t t = live.get(addr);
         if (t != detail::AddrMap::kAbsent) {
-          traced[t].free_requested_event = i;
+          out.free_requested_event[t] = i;
         } else {
           requested_before.put(addr, i);
         }
@@ -86,7 +112,7 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
       case Action::kFreeCompleted: {
         uint32_t t = live.erase(addr);
         if (t != detail::AddrMap::kAbsent) {
-          traced[t].free_event = i;
+          out.free_event[t] = i;
           break;
         }
         // PyTorch elides an immediately preceding free_requested of the same address into one `free` event and keeps
@@ -94,8 +120,10 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
         uint32_t src = r;
         if (i > 0 && ev.action[r - 1] == Action::kFreeRequested && ev.addr[r - 1] == addr) src = r - 1;
         uint32_t req = requested_before.erase(addr);
-        freed_only.push_back({addr, ev.size[src], 0, ev.stream[src], ev.stack[src], kNoEvent, i,
-                              req == detail::AddrMap::kAbsent ? kNoEvent : req, LifetimeOrigin::kFreedOnly});
+        // Stacking order: PyTorch pushes freed-only then final-state elements to `initially_allocated`, reverses it,
+        // and stacks those first: the last freed-only row right after the final-state ones.
+        put(front - 1 - freed_seen++, addr, ev.size[src], 0, ev.stream[src], ev.stack[src], kNoEvent, i,
+            req == detail::AddrMap::kAbsent ? kNoEvent : req, LifetimeOrigin::kFreedOnly);
         break;
       }
       default:
@@ -104,49 +132,22 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
   }
 
   // Final state: blocks still active. Traced allocs alive at the end learn their allocator block size here.
-  std::vector<Row> final_state;
+  uint32_t final_seen = 0;
   for (const Segment& seg : s.segments) {
     if (seg.device != device) continue;
     for (const Block& b : s.blocks_of(seg)) {
       if (b.state != BlockState::kActiveAllocated && b.state != BlockState::kActivePendingFree) continue;
       uint32_t t = live.get(b.address);
       if (t != detail::AddrMap::kAbsent) {
-        traced[t].block_size = b.size;
+        out.block_size[t] = b.size;
         continue;
       }
       // PyTorch adds only active_allocated blocks; a pending-free block with no traced alloc is not drawn.
       if (b.state != BlockState::kActiveAllocated) continue;
-      final_state.push_back({b.address, b.requested_size, b.size, seg.stream, b.stack, kNoEvent, kNoEvent, kNoEvent,
-                             LifetimeOrigin::kFinalState});
+      put(final_only - 1 - final_seen++, b.address, b.requested_size, b.size, seg.stream, b.stack, kNoEvent, kNoEvent,
+          kNoEvent, LifetimeOrigin::kFinalState);
     }
   }
-
-  // Stacking order: PyTorch pushes freed-only then final-state elements to `initially_allocated`, reverses it, and
-  // stacks those first; traced allocs follow in event order.
-  const size_t total_rows = final_state.size() + freed_only.size() + traced.size();
-  out.addr.reserve(total_rows);
-  out.size.reserve(total_rows);
-  out.block_size.reserve(total_rows);
-  out.stream.reserve(total_rows);
-  out.stack.reserve(total_rows);
-  out.alloc_event.reserve(total_rows);
-  out.free_event.reserve(total_rows);
-  out.free_requested_event.reserve(total_rows);
-  out.origin.reserve(total_rows);
-  auto emit = [&](const Row& x) {
-    out.addr.push_back(x.addr);
-    out.size.push_back(x.size);
-    out.block_size.push_back(x.block_size);
-    out.stream.push_back(x.stream);
-    out.stack.push_back(x.stack);
-    out.alloc_event.push_back(x.alloc_event);
-    out.free_event.push_back(x.free_event);
-    out.free_requested_event.push_back(x.free_requested_event);
-    out.origin.push_back(x.origin);
-  };
-  for (auto it = final_state.rbegin(); it != final_state.rend(); ++it) emit(*it);
-  for (auto it = freed_only.rbegin(); it != freed_only.rend(); ++it) emit(*it);
-  for (const Row& x : traced) emit(x);
 
   out.total = detail::step_totals(out, n);
   return out;
