@@ -29,7 +29,11 @@ const char kUsage[] =
     "  --no-dump-on-oom      do not dump when a CUDA allocation fails with out-of-memory\n"
     "  --dump-signal SIG     dump whenever the job receives SIG (e.g. USR1)\n"
     "  --no-dump-at-exit     do not dump when the job exits\n"
-    "  --library PATH        liballocscope_capture.so to inject (default: next to this binary)\n";
+    "  --no-torch            do not turn on PyTorch's own recorder in Python jobs (see below)\n"
+    "  --library PATH        liballocscope_capture.so to inject (default: next to this binary)\n\n"
+    "Python jobs: a bootstrap (a sitecustomize that runs any sitecustomize it shadows) turns on PyTorch's memory\n"
+    "recorder when the job's CUDA starts, and writes PyTorch's own snapshot (tensors, their Python stacks) beside\n"
+    "the capture's at exit and on out-of-memory: OUTPUT with .pickle replaced by .torch.pickle.\n";
 
 bool exists(const std::string& p) {
   struct stat st;
@@ -57,6 +61,14 @@ std::string find_library(const std::string& explicit_path) {
   return "";
 }
 
+// The folder holding the Python bootstrap (sitecustomize.py): next to this binary (the build), or ../share.
+std::string find_bootstrap() {
+  const std::string dir = self_dir();
+  for (const std::string& c : {dir + "/python", dir + "/../share/allocscope/python"})
+    if (exists(c + "/sitecustomize.py")) return c;
+  return "";
+}
+
 std::string absolute(const std::string& p) {
   char buf[PATH_MAX];
   return realpath(p.c_str(), buf) ? std::string(buf) : p;
@@ -65,6 +77,7 @@ std::string absolute(const std::string& p) {
 int run_record(const std::vector<std::string>& args) {
   std::vector<std::pair<std::string, std::string>> env;
   std::string library;
+  bool torch = true;
   size_t i = 0;
   auto value = [&](const std::string& name, std::string* out) {
     const std::string& a = args[i];
@@ -109,6 +122,8 @@ int run_record(const std::vector<std::string>& args) {
       env.emplace_back("ALLOCSCOPE_DUMP_SIGNAL", v);
     } else if (name == "--no-dump-at-exit") {
       env.emplace_back("ALLOCSCOPE_DUMP_AT_EXIT", "0");
+    } else if (name == "--no-torch") {
+      torch = false;
     } else if (name == "--library") {
       if (!value(name, &library)) return fail("record: --library needs a path");
     } else {
@@ -122,7 +137,14 @@ int run_record(const std::vector<std::string>& args) {
                 "CUPTI at build time (configure with --preset cuda)");
   if (!exists(lib)) return fail("record: " + lib + ": no such file");
   setenv("CUDA_INJECTION64_PATH", absolute(lib).c_str(), 1);
+  setenv("ALLOCSCOPE_CAPTURE_LIBRARY", absolute(lib).c_str(), 1);  // the bootstrap asks it for the output's name
   for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  if (const std::string boot = find_bootstrap(); torch && !boot.empty()) {
+    const char* old = std::getenv("PYTHONPATH");
+    setenv("PYTHONPATH", (absolute(boot) + (old && *old ? std::string(":") + old : std::string())).c_str(), 1);
+    setenv("ALLOCSCOPE_TORCH", "1", 1);
+    if (const char* m = std::getenv("ALLOCSCOPE_MAX_ENTRIES")) setenv("ALLOCSCOPE_TORCH_MAX_ENTRIES", m, 1);
+  }
   std::vector<char*> argv;
   for (size_t k = i; k < args.size(); ++k) argv.push_back(const_cast<char*>(args[k].c_str()));
   argv.push_back(nullptr);

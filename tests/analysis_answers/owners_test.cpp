@@ -4,6 +4,8 @@
 // (cuBLAS handles, cuDNN, cuRAND) are named, and no healthy job is told it leaks, though it would be without the rule.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -113,6 +115,38 @@ TEST(Owners, CapturedJobsEqualTheLibrariesOwnCounts) {
     }
     if (std::string(c.job) == "cupy" || std::string(c.job) == "jax") {
       EXPECT_TRUE(warns_leak(without));
+    }
+  }
+}
+
+// `allocscope record` with the bootstrap (tests/fixtures/capture_torch_pair, tests/capture/pyframes/run_torch_gpu.sh):
+// PyTorch's own snapshot, written at exit by PyTorch's recorder, is the oracle for the capture's owner rule. Every
+// segment PyTorch says it holds is in the capture at the same address with the same size, owned by PyTorch there; the
+// capture's PyTorch-owned segments are exactly those; and PyTorch's total is its own memory_reserved().
+TEST(Owners, PyTorchsOwnSnapshotIsWhatTheCaptureCallsPyTorchs) {
+  for (const char* job : {"torch", "nccl"}) {
+    SCOPED_TRACE(job);
+    const Loaded* cap = load(std::string("capture_torch_pair/") + job);
+    const Loaded* pt = load(std::string("capture_torch_pair/") + job + ".torch");
+    ASSERT_TRUE(cap && pt);
+    ASSERT_TRUE(is_capture(cap->s));
+    ASSERT_FALSE(is_capture(pt->s));
+    const OwnerMap owners(cap->s);
+    std::map<uint64_t, uint64_t> torch_segments, captured_pytorch;
+    uint64_t torch_total = 0;
+    for (const Segment& seg : pt->s.segments) {
+      torch_segments[seg.address] = seg.total_size;
+      torch_total += seg.total_size;
+    }
+    for (const Segment& seg : cap->s.segments)
+      if (owners.owner(seg.stack) == Owner::kPyTorch) captured_pytorch[seg.address] = seg.total_size;
+    EXPECT_EQ(captured_pytorch, torch_segments);
+    EXPECT_EQ(torch_total, label_of("capture_torch_pair", job)["memory_reserved"].get<uint64_t>());
+    EXPECT_GT(torch_segments.size(), 5u);
+    // What the capture has beyond PyTorch's: other libraries' buffers, none the user's own.
+    for (const Segment& seg : cap->s.segments) {
+      const Owner o = owners.owner(seg.stack);
+      if (o != Owner::kPyTorch) EXPECT_TRUE(is_library_owner(o)) << owner_name(o);
     }
   }
 }

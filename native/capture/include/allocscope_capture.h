@@ -2,6 +2,7 @@
 #ifndef ALLOCSCOPE_CAPTURE_H_
 #define ALLOCSCOPE_CAPTURE_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -42,6 +43,10 @@ int allocscope_capture_active(void);
 /* Named ranges, recorded like PyTorch's external_annotations; nested ranges form a path in events' metadata. */
 void allocscope_capture_push(const char* name);
 void allocscope_capture_pop(void);
+
+/* The path this process's snapshot is written to (the configured output with %p, %r and %% expanded), NUL-ended,
+   into `out` of `size` bytes. 0 on success, -1 when it does not fit or the environment is invalid. */
+int allocscope_capture_output_path(char* out, size_t size);
 
 /* The last error of this thread, in words ("" when none). Valid until the next call on this thread. */
 const char* allocscope_capture_last_error(void);

@@ -78,6 +78,23 @@ void allocscope_capture_pop(void) {
   if (Recorder* r = Session::get().recorder()) r->pop_range(device_now());
 }
 
+int allocscope_capture_output_path(char* out, size_t size) {
+  std::string pattern;
+  if (Recorder* r = Session::get().recorder()) {
+    pattern = r->options().output_path;
+  } else {
+    auto env = options_from_env();
+    if (!env.ok()) return report(env.error());
+    pattern = env->output_path;
+  }
+  const std::string path = expand_output_path(pattern);
+  if (!out || path.size() + 1 > size)
+    return report(allocscope::Error{"allocscope_capture_output_path: the path needs " + std::to_string(path.size() + 1) +
+                                    " bytes"});
+  std::memcpy(out, path.c_str(), path.size() + 1);
+  return report(allocscope::Status{});
+}
+
 const char* allocscope_capture_last_error(void) { return t_error.c_str(); }
 
 }  // extern "C"

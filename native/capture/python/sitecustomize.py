@@ -1,0 +1,119 @@
+"""allocscope's bootstrap for Python jobs run by `allocscope record` (which puts this folder first on PYTHONPATH).
+
+It runs the sitecustomize it shadows (the user's or the distribution's), then, once the job imports torch, turns on
+PyTorch's own memory recorder when CUDA initialises (torch.cuda._lazy_call: the job's CUDA start is not moved
+earlier, so forking before CUDA keeps working), and writes PyTorch's snapshot beside the capture's at exit and on an
+out-of-memory error: tensor-level blocks, Python stacks and annotations that the driver-level capture cannot see.
+Nothing here may break the job: every step catches its errors and says so once on stderr.
+
+Environment (set by `allocscope record`): ALLOCSCOPE_TORCH=1 turns the torch part on; ALLOCSCOPE_TORCH_MAX_ENTRIES
+(default 100000); ALLOCSCOPE_CAPTURE_LIBRARY, the capture library, whose allocscope_capture_output_path names the
+snapshot (the same %p/%r rule); PyTorch's goes to that name with ".pickle(.gz)" replaced by ".torch.pickle".
+"""
+import os
+import sys
+
+
+def _say(msg):
+    try:
+        sys.stderr.write("allocscope bootstrap: %s\n" % msg)
+    except Exception:
+        pass
+
+
+def _chain():
+    """Runs the next sitecustomize on sys.path, which this module hides by its name."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in sys.path:
+        try:
+            if not d or os.path.abspath(d) == here:
+                continue
+            path = os.path.join(d, "sitecustomize.py")
+            if not os.path.isfile(path):
+                continue
+            import importlib.util
+            spec = importlib.util.spec_from_file_location("_allocscope_chained_sitecustomize", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+        except Exception as e:  # the user's sitecustomize failing must look as it would without us
+            _say("the sitecustomize in %s raised %r" % (d, e))
+        return
+
+
+def _torch_output():
+    import ctypes
+    lib = ctypes.CDLL(os.environ["ALLOCSCOPE_CAPTURE_LIBRARY"])
+    buf = ctypes.create_string_buffer(4096)
+    if lib.allocscope_capture_output_path(buf, ctypes.c_size_t(len(buf))) != 0:
+        raise RuntimeError("allocscope_capture_output_path failed")
+    path = buf.value.decode()
+    for ext in (".pickle.gz", ".pickle", ".gz"):
+        if path.endswith(ext):
+            return path[: -len(ext)] + ".torch.pickle"
+    return path + ".torch.pickle"
+
+
+def _dump(torch, when):
+    try:
+        if not torch.cuda.is_initialized():
+            return  # no CUDA in this process: nothing to write (as the capture does)
+        path = _torch_output()
+        torch.cuda.memory._dump_snapshot(path)
+        _say("%s: wrote PyTorch's snapshot %s" % (when, path))
+    except Exception as e:
+        _say("%s: PyTorch's snapshot not written: %r" % (when, e))
+
+
+def _start_recorder(torch):
+    try:
+        entries = int(os.environ.get("ALLOCSCOPE_TORCH_MAX_ENTRIES", "100000"))
+        # Python stacks only: the capture has the native frames, and C++ stacks would cost PyTorch an unwind per block.
+        torch.cuda.memory._record_memory_history(max_entries=entries, stacks="python")
+        try:
+            torch._C._cuda_attach_out_of_memory_observer(lambda *args: _dump(torch, "on OOM"))
+        except Exception as e:
+            _say("no out-of-memory observer: %r" % (e,))
+    except Exception as e:
+        _say("PyTorch's recorder not started: %r" % (e,))
+
+
+def _on_torch_imported(torch):
+    try:
+        import atexit
+        atexit.register(_dump, torch, "at exit")  # after torch's own: runs before torch's teardown
+        torch.cuda._lazy_call(lambda: _start_recorder(torch))
+    except Exception as e:
+        _say("PyTorch's recorder not set up: %r" % (e,))
+
+
+class _TorchWatch:
+    """A meta path finder that sees `import torch` once, lets the normal machinery load it, then hooks it."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        try:
+            sys.meta_path.remove(self)
+            import importlib.util
+            spec = importlib.util.find_spec("torch")
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                return spec
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                _on_torch_imported(module)
+            spec.loader.exec_module = exec_module
+            return spec
+        except Exception as e:
+            _say("torch import not watched: %r" % (e,))
+            return None
+
+
+_chain()
+if os.environ.get("ALLOCSCOPE_TORCH") == "1" and os.environ.get("ALLOCSCOPE_CAPTURE_LIBRARY"):
+    if "torch" in sys.modules:
+        _on_torch_imported(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _TorchWatch())

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""`allocscope record -- python3 ...` loads allocscope's bootstrap (a sitecustomize) and still runs the user's own
+sitecustomize; `--no-torch` leaves the interpreter alone; a job without CUDA writes nothing. (The PyTorch part needs
+a GPU: tests/capture/pyframes/run_gpu.sh checks it.) usage: bootstrap_test.py ALLOCSCOPE. Exit 77 when `record`
+cannot run here (no capture library built)."""
+import os
+import subprocess
+import sys
+import tempfile
+
+allocscope = sys.argv[1]
+failed = 0
+
+
+def check(cond, what):
+    global failed
+    print(("  ok   " if cond else "  FAIL ") + what)
+    failed += 0 if cond else 1
+
+
+probe = ("import builtins, sys; m = sys.modules.get('sitecustomize'); "
+         "print(getattr(builtins, 'user_site_ran', False), m.__file__ if m else None, "
+         "sys.modules.get('_allocscope_chained_sitecustomize') is not None)")
+with tempfile.TemporaryDirectory(prefix="allocscope_bootstrap_") as d:
+    user = os.path.join(d, "user")
+    os.mkdir(user)
+    with open(os.path.join(user, "sitecustomize.py"), "w") as f:
+        f.write("import builtins\nbuiltins.user_site_ran = True\n")
+    env = dict(os.environ, PYTHONPATH=user)
+    out = os.path.join(d, "job.pickle")
+    r = subprocess.run([allocscope, "record", "-o", out, "--", sys.executable, "-c", probe], env=env,
+                       capture_output=True, text=True)
+    if "was not built" in r.stderr:
+        print("SKIP: " + r.stderr.strip())
+        sys.exit(77)
+    ran, site_file, chained = r.stdout.split() if r.returncode == 0 else ("?", "?", "?")
+    check(r.returncode == 0, "the job ran under record (%d, %s)" % (r.returncode, r.stderr.strip()[-200:]))
+    check(site_file.endswith("/python/sitecustomize.py") and not site_file.startswith(user),
+          "the interpreter loaded allocscope's bootstrap (%s)" % site_file)
+    check(ran == "True" and chained == "True", "and the bootstrap ran the user's own sitecustomize")
+    check(not os.path.exists(out) and not os.path.exists(os.path.join(d, "job.torch.pickle")),
+          "a job that never used CUDA wrote no snapshot")
+    check("allocscope bootstrap" not in r.stderr, "the bootstrap said nothing (no torch imported)")
+
+    r = subprocess.run([allocscope, "record", "--no-torch", "-o", out, "--", sys.executable, "-c", probe], env=env,
+                       capture_output=True, text=True)
+    ran, site_file, chained = r.stdout.split() if r.returncode == 0 else ("?", "?", "?")
+    check(r.returncode == 0 and site_file.startswith(user) and ran == "True",
+          "--no-torch: the user's sitecustomize is the interpreter's own (%s)" % site_file)
+
+    # A user sitecustomize that raises: the job still runs, and the bootstrap says which one failed.
+    with open(os.path.join(user, "sitecustomize.py"), "w") as f:
+        f.write("raise RuntimeError('broken site')\n")
+    r = subprocess.run([allocscope, "record", "-o", out, "--", sys.executable, "-c", "print('job ran')"], env=env,
+                       capture_output=True, text=True)
+    check(r.returncode == 0 and "job ran" in r.stdout and "broken site" in r.stderr,
+          "a failing user sitecustomize is reported and the job runs (%s)" % r.stderr.strip()[-120:])
+print("%d failed" % failed)
+sys.exit(1 if failed else 0)
