@@ -60,6 +60,16 @@ Interpreter find_interpreter() {
     in.status = "no Python interpreter in this process";
     return in;
   }
+  // Only CPython's release layouts are known: PyPy's C API layer, and a debug build (whose objects may carry extra
+  // header fields), are refused rather than read with the wrong offsets.
+  if (std::strstr(get_version(), "PyPy") || !dlsym(RTLD_DEFAULT, "_PyRuntime")) {
+    in.status = "not CPython (frames are read from CPython's own structures)";
+    return in;
+  }
+  if (dlsym(RTLD_DEFAULT, "_Py_NegativeRefcount")) {
+    in.status = "a debug build of CPython (its object layout is not the release one)";
+    return in;
+  }
   int major = 0, minor = 0;
   if (std::sscanf(get_version(), "%d.%d", &major, &minor) != 2) major = 0;
   // A free-threaded build ("3.13.0 experimental free-threading build") lays its objects out differently.
