@@ -60,8 +60,8 @@ inline void prepend(Snapshot* s, int64_t device, const std::vector<Row>& rows) {
   ins(e.stream, stream);
   ins(e.time_us, t);
   ins(e.stack, StackId{0});
-  ins(e.compile_context, StringId{0});
-  ins(e.user_metadata, StringId{0});
+  e.compile_context.insert(at, rows.size(), StringId{0});
+  e.user_metadata.insert(at, rows.size(), StringId{0});
   if (layouts) ins(e.layout, layout);
   for (size_t k = 0; k < rows.size(); ++k) {
     e.action[at + k] = rows[k].action;

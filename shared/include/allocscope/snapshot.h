@@ -5,6 +5,7 @@
 // the empty stack, so "no frames" needs no special case.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -97,6 +98,53 @@ enum class EntryKey : uint8_t {
 };
 using EntryLayout = std::vector<EntryKey>;
 
+// A column of string ids that costs nothing while every row holds the same one (PyTorch 2.11 writes
+// compile_context 'N/A' and user_metadata '' on every trace entry: two 4-byte columns were 80 MB of a 10M-event
+// model), and becomes an array at the first row that differs. Reads and appends like the vector it replaces.
+class SameOrColumn {
+ public:
+  uint32_t operator[](size_t row) const { return values_.empty() ? same_ : values_[row]; }
+  void push_back(uint32_t v) {
+    if (values_.empty()) {
+      if (rows_ == 0) same_ = v;
+      if (v == same_) {
+        ++rows_;
+        return;
+      }
+      values_.reserve(std::max(reserved_, rows_ + 1));
+      values_.assign(rows_, same_);
+    }
+    values_.push_back(v);
+    ++rows_;
+  }
+  // `count` rows of `v` before row `at`.
+  void insert(size_t at, size_t count, uint32_t v) {
+    if (values_.empty() && (rows_ == 0 || v == same_)) {
+      same_ = v;
+      rows_ += count;
+      return;
+    }
+    if (values_.empty()) values_.assign(rows_, same_);
+    values_.insert(values_.begin() + static_cast<std::ptrdiff_t>(at), count, v);
+    rows_ += count;
+  }
+  size_t size() const { return rows_; }
+  // Kept for the day the column stops being uniform; nothing is allocated while it is.
+  void reserve(size_t rows) {
+    if (values_.empty()) reserved_ = rows;
+    else values_.reserve(rows);
+  }
+  size_t capacity() const { return values_.capacity(); }
+  void shrink_to_fit() { values_.shrink_to_fit(); }
+  bool uniform() const { return values_.empty(); }
+
+ private:
+  std::vector<uint32_t> values_;  // empty while uniform
+  size_t rows_ = 0;
+  size_t reserved_ = 0;
+  uint32_t same_ = 0;
+};
+
 struct EventColumns {
   std::vector<Action> action;
   std::vector<uint64_t> addr;     // for `oom`: device_free (PyTorch stores it instead of addr)
@@ -104,8 +152,8 @@ struct EventColumns {
   std::vector<int64_t> stream;
   std::vector<int64_t> time_us;
   std::vector<StackId> stack;
-  std::vector<StringId> compile_context;  // 0 when absent
-  std::vector<StringId> user_metadata;    // 0 when absent
+  SameOrColumn compile_context;  // StringId, 0 when absent
+  SameOrColumn user_metadata;    // StringId, 0 when absent
   // Index into Snapshot::entry_layouts per row. Empty when the snapshot was built in memory (capture): every row
   // then has PyTorch 2.11's keys.
   std::vector<uint8_t> layout;
