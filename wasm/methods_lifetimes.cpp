@@ -22,16 +22,17 @@ namespace {
 Answer memoryviz(const Request& r, std::span<Loaded* const> files) {
   const DeviceLifetimes* lt = lifetimes_of(*files[0], r.i64("device"));
   if (!lt) return Answer::error("no trace for that device");
-  MemoryVizSummary s = memoryviz_summary(*lt, /*with_totals=*/true);  // the count is a golden number too
+  const bool with_totals = r.flag("with_totals", true);
+  MemoryVizSummary s = memoryviz_summary(*lt, with_totals);  // the count is a golden number too, counted either way
   Answer a;
   a.body = {{"allocations", s.allocations},
             {"peak_active_bytes", s.peak_active_bytes},
             {"final_active_bytes", s.final_active_bytes},
-            {"distinct_totals_count", s.distinct_totals.size()},
+            {"distinct_totals_count", s.distinct_totals_count},
             {"peak_step", lt->peak_step()},
             {"steps", lt->steps()},
             {"warnings", lt->warnings}};
-  if (r.flag("with_totals", true)) {
+  if (with_totals) {
     std::vector<double> d(s.distinct_totals.begin(), s.distinct_totals.end());
     a.add<double>("distinct_totals", "f64", d);
   }

@@ -31,7 +31,9 @@ void check_against_golden(const std::string& name) {
     EXPECT_EQ(m.final_active_bytes, want["final_active_bytes"].get<uint64_t>()) << name;
     if (full) {
       EXPECT_EQ(m.distinct_totals, want["distinct_totals"].get<std::vector<uint64_t>>()) << name;
+      EXPECT_EQ(m.distinct_totals_count, m.distinct_totals.size()) << name;
     } else {
+      EXPECT_EQ(m.distinct_totals_count, want["distinct_totals_count"].get<uint64_t>()) << name;
       MemoryVizSummary c = memoryviz_summary(*d, true);
       EXPECT_EQ(c.distinct_totals.size(), want["distinct_totals_count"].get<uint64_t>()) << name;
     }

@@ -207,8 +207,8 @@ async function bigTest(browser, origin) {
   await context.close();
 }
 
-// Out of memory in the core: the site served with the test-only wasm build whose heap is capped at 80 MB (loading
-// the 1M-event file peaks at ~110 MiB). The core really runs out of memory inside the worker: the page must say the
+// Out of memory in the core: the site served with the test-only wasm build whose heap is capped at 68 MB (loading
+// the 1M-event file peaks at ~77 MiB). The core really runs out of memory inside the worker: the page must say the
 // file is too large for the browser's memory and what to do instead, stay usable, and open a small file afterwards.
 async function memoryTest(browser, origin) {
   console.log('memory');

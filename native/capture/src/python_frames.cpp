@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -185,8 +186,13 @@ struct Codes {
   std::vector<Code> all;
   std::unordered_map<uintptr_t, uint32_t> of_object;
 };
+std::atomic<Codes*> g_codes{nullptr};  // set once codes() made it, read by the fork handler (which must not make it)
 Codes& codes() {
-  static Codes* c = new Codes;
+  static Codes* c = [] {
+    auto* made = new Codes;
+    g_codes.store(made, std::memory_order_release);
+    return made;
+  }();
   return *c;
 }
 
@@ -286,8 +292,15 @@ void read_frames(const Interpreter& in, Groups* g) {
 
 const std::string& python_frames_status() { return interpreter().status; }
 
+void python_frames_prepare() {
+  (void)interpreter();
+  (void)codes();
+}
+
 void python_frames_after_fork_in_child() {
-  new (&codes().mu) std::mutex;  // a thread of the parent may have held it at the fork: it does not exist here
+  // A thread of the parent may have held the lock at the fork: it does not exist here. Nothing is made or allocated
+  // in the fork handler (a registry that does not exist yet has no lock to reset).
+  if (Codes* c = g_codes.load(std::memory_order_acquire)) new (&c->mu) std::mutex;
 }
 
 int merge_python_frames(const uintptr_t* native, int n, uintptr_t* out, int max) {

@@ -27,6 +27,11 @@ constexpr int kMaxPythonFrames = 64;
 // found, else why frames are not read ("no Python interpreter in this process", "Python 3.13 (...)").
 const std::string& python_frames_status();
 
+// Looks the interpreter up and makes the code registry now (the recorder's start, which a fork cannot interrupt):
+// a first use inside a hook could be under way on another thread when the process forks, and the child would then
+// wait forever on that one-time initialisation.
+void python_frames_prepare();
+
 // In a forked child: the code registry's lock may have been held by a parent's thread that the child does not have.
 void python_frames_after_fork_in_child();
 

@@ -70,6 +70,7 @@ Recorder::Recorder(Options options)
   string_ids_.emplace("", 0);
   annotations_.reserve(1024);
   if (options_.stacks != StackMode::kNone) unwind_init();
+  if (options_.stacks == StackMode::kPython) python_frames_prepare();
 }
 
 // Every hook starts the same way: unwind in the hook's own frame (so `skip` counts right; hence a macro) and read the

@@ -15,6 +15,7 @@
 #include "allocscope/writer.h"
 #include "python_frames.h"
 #include "snapshot_builder.h"
+#include "unwind.h"
 
 namespace allocscope::capture {
 namespace {
@@ -172,6 +173,7 @@ void Session::after_fork_in_child() {
     fd = -1;
   }
   python_frames_after_fork_in_child();
+  unwind_off_after_fork();
   if (g_fork_locked) s.mu_.unlock();
 }
 

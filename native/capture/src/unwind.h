@@ -13,6 +13,10 @@ void unwind_init();
 // driver, CUPTI). Allocates nothing and takes no lock of ours. Returns the count.
 int capture_stack(uintptr_t* out, int max, int skip);
 
+// In a forked child: libunwind's own locks may have been held by parent threads that do not exist here (the child
+// then hangs in its first unwind), so a child records no native frames (Python frames need no unwinder).
+void unwind_off_after_fork();
+
 // Address ranges whose leading frames are dropped (at most 16; set at start, before any capture).
 void add_skip_range(uintptr_t lo, uintptr_t hi);
 // Registers every executable segment of the loaded module that contains `address`.

@@ -98,8 +98,14 @@ void add_skip_modules_named(const char* name_part) {
   });
 }
 
+namespace {
+std::atomic<bool> g_unwind_off{false};
+}  // namespace
+
+void unwind_off_after_fork() { g_unwind_off.store(true, std::memory_order_relaxed); }
+
 __attribute__((noinline)) int capture_stack(uintptr_t* out, int max, int skip) {
-  if (max <= 0) return 0;
+  if (max <= 0 || g_unwind_off.load(std::memory_order_relaxed)) return 0;
   constexpr int kBuf = 256;
   void* buf[kBuf];
   int want = max + skip + 1;

@@ -84,8 +84,9 @@ struct MemoryVizSummary {
   uint64_t peak_active_bytes = 0;  // its `max_size`: the highest total after an action
   uint64_t final_active_bytes = 0;  // the last value of its `max_at_time` (a final free shows its pre-free total)
   std::vector<uint64_t> distinct_totals;  // `max_at_time` with consecutive repeats removed
+  uint64_t distinct_totals_count = 0;     // its length, counted also when it is not built
 };
-// `with_totals` = false skips building distinct_totals (the 1M-event file has half a million).
+// `with_totals` = false skips building distinct_totals (the 1M-event file has half a million; 10M events, 80 MB).
 MemoryVizSummary memoryviz_summary(const DeviceLifetimes& lt, bool with_totals = true);
 
 }  // namespace allocscope

@@ -182,6 +182,7 @@ MemoryVizSummary memoryviz_summary(const DeviceLifetimes& lt, bool with_totals) 
     // PyTorch then turns one pre-existing allocation into an action so the flat graph still shows.
     if (lt.count() > 0) {
       m.peak_active_bytes = m.final_active_bytes = lt.total[0];
+      m.distinct_totals_count = 1;
       if (with_totals) m.distinct_totals.push_back(lt.total[0]);
     }
     return m;
@@ -194,6 +195,7 @@ MemoryVizSummary memoryviz_summary(const DeviceLifetimes& lt, bool with_totals) 
     const uint64_t recorded = kind[e] == 1 ? after : lt.total[e];
     m.peak_active_bytes = std::max(m.peak_active_bytes, after);
     if (!have_last || recorded != last) {
+      ++m.distinct_totals_count;
       if (with_totals) m.distinct_totals.push_back(recorded);
       last = recorded;
       have_last = true;

@@ -298,7 +298,7 @@ bool Machine::step() {
         uint64_t idx;
         const uint8_t* q = p;
         if (!memo_ref(q, end_, &idx) || idx >= memo_size) break;
-        const Value v = memo[idx];
+        const Value v = memo.get(idx);
         // Scalars and handles only; unset slots and containers take the general path below.
         if (v.tag == Tag::kNone ? v.aux == kUnsetMemo : v.is_container()) break;
         stack.push_back(v);

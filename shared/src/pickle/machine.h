@@ -215,8 +215,8 @@ class Machine {
         n2.consumed = true;
         n2.replacement = out;
         if (n2.memo_slot < im_.memo.size()) {
-          Value& m = im_.memo[n2.memo_slot];
-          if (m.is_container() && m.payload == v.payload && m.aux == v.aux) m = out;
+          const Value m = im_.memo.get(n2.memo_slot);
+          if (m.is_container() && m.payload == v.payload && m.aux == v.aux) im_.memo.set(n2.memo_slot, out);
         }
         im_.to_recycle.push_back(static_cast<uint32_t>(v.payload));
         *result = out;
@@ -252,8 +252,8 @@ class Machine {
         }
       }
       if (n.memo_slot < im_.memo.size()) {
-        Value& m = im_.memo[n.memo_slot];
-        if (m.is_container() && m.payload == idx && m.aux == n.gen) m = unset_memo();
+        const Value m = im_.memo.get(n.memo_slot);
+        if (m.is_container() && m.payload == idx && m.aux == n.gen) im_.memo.set(n.memo_slot, unset_memo());
       }
       n.items.clear();
       n.lazy = false;
@@ -390,17 +390,17 @@ class Machine {
     } else {
       if (idx > im_.memo.size()) im_.memo.grow_to(idx + 1, unset_memo());
       else im_.runs.disable();  // a slot is overwritten: cached runs may no longer decode as recorded
-      im_.memo[idx] = v;
+      im_.memo.set(idx, v);
     }
     if (v.is_container()) im_.nodes[v.payload].memo_slot = static_cast<uint32_t>(idx);
     return true;
   }
 
   [[gnu::always_inline]] bool memo_get(uint64_t idx) {
-    if (idx >= im_.memo.size() || is_unset(im_.memo[idx]))
+    if (idx >= im_.memo.size() || is_unset(im_.memo.get(idx)))
       return err("refers to memo slot " + std::to_string(idx) + ", which was never stored (" +
                  std::to_string(im_.memo.size()) + " slots in use)");
-    const Value& v = im_.memo[idx];
+    const Value v = im_.memo.get(idx);
     if (v.is_container()) {
       Node* np = nullptr;
       if (!node_of(v, &np)) return false;
@@ -551,7 +551,7 @@ class Machine {
     uint64_t idx;
     while (memo_ref(q, end, &idx)) {
       if (idx >= memo_size) return false;
-      const Value& v = memo[idx];
+      const Value v = memo.get(idx);
       if (v.tag == Tag::kNone ? v.aux == kUnsetMemo : v.is_container()) return false;
       ++count;
     }
@@ -563,7 +563,7 @@ class Machine {
       uint32_t i32 = r[1];
       if (*r == kLONG_BINGET) std::memcpy(&i32, r + 1, 4);
       r += *r == kBINGET ? 2 : 5;
-      *out++ = memo[i32];
+      *out++ = memo.get(i32);
     }
     const uint32_t e = im_.runs.add(p_, static_cast<size_t>(q - p_), first, count);
     n.run = fresh ? e : RunCache::kNone;

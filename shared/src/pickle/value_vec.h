@@ -112,35 +112,70 @@ class ValueVec {
   size_t cap_ = 0;
 };
 
-// The memo: values by slot, in fixed blocks of 16K slots (256 KB). A pickle stores a slot for nearly every object
-// (a 10M-event snapshot: 20M slots), and a doubling array sized for that copied itself on growth and needed up to
-// twice the memory at once; in the browser, whose wasm heap never shrinks, the memo alone kept 600 MB. Blocks never
-// move: growth allocates one block, and a slot costs its 16 bytes.
+// The memo: values by slot, in fixed blocks of 16K slots (128 KB). A pickle stores a slot for nearly every object
+// (a 10M-event snapshot: 20M slots, held until the load ends), and a doubling array sized for that copied itself on
+// growth and needed up to twice the memory at once; in the browser, whose wasm heap never shrinks, the memo alone
+// kept 600 MB. Blocks never move: growth allocates one block. A slot is 8 bytes: what a memo holds (string ids,
+// handles, container references, small ints) packs as tag (4 bits), aux (28) and payload (32); anything else (a
+// float, a big int, a generation past 2^28) goes to a side list that the slot points to.
 class MemoTable {
  public:
   static constexpr unsigned kShift = 14;
   static constexpr size_t kBlock = size_t{1} << kShift;
 
   size_t size() const { return size_; }
-  Value& operator[](size_t i) { return blocks_[i >> kShift][i & (kBlock - 1)]; }
-  const Value& operator[](size_t i) const { return blocks_[i >> kShift][i & (kBlock - 1)]; }
+  [[gnu::always_inline]] Value get(size_t i) const { return unpack(blocks_[i >> kShift][i & (kBlock - 1)]); }
+  void set(size_t i, const Value& v) {
+    uint64_t& slot = blocks_[i >> kShift][i & (kBlock - 1)];
+    slot = pack(v, (slot >> 60) == kSpill ? static_cast<uint32_t>(slot) : UINT32_MAX);
+  }
   [[gnu::always_inline]] void push_back(const Value& v) {
     if (__builtin_expect(size_ == blocks_.size() << kShift, 0)) add_block();
-    (*this)[size_++] = v;
+    blocks_[size_ >> kShift][size_ & (kBlock - 1)] = pack(v, UINT32_MAX);
+    ++size_;
   }
   void grow_to(size_t n, const Value& v) {
     while (size_ < n) push_back(v);
   }
-  void clear() { size_ = 0; }  // keeps the blocks for the next load
+  void clear() {  // keeps the blocks for the next load
+    size_ = 0;
+    spill_.clear();
+  }
   void release() {
     blocks_.clear();
+    spill_ = {};
     size_ = 0;
   }
 
  private:
-  [[gnu::noinline]] void add_block() { blocks_.emplace_back(new Value[kBlock]); }
+  static constexpr uint64_t kSpill = 15;  // tag field of a slot whose value is in spill_
+  static constexpr uint64_t kUnset = 14;  // tag field of an unset slot (Tag::kNone with aux kUnsetMemo)
 
-  std::vector<std::unique_ptr<Value[]>> blocks_;
+  // `reuse`: the spill entry the slot already had (so re-setting a spilled slot does not grow the side list).
+  uint64_t pack(const Value& v, uint32_t reuse) {
+    if (v.tag == Tag::kNone && v.aux == 0xFFFFFFFFu) return kUnset << 60;
+    const auto tag = static_cast<uint64_t>(v.tag);
+    if (tag < kUnset && v.aux < (1u << 28) && v.payload <= UINT32_MAX)
+      return tag << 60 | uint64_t{v.aux} << 32 | v.payload;
+    uint32_t at = reuse;
+    if (at == UINT32_MAX || at >= spill_.size()) {
+      at = static_cast<uint32_t>(spill_.size());
+      spill_.push_back(v);
+    } else {
+      spill_[at] = v;
+    }
+    return kSpill << 60 | at;
+  }
+  [[gnu::always_inline]] Value unpack(uint64_t slot) const {
+    const uint64_t tag = slot >> 60;
+    if (__builtin_expect(tag >= kUnset, 0))
+      return tag == kUnset ? Value{Tag::kNone, 0xFFFFFFFFu, 0} : spill_[static_cast<uint32_t>(slot)];
+    return Value{static_cast<Tag>(tag), static_cast<uint32_t>(slot >> 32) & ((1u << 28) - 1), slot & UINT32_MAX};
+  }
+  [[gnu::noinline]] void add_block() { blocks_.emplace_back(new uint64_t[kBlock]); }
+
+  std::vector<std::unique_ptr<uint64_t[]>> blocks_;
+  std::vector<Value> spill_;
   size_t size_ = 0;
 };
 
