@@ -3,12 +3,7 @@
 # library's own counters as a label beside the snapshot, then `allocscope summary` of each.
 # usage: tests/capture/owners/run.sh STAGE_DIR OUT_DIR
 set -u
-S=$(cd "$1" && pwd)
-O=$2
-mkdir -p "$O"
-LDP=""
-for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64; do [ -d "$d" ] && LDP="$LDP$d:"; done
-export LD_LIBRARY_PATH="$LDP$S"
+. "$(dirname "$0")/../stage_env.sh" "$1" "$2"
 nvidia-smi -L
 for job in torch cupy jax; do
   echo "== $job"

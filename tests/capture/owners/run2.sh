@@ -4,11 +4,7 @@
 # the launcher, `allocscope ranks` on them), and the PyTorch job with the caching allocator off.
 # usage: tests/capture/owners/run2.sh STAGE_DIR OUT_DIR
 set -u
-S=$(cd "$1" && pwd)
-O=$(mkdir -p "$2" && cd "$2" && pwd)
-LDP=""
-for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64; do [ -d "$d" ] && LDP="$LDP$d:"; done
-export LD_LIBRARY_PATH="$LDP$S"
+. "$(dirname "$0")/../stage_env.sh" "$1" "$2"
 R=$(pwd)
 echo "== per-iteration overhead (median/p90 ms of 50 steps)"
 for round in 1 2 3; do

@@ -4,12 +4,7 @@
 # each the share of the bytes at the peak whose site is a line of the job's own script (site_share.py).
 # usage: tests/capture/pyframes/run_gpu.sh STAGE_DIR OUT_DIR
 set -u
-S=$(cd "$1" && pwd)
-O=$2
-mkdir -p "$O"
-LDP=""
-for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64; do [ -d "$d" ] && LDP="$LDP$d:"; done
-export LD_LIBRARY_PATH="$LDP$S"
+. "$(dirname "$0")/../stage_env.sh" "$1" "$2"
 here=tests/capture/pyframes
 echo "== oracle: $(python3 --version)"
 python3 $here/python_frames_test.py "$S/liballocscope_python_shim.so" 2>&1 | tail -8

@@ -3,12 +3,7 @@
 # bootstrap and writes PyTorch's snapshot beside the capture (torch_pair_check.py checks the pair), also on OOM.
 # usage: tests/capture/pyframes/run_torch_gpu.sh STAGE_DIR OUT_DIR
 set -u
-S=$(cd "$1" && pwd)
-O=$2
-mkdir -p "$O"
-LDP=""
-for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64; do [ -d "$d" ] && LDP="$LDP$d:"; done
-export LD_LIBRARY_PATH="$LDP$S"
+. "$(dirname "$0")/../stage_env.sh" "$1" "$2"
 here=tests/capture/pyframes
 for job in torch nccl; do
   echo "== $job"
