@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "allocscope/pickle.h"
+
 namespace allocscope::capture {
 namespace {
 
@@ -141,21 +143,7 @@ std::string read_str(const Interpreter& in, uintptr_t obj) {
     else if (kind == 2) c = read<uint16_t>(data, 2 * i);
     else if (kind == 4) c = read<uint32_t>(data, 4 * i);
     else return "?";
-    if (c < 0x80) {
-      s += static_cast<char>(c);
-    } else if (c < 0x800) {
-      s += static_cast<char>(0xc0 | (c >> 6));
-      s += static_cast<char>(0x80 | (c & 0x3f));
-    } else if (c < 0x10000) {
-      s += static_cast<char>(0xe0 | (c >> 12));
-      s += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-      s += static_cast<char>(0x80 | (c & 0x3f));
-    } else {
-      s += static_cast<char>(0xf0 | (c >> 18));
-      s += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
-      s += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-      s += static_cast<char>(0x80 | (c & 0x3f));
-    }
+    pickle::append_utf8(c, &s);
   }
   return s;
 }

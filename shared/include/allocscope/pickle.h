@@ -159,4 +159,8 @@ class Writer {
   std::string str_key_;
 };
 
+// Appends code point `cp` as UTF-8 (U+FFFD past U+10FFFF): for code that reads text in other encodings (the capture
+// reads CPython's Latin-1, UCS-2 and UCS-4 strings).
+void append_utf8(uint32_t cp, std::string* out);
+
 }  // namespace allocscope::pickle

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "allocscope/memviz.h"
+#include "pickle/utf8.h"
 
 namespace allocscope::memviz {
 
@@ -105,20 +106,7 @@ std::string py_repr(std::string_view s) {
     } else if (!printable_non_ascii(c)) {
       append_escape(&out, c <= 0xFF ? "\\x%02x" : c <= 0xFFFF ? "\\u%04x" : "\\U%08x", c);
     } else {
-      // Re-encode (the input was valid UTF-8 here, so this reproduces its bytes).
-      if (c < 0x800) {
-        out += static_cast<char>(0xC0 | (c >> 6));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-      } else if (c < 0x10000) {
-        out += static_cast<char>(0xE0 | (c >> 12));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-      } else {
-        out += static_cast<char>(0xF0 | (c >> 18));
-        out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-      }
+      pickle::append_utf8(c, &out);  // the input was valid UTF-8 here, so this reproduces its bytes
     }
   }
   out += quote;

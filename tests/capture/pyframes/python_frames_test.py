@@ -84,6 +84,14 @@ def dynamic_code(i):
     scope["made_%d" % i](alloc_free, a)
 
 
+def non_ascii_names():
+    # Names and files stored as CPython's Latin-1, UCS-2 and UCS-4 strings (not ASCII): read and re-encoded as UTF-8.
+    for fn, file in (("größe", "<fichier été>"), ("δέλτα", "<файл>"), ("\U00020000", "<文件 \U00020001>")):
+        scope = {}
+        exec(compile("def %s(alloc, a):\n    alloc(a)\n" % fn, file, "exec"), scope)
+        scope[fn](alloc_free, addr())
+
+
 def scenarios():
     nested(3, alloc_free)
     nested(5, alloc_held)
@@ -96,6 +104,7 @@ def scenarios():
     t.join()
     for i in range(40):
         dynamic_code(i)
+    non_ascii_names()
     nested(MAX_PYTHON_FRAMES + 20, alloc_free)
 
 
