@@ -59,7 +59,8 @@ struct Peak {
   std::array<uint64_t, kCategoryCount> category_bytes{};
   std::array<uint32_t, kCategoryCount> category_count{};
   FlameTree tree;
-  // Snapshots from our capture: the bytes alive at the allocated peak by owner (owners.h), largest first.
+  // Snapshots from our capture: the bytes alive at the allocated peak by owner (owners.h), largest first. Merged
+  // snapshots (outside.h): PyTorch's reserved bytes then and the capture's outside memory by owner.
   std::vector<std::pair<Owner, uint64_t>> owners;
 };
 

@@ -109,6 +109,8 @@ class Reader {
     uint64_t count = 0;
   };
   Absorbed absorbed(const Value& list) const;
+  // Memo slots the pickle has used (after run/finish): where a pickle appended to this one may start its own.
+  uint64_t memo_size() const;
 
   struct Impl;  // the machine's storage (private to reader.cpp)
 
@@ -127,6 +129,12 @@ std::string repr(const Reader& reader, const Value& v, size_t max_len = 200);
 class Writer {
  public:
   Writer();
+  // A fragment to append to another pickle: no PROTO header, memo slots from `memo_base` (the other pickle's
+  // Reader::memo_size()), and finish() adds no STOP.
+  struct Fragment {
+    uint32_t memo_base = 0;
+  };
+  explicit Writer(Fragment f);
   uint32_t begin_dict();             // EMPTY_DICT + memo put (returns the slot); then items, then end_dict()
   void end_dict();                   // emits pending SETITEMS
   uint32_t begin_list();
@@ -155,6 +163,8 @@ class Writer {
   std::vector<uint8_t> out_;
   std::vector<Open> open_;
   uint32_t next_memo_ = 0;
+  uint32_t memo_base_ = 0;
+  bool fragment_ = false;
   std::unordered_map<std::string, uint32_t> str_memo_;  // string -> memo slot
   std::string str_key_;
 };

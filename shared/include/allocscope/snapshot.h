@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -245,6 +246,11 @@ struct Snapshot {
   // Load-time findings that do not stop loading (e.g. a negative size); analyses add their own.
   std::vector<std::string> warnings;
   uint64_t source_bytes = 0;                      // size of the (inflated) pickle
+  // A merged snapshot (`allocscope record` of a PyTorch job, `allocscope merge`): PyTorch's own snapshot is this one,
+  // and the capture's device memory that PyTorch's allocator does not own (NCCL, cuBLAS, the user's cudaMalloc ...)
+  // is this capture-format snapshot, read from the top-level key `allocscope_outside` (outside.h). Its tables are
+  // its own. Analyses of PyTorch's memory never see it; reserved-by-owner answers add it. Null otherwise.
+  std::shared_ptr<const Snapshot> outside;
 
   // Convenience views.
   std::string_view str(StringId id) const { return strings.get(id); }

@@ -35,6 +35,11 @@ struct DeviceSummary {
   // Snapshots from our capture only: the bytes alive at the peak by owner (PyTorch's pool, NCCL, ...), largest
   // first (there every allocation is a reservation, so allocated and reserved are the same bytes).
   std::vector<std::pair<Owner, uint64_t>> owners_at_peak;
+  // Merged snapshots (outside.h): the capture's memory outside PyTorch's allocator at the allocated peak, its top
+  // sites (FrameIds of Snapshot::outside), and its own highest total over the run.
+  uint64_t outside_at_peak = 0;
+  std::vector<std::pair<FrameId, uint64_t>> outside_sites_at_peak;
+  uint64_t outside_peak = 0;
   // Top sites (deepest user frames) alive at the allocated peak.
   std::vector<FrameId> top_site;
   std::vector<uint64_t> top_site_bytes;

@@ -82,6 +82,13 @@ std::string to_json(const Snapshot& s, const Summary& sum) {
                        {"leak_site", d.leak_site},
                        {"top_sites", std::move(sites)},
                        {"owners_at_peak", std::move(owners)}});
+    if (s.outside) {
+      Json osites = Json::array();
+      for (const auto& [site, bytes] : d.outside_sites_at_peak)
+        osites.push_back({{"site", json_detail::frame(*s.outside, site)}, {"bytes", bytes}});
+      devices.back()["outside"] = {{"at_peak", d.outside_at_peak}, {"peak", d.outside_peak},
+                                   {"sites_at_peak", std::move(osites)}};
+    }
   }
   return json_detail::dump(Json{{"segments", sum.segments}, {"blocks", sum.blocks}, {"events", sum.events},
                                 {"source_bytes", sum.source_bytes}, {"devices", std::move(devices)},

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "allocscope/outside.h"
 #include "allocscope/timeline.h"
 
 namespace allocscope {
@@ -149,6 +150,8 @@ Peak find_peak(const Snapshot& s, const DeviceLifetimes& lt, const SegmentTimeli
   // At the allocated peak, since a capture records each as segment_alloc then alloc, the reserved peak's step comes
   // one before its last allocation is alive.
   if (is_capture(s)) p.owners = bytes_by_owner(lt, OwnerMap(s), p.allocated_step);
+  // A merged snapshot: PyTorch's reserved bytes at its peak, and what the capture saw outside it at that moment.
+  else if (s.outside) p.owners = owners_with_outside(s, lt.device, p.reserved_at_allocated_peak, p.allocated_time_us);
   return p;
 }
 

@@ -8,6 +8,7 @@
 #include "allocscope/iterations.h"
 #include "allocscope/leaks.h"
 #include "allocscope/memviz.h"
+#include "allocscope/outside.h"
 #include "allocscope/peak.h"
 #include "allocscope/segment_timeline.h"
 
@@ -63,6 +64,13 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     d.top_site = p.site;
     d.top_site_bytes = p.site_bytes;
     d.owners_at_peak = p.owners;
+    if (s.outside) {
+      const OutsideAt o = outside_at(s, lt.device, p.allocated_time_us, top_sites);
+      d.outside_at_peak = o.bytes;
+      d.outside_sites_at_peak = o.sites;
+      const DeviceLifetimes olt = build_device_lifetimes(*s.outside, lt.device);
+      for (uint64_t t : olt.total) d.outside_peak = std::max(d.outside_peak, t);
+    }
 
     uint64_t free_bytes = 0;
     for (const Segment& seg : s.segments) {

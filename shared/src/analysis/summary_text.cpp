@@ -20,9 +20,16 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
     o += "  at the end       " + rpad(size(d.final_reserved), 10) + "  reserved, " + size(d.final_allocated) +
          " allocated, largest free block " + size(d.final_largest_free) + " (fragmentation " + percent(d.fragmentation) + ")\n";
     if (!d.owners_at_peak.empty()) {
-      o += "  reserved at the peak by owner:\n";
+      o += s.outside ? "  device memory at the peak by owner (PyTorch's reserved, and the capture's outside it):\n"
+                     : "  reserved at the peak by owner:\n";
       for (const auto& [owner, bytes] : d.owners_at_peak)
         o += "    " + rpad(size(bytes), 10) + "  " + std::string(owner_label(owner)) + "\n";
+    }
+    if (s.outside) {
+      o += "  outside PyTorch " + rpad(size(d.outside_at_peak), 10) + "  at the peak, " + size(d.outside_peak) +
+           " at most\n";
+      for (const auto& [site, bytes] : d.outside_sites_at_peak)
+        o += "    " + rpad(size(bytes), 10) + "  " + FrameFilter::site_text(*s.outside, site) + "\n";
     }
     if (!d.top_site.empty()) {
       o += "  top sites at the peak:\n";

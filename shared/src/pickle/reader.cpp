@@ -29,6 +29,8 @@ Reader::Absorbed Reader::absorbed(const Value& v) const {
   return {n.absorbed_first, n.absorbed};
 }
 
+uint64_t Reader::memo_size() const { return impl_->memo.size(); }
+
 uint64_t Reader::offset_of(const Value& v) const {
   if (!v.is_container() || v.payload >= impl_->nodes.size()) return Error::kNoOffset;
   return impl_->nodes[v.payload].offset;

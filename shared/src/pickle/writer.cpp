@@ -15,6 +15,8 @@ Writer::Writer() {
   out_.push_back(2);
 }
 
+Writer::Writer(Fragment f) : next_memo_(f.memo_base), memo_base_(f.memo_base), fragment_(true) {}
+
 void Writer::op(uint8_t code) { out_.push_back(code); }
 void Writer::raw(const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
@@ -183,14 +185,16 @@ void Writer::tuple2_int(int64_t a, int64_t b) {
 }
 
 std::vector<uint8_t> Writer::finish() {
-  op(kSTOP);
+  if (!fragment_) op(kSTOP);
   std::vector<uint8_t> out = std::move(out_);
   out_.clear();
   open_.clear();
   str_memo_.clear();
-  next_memo_ = 0;
-  op(kPROTO);
-  out_.push_back(2);
+  next_memo_ = memo_base_;
+  if (!fragment_) {
+    op(kPROTO);
+    out_.push_back(2);
+  }
   return out;
 }
 

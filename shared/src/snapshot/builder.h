@@ -266,6 +266,9 @@ class Builder : public pickle::Consumer {
   Status read_traces(const pickle::Reader& r, const Value& list);
   Status read_history(const pickle::Reader& r, const Value& list, Block* b);
   Status read_annotations(const pickle::Reader& r, const Value& list);
+  Status read_outside(const pickle::Reader& r, const Value& dict);
+  // Reads a dict's segments, device_traces, external_annotations and allocator_settings into s_.
+  Status read_top(const pickle::Reader& r, const Value& dict);
   Setting to_setting(const pickle::Reader& r, const Value& v, int depth);
 
   // Trace entry keys are interned first, so their ids are small: a table maps id -> field without comparisons.

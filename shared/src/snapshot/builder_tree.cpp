@@ -332,6 +332,79 @@ Setting Builder::to_setting(const pickle::Reader& r, const Value& v, int depth) 
   return s;
 }
 
+Status Builder::read_top(const pickle::Reader& r, const Value& dict) {
+  // A key assigned twice keeps its last value, as in Python.
+  if (const Value* v = r.find(dict, keys_.segments)) ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, *v));
+  if (const Value* v = r.find(dict, keys_.device_traces)) ALLOCSCOPE_RETURN_IF_ERROR(read_traces(r, *v));
+  if (const Value* v = r.find(dict, keys_.external_annotations)) ALLOCSCOPE_RETURN_IF_ERROR(read_annotations(r, *v));
+  if (const Value* v = r.find(dict, keys_.allocator_settings); v && v->tag == Tag::kDict) {
+    Setting all = to_setting(r, *v, 0);
+    s_->allocator_settings = std::move(all.children);
+  }
+  return {};
+}
+
+// The capture's memory outside PyTorch's allocator, nested in a merged snapshot (Snapshot::outside). Its trace
+// entries were streamed into this snapshot's columns like PyTorch's: they are copied out here, before PyTorch's
+// device_traces are read (which then drops them as rows no list of its own holds).
+Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
+  if (dict.tag != Tag::kDict)
+    return Error{"'allocscope_outside' is a " + type_of(dict) + "; expected a dict (a capture snapshot)",
+                 where(r, dict, root_)};
+  auto out = std::make_shared<Snapshot>();
+  // The tables were filled while streaming (frames, stacks and strings of both parts); ids stay valid in a copy.
+  out->strings = s_->strings;
+  out->frames = s_->frames;
+  out->stacks = s_->stacks;
+  out->entry_layouts = s_->entry_layouts;
+  const EventColumns& from = s_->events;
+  EventColumns& to = out->events;
+  auto copy_row = [&](uint64_t row) {
+    to.action.push_back(from.action[row]), to.addr.push_back(from.addr[row]), to.size.push_back(from.size[row]);
+    to.stream.push_back(from.stream[row]), to.time_us.push_back(from.time_us[row]), to.stack.push_back(from.stack[row]);
+    to.compile_context.push_back(from.compile_context[row]), to.user_metadata.push_back(from.user_metadata[row]);
+    if (row < from.layout.size()) to.layout.push_back(from.layout[row]);
+  };
+  if (const Value* tl = r.find(dict, keys_.device_traces)) {
+    if (tl->tag != Tag::kList)
+      return Error{"'allocscope_outside' 'device_traces' is a " + type_of(*tl) + "; expected a list", where(r, *tl, dict)};
+    out->has_device_traces = true;
+    int64_t ordinal = 0;
+    for (const Value& dv : r.items(*tl)) {
+      if (dv.tag != Tag::kList)
+        return Error{"outside device trace " + std::to_string(ordinal) + " is a " + type_of(dv) + "; expected a list",
+                     r.offset_of(*tl)};
+      DeviceTrace d;
+      d.device = ordinal++;
+      d.begin = static_cast<uint32_t>(to.size_rows());
+      const pickle::Reader::Absorbed ab = r.absorbed(dv);
+      if (ab.first + ab.count > from.size_rows())
+        return Error{"outside device trace " + std::to_string(d.device) + " holds rows past the trace", r.offset_of(dv)};
+      for (uint64_t row = ab.first; row < ab.first + ab.count; ++row) copy_row(row);
+      for (const Value& ev : r.items(dv)) {
+        if (ev.tag != Tag::kHandle || ev.aux != kRowHandle || ev.payload >= from.size_rows())
+          return Error{"an outside trace entry is a " + type_of(ev) + "; expected a dict with an 'action'",
+                       r.offset_of(dv)};
+        copy_row(ev.payload);
+      }
+      d.end = static_cast<uint32_t>(to.size_rows());
+      out->devices.push_back(d);
+    }
+  }
+  Snapshot* main = s_;
+  s_ = out.get();
+  Status st;
+  if (const Value* v = r.find(dict, keys_.segments)) st = read_segments(r, *v);
+  if (st.ok())
+    if (const Value* v = r.find(dict, keys_.external_annotations)) st = read_annotations(r, *v);
+  if (const Value* v = r.find(dict, keys_.allocator_settings); st.ok() && v && v->tag == Tag::kDict)
+    s_->allocator_settings = std::move(to_setting(r, *v, 0).children);
+  s_ = main;
+  if (!st.ok()) return Error{"in 'allocscope_outside': " + st.error().message, st.error().offset};
+  s_->outside = std::move(out);
+  return {};
+}
+
 Status Builder::finish(const pickle::Reader& r, const Value& root) {
   root_ = root;
   if (root.tag == Tag::kList) {  // oldest format: a bare list of segments
@@ -343,18 +416,11 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
       if (k.tag != Tag::kStr) return Error{"top-level dict has a non-string key", r.offset_of(root)};
       const StringId key = static_cast<StringId>(k.payload);
       if (key != keys_.segments && key != keys_.device_traces && key != keys_.external_annotations &&
-          key != keys_.allocator_settings)
+          key != keys_.allocator_settings && key != keys_.allocscope_outside)
         ++unknown_[key];
     }
-    // A key assigned twice keeps its last value, as in Python.
-    if (const Value* v = r.find(root, keys_.segments)) ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, *v));
-    if (const Value* v = r.find(root, keys_.device_traces)) ALLOCSCOPE_RETURN_IF_ERROR(read_traces(r, *v));
-    if (const Value* v = r.find(root, keys_.external_annotations))
-      ALLOCSCOPE_RETURN_IF_ERROR(read_annotations(r, *v));
-    if (const Value* v = r.find(root, keys_.allocator_settings); v && v->tag == Tag::kDict) {
-      Setting all = to_setting(r, *v, 0);
-      s_->allocator_settings = std::move(all.children);
-    }
+    if (const Value* v = r.find(root, keys_.allocscope_outside)) ALLOCSCOPE_RETURN_IF_ERROR(read_outside(r, *v));
+    ALLOCSCOPE_RETURN_IF_ERROR(read_top(r, root));
   } else {
     return Error{"the file holds a " + type_of(root) +
                      "; a memory snapshot is a dict with 'segments' and 'device_traces' (or a list of segments)",

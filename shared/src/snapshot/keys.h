@@ -18,12 +18,13 @@ struct Keys {
         requested_size(t->intern("requested_size")), segment_type(t->intern("segment_type")),
         segment_pool_id(t->intern("segment_pool_id")), is_expandable(t->intern("is_expandable")),
         blocks(t->intern("blocks")), state(t->intern("state")), stage(t->intern("stage")),
-        history(t->intern("history")), real_size(t->intern("real_size")) {}
+        history(t->intern("history")), real_size(t->intern("real_size")),
+        allocscope_outside(t->intern("allocscope_outside")) {}
 
   StringId action, addr, size, stream, time_us, frames, compile_context, user_metadata, device_free, name, filename,
       line, segments, device_traces, allocator_settings, external_annotations, device, address, total_size,
       allocated_size, active_size, requested_size, segment_type, segment_pool_id, is_expandable, blocks, state,
-      stage, history, real_size;
+      stage, history, real_size, allocscope_outside;
 };
 
 }  // namespace allocscope::detail

@@ -148,7 +148,8 @@ bool Snapshot::expandable_segments() const {
 size_t Snapshot::memory_bytes() const {
   return strings.memory_bytes() + frames.capacity() * sizeof(Frame) + stacks.memory_bytes() +
          segments.capacity() * sizeof(Segment) + blocks.capacity() * sizeof(Block) + events.memory_bytes() +
-         block_history.capacity() * sizeof(BlockHistory) + annotations.capacity() * sizeof(Annotation);
+         block_history.capacity() * sizeof(BlockHistory) + annotations.capacity() * sizeof(Annotation) +
+         (outside ? outside->memory_bytes() : 0);
 }
 
 }  // namespace allocscope

@@ -20,9 +20,14 @@ namespace {
 
 class SnapshotWriter {
  public:
-  explicit SnapshotWriter(const Snapshot& s) : s_(s), frame_slot_(s.frames.size(), UINT32_MAX) {}
+  SnapshotWriter(const Snapshot& s, pickle::Writer& w) : s_(s), w_(w), frame_slot_(s.frames.size(), UINT32_MAX) {}
 
   std::vector<uint8_t> run() {
+    body();
+    return w_.finish();
+  }
+
+  void body() {
     w_.begin_dict();
     w_.key("segments");
     w_.begin_list();
@@ -52,8 +57,11 @@ class SnapshotWriter {
       w_.end_dict();
     }
     w_.end_list();
+    if (s_.outside) {  // a merged snapshot's capture part (outside.h), after PyTorch's keys as a merge appends it
+      w_.key("allocscope_outside");
+      SnapshotWriter(*s_.outside, w_).body();
+    }
     w_.end_dict();
-    return w_.finish();
   }
 
  private:
@@ -144,16 +152,26 @@ class SnapshotWriter {
   }
 
   const Snapshot& s_;
-  pickle::Writer w_;
+  pickle::Writer& w_;
   std::vector<uint32_t> frame_slot_;
 };
 
 }  // namespace
 
-std::vector<uint8_t> write_snapshot(const Snapshot& snapshot) { return SnapshotWriter(snapshot).run(); }
+std::vector<uint8_t> write_snapshot(const Snapshot& snapshot) {
+  pickle::Writer w;
+  return SnapshotWriter(snapshot, w).run();
+}
+
+std::vector<uint8_t> write_snapshot_value(const Snapshot& snapshot, pickle::Writer* w) {
+  return SnapshotWriter(snapshot, *w).run();
+}
 
 Status write_snapshot_file(const Snapshot& snapshot, const std::string& path) {
-  std::vector<uint8_t> bytes = write_snapshot(snapshot);
+  return write_pickle_file(write_snapshot(snapshot), path);
+}
+
+Status write_pickle_file(std::vector<uint8_t> bytes, const std::string& path) {
   if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
     auto z = gzip(bytes);
     if (!z.ok()) return z.error();

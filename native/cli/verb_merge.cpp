@@ -1,0 +1,67 @@
+// `allocscope merge CAPTURE PYTORCH -o OUT`: one snapshot of everything a PyTorch job held, from the capture's file
+// and PyTorch's own (outside.h). `record` does this by itself in Python jobs; the verb is for files made apart.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "allocscope/loader.h"
+#include "allocscope/outside.h"
+#include "allocscope/owners.h"
+#include "allocscope/writer.h"
+#include "cli_common.h"
+#include "verbs.h"
+
+namespace allocscope::cli {
+namespace {
+
+const char kUsage[] =
+    "usage: allocscope merge CAPTURE PYTORCH -o OUTPUT\n\n"
+    "Writes PyTorch's snapshot PYTORCH (torch.cuda.memory._dump_snapshot) with the device memory that CAPTURE\n"
+    "(`allocscope record`) saw outside PyTorch's caching allocator added under the key `allocscope_outside`:\n"
+    "NCCL buffers, cuBLAS workspaces, CUDA graphs, other libraries, the job's own cudaMalloc calls. PyTorch's part\n"
+    "is kept byte for byte, so PyTorch's _memory_viz and MemoryViz read OUTPUT as they read PYTORCH; allocscope\n"
+    "also shows the outside memory (summary: device memory by owner at the peak). Both files must come from the\n"
+    "same process (their times are on one clock). OUTPUT ending in .gz is gzipped.\n\n"
+    "`allocscope record -- python3 job.py` writes the merged snapshot by itself; this is for files made apart.\n\n"
+    "example:\n"
+    "  allocscope merge allocscope-1234.pickle torch.pickle -o merged.pickle.gz\n";
+
+int run_merge(const std::vector<std::string>& argv) {
+  const Args args = parse_args(argv, {"o", "output"});
+  for (const auto& [name, value] : args.options)
+    if (name != "o" && name != "output") return fail("merge: unknown option --" + name + " (see allocscope merge --help)");
+  const std::string out = args.get("o", args.get("output"));
+  if (args.positional.size() != 2 || out.empty()) return fail("usage: allocscope merge CAPTURE PYTORCH -o OUTPUT");
+  const std::string& capture_path = args.positional[0];
+  const std::string& torch_path = args.positional[1];
+  Snapshot capture;
+  if (!load_or_report(capture_path, &capture)) return 1;
+  if (!is_capture(capture))
+    return fail(capture_path + ": not written by allocscope's capture (no allocator_settings.allocscope_capture)");
+  auto bytes = read_file(torch_path);
+  if (!bytes.ok()) return fail(bytes.error().describe());
+  std::vector<uint8_t> torch = std::move(bytes).value();
+  if (is_gzip(torch)) {
+    auto raw = gunzip(torch);
+    if (!raw.ok()) return fail(torch_path + ": " + raw.error().describe());
+    torch = std::move(raw).value();
+  }
+  {
+    Snapshot probe;  // a clear message when the two arguments are swapped
+    if (!load_or_report(torch_path, &probe)) return 1;
+    if (is_capture(probe)) return fail(torch_path + ": this is a capture's file; PYTORCH is PyTorch's own snapshot");
+  }
+  auto merged = merge_outside(torch, outside_of_pytorch(capture));
+  if (!merged.ok()) return fail(torch_path + ": " + merged.error().describe());
+  const size_t n = merged.value().size();
+  const Status st = write_pickle_file(std::move(merged).value(), out);
+  if (!st.ok()) return fail(st.error().describe());
+  std::fprintf(stderr, "allocscope merge: wrote %s (%zu bytes before compression)\n", out.c_str(), n);
+  return 0;
+}
+
+const RegisterVerb kRegister({"merge", "add a capture's memory outside PyTorch's allocator to PyTorch's snapshot",
+                              kUsage, run_merge, 91});
+
+}  // namespace
+}  // namespace allocscope::cli

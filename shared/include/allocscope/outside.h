@@ -1,0 +1,44 @@
+// Device memory outside PyTorch's caching allocator, in one snapshot with PyTorch's own.
+//
+// `allocscope record` of a PyTorch job has two views of the same process: PyTorch's recorder (tensor-level blocks,
+// Python stacks, annotations) and the capture (every driver-level allocation, with its owner: owners.h). A merged
+// snapshot is PyTorch's pickle, byte for byte, with one more top-level key, `allocscope_outside`: a capture-format
+// snapshot of the allocations PyTorch's allocator does not own (NCCL, cuBLAS workspaces, CUDA graphs, the user's own
+// cudaMalloc ...). PyTorch's `_memory_viz` and MemoryViz ignore the key; our loader reads it into Snapshot::outside.
+// Both recorders stamp events with wall-clock microseconds, so "outside memory at PyTorch's peak" is a time lookup.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "allocscope/owners.h"
+#include "allocscope/result.h"
+#include "allocscope/snapshot.h"
+
+namespace allocscope {
+
+// The part of a capture snapshot that PyTorch's allocator does not own: allocations (alloc/map events, their frees,
+// live segments) whose stack's owner is not kPyTorch. A free goes with the allocation it frees.
+Snapshot outside_of_pytorch(const Snapshot& capture);
+
+// PyTorch's snapshot pickle (raw bytes, as torch.cuda.memory._dump_snapshot writes it) with `allocscope_outside`
+// set to `outside`: PyTorch's bytes are kept as they are, the key is appended before STOP. Errors when the pickle's
+// top-level object is not a dict or the result does not load back.
+Result<std::vector<uint8_t>> merge_outside(std::span<const uint8_t> pytorch_pickle, const Snapshot& outside);
+
+// Outside memory on one device (ordinal) at a wall-clock time: bytes, bytes by owner (largest first) and the top
+// sites (FrameIds of *merged.outside, largest first). Empty when the snapshot has no outside part.
+struct OutsideAt {
+  uint64_t bytes = 0;
+  std::vector<std::pair<Owner, uint64_t>> by_owner;
+  std::vector<std::pair<FrameId, uint64_t>> sites;
+};
+OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, size_t top_sites = 5);
+
+// Device memory by owner at a time: PyTorch's reserved bytes (from its own segments) plus the outside memory.
+std::vector<std::pair<Owner, uint64_t>> owners_with_outside(const Snapshot& merged, int64_t device,
+                                                            uint64_t pytorch_reserved, int64_t time_us);
+
+}  // namespace allocscope

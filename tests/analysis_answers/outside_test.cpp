@@ -1,0 +1,217 @@
+// Merged snapshots (outside.h): PyTorch's own snapshot plus the capture's memory outside PyTorch's allocator, from
+// the three jobs recorded on an H100 with both recorders on (tests/fixtures/capture_torch_pair). The oracle is
+// PyTorch's recorder: at any quiet moment, what the capture saw on the device equals PyTorch's own reserved bytes plus
+// what the merged file says is outside, and PyTorch's part reads exactly as PyTorch's file does.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "allocscope/loader.h"
+#include "allocscope/outside.h"
+#include "allocscope/segment_timeline.h"
+#include "allocscope/summary.h"
+#include "allocscope/writer.h"
+#include "answers_fixtures.h"
+#include "cli_run.h"
+
+namespace allocscope::test {
+namespace {
+
+const char* const kJobs[] = {"torch", "nccl", "oom"};
+
+std::string pair_path(const std::string& job, const char* suffix) {
+  return std::string(ALLOCSCOPE_FIXTURES) + "/capture_torch_pair/" + job + suffix;
+}
+
+std::vector<uint8_t> raw_pickle(const std::string& path) {
+  auto b = read_file(path);
+  EXPECT_TRUE(b.ok());
+  if (!b.ok()) return {};
+  auto raw = gunzip(b.value());
+  EXPECT_TRUE(raw.ok());
+  return raw.ok() ? std::move(raw).value() : std::vector<uint8_t>{};
+}
+
+std::vector<uint8_t> merged_bytes(const std::string& job) {
+  const Loaded* cap = load("capture_torch_pair/" + job);
+  EXPECT_TRUE(cap);
+  if (!cap) return {};
+  auto m = merge_outside(raw_pickle(pair_path(job, ".torch.pickle.gz")), outside_of_pytorch(cap->s));
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().describe());
+  return m.ok() ? std::move(m).value() : std::vector<uint8_t>{};
+}
+
+// The step (events applied) of a device's trace at wall-clock time t.
+uint32_t step_at(const Snapshot& s, const DeviceTrace& d, int64_t t) {
+  uint32_t step = 0;
+  for (uint32_t i = d.begin; i < d.end; ++i)
+    if (s.events.time_us[i] <= t) step = i - d.begin + 1;
+  return step;
+}
+
+bool quiet(const Snapshot& s, const DeviceTrace& d, int64_t t, int64_t margin) {
+  for (uint32_t i = d.begin; i < d.end; ++i)
+    if (std::llabs(s.events.time_us[i] - t) < margin) return false;
+  return true;
+}
+
+TEST(Outside, CaptureTotalIsPyTorchsReservedPlusOutside) {
+  for (const char* job : kJobs) {
+    SCOPED_TRACE(job);
+    const Loaded* cap = load(std::string("capture_torch_pair/") + job);
+    const Loaded* pt = load(std::string("capture_torch_pair/") + job + ".torch");
+    ASSERT_TRUE(cap && pt);
+    const std::vector<uint8_t> bytes = merged_bytes(job);
+    auto m = load_snapshot(bytes);
+    ASSERT_TRUE(m.ok()) << m.error().describe();
+    const Snapshot& s = m.value();
+    ASSERT_TRUE(s.outside);
+    EXPECT_TRUE(is_capture(*s.outside));
+    EXPECT_FALSE(is_capture(s));
+
+    const DeviceLifetimes clt = build_device_lifetimes(cap->s, 0);
+    const SegmentTimeline pst = build_segment_timeline(pt->s, 0);
+    const DeviceTrace& cd = *cap->s.device(0);
+    const DeviceTrace& pd = *pt->s.device(0);
+    // Moments between events of both traces (1 ms from any), so the two recorders' stamps of one cudaMalloc (tens
+    // of microseconds apart) cannot fall on either side.
+    int checked = 0, with_outside = 0;
+    const int64_t t0 = cap->s.events.time_us[cd.begin], t1 = cap->s.events.time_us[cd.end - 1];
+    for (int k = 1; k < 1000; ++k) {
+      const int64_t t = t0 + (t1 - t0) * k / 1000;
+      if (!quiet(cap->s, cd, t, 1000) || !quiet(pt->s, pd, t, 1000)) continue;
+      const uint64_t device = clt.total[step_at(cap->s, cd, t)];
+      const uint64_t reserved = pst.total[step_at(pt->s, pd, t)];
+      const OutsideAt o = outside_at(s, 0, t);
+      ASSERT_EQ(device, reserved + o.bytes) << "at " << t;
+      uint64_t by_owner = 0;
+      for (const auto& [owner, b] : o.by_owner) {
+        EXPECT_NE(owner, Owner::kPyTorch);
+        by_owner += b;
+      }
+      EXPECT_EQ(by_owner, o.bytes);
+      ++checked;
+      with_outside += o.bytes > 0;
+    }
+    std::printf("%s: %d moments checked, %d with outside memory\n", job, checked, with_outside);
+    EXPECT_GT(checked, 100);
+    // The OOM job allocates through PyTorch only; the others' matmuls make cuBLAS workspaces, and NCCL its buffers.
+    EXPECT_EQ(with_outside > 0, std::string(job) != "oom");
+    EXPECT_EQ(s.outside->events.size_rows() > 0, std::string(job) != "oom");
+    // And at the end: the live segments of the three files.
+    uint64_t cap_live = 0, pt_live = 0, out_live = 0;
+    for (const Segment& seg : cap->s.segments) cap_live += seg.total_size;
+    for (const Segment& seg : pt->s.segments) pt_live += seg.total_size;
+    for (const Segment& seg : s.outside->segments) out_live += seg.total_size;
+    EXPECT_EQ(cap_live, pt_live + out_live);
+  }
+}
+
+TEST(Outside, PyTorchsPartIsPyTorchsFile) {
+  for (const char* job : kJobs) {
+    SCOPED_TRACE(job);
+    const std::vector<uint8_t> torch = raw_pickle(pair_path(job, ".torch.pickle.gz"));
+    const std::vector<uint8_t> bytes = merged_bytes(job);
+    ASSERT_GT(bytes.size(), torch.size());
+    // Byte for byte up to PyTorch's STOP, so PyTorch's tools read what they wrote.
+    EXPECT_TRUE(std::equal(torch.begin(), torch.end() - 1, bytes.begin()));
+    auto m = load_snapshot(bytes);
+    const Loaded* pt = load(std::string("capture_torch_pair/") + job + ".torch");
+    ASSERT_TRUE(m.ok() && pt);
+    const Snapshot& s = m.value();
+    EXPECT_EQ(s.segments.size(), pt->s.segments.size());
+    EXPECT_EQ(s.blocks.size(), pt->s.blocks.size());
+    ASSERT_EQ(s.events.size_rows(), pt->s.events.size_rows());
+    for (size_t r = 0; r < s.events.size_rows(); ++r) {
+      ASSERT_EQ(s.events.addr[r], pt->s.events.addr[r]);
+      ASSERT_EQ(s.events.time_us[r], pt->s.events.time_us[r]);
+    }
+    EXPECT_TRUE(s.unknown_keys.empty());
+    // A rewrite keeps both parts.
+    auto again = load_snapshot(write_snapshot(s));
+    ASSERT_TRUE(again.ok()) << again.error().describe();
+    ASSERT_TRUE(again.value().outside);
+    EXPECT_EQ(again.value().outside->events.size_rows(), s.outside->events.size_rows());
+    EXPECT_EQ(again.value().events.size_rows(), s.events.size_rows());
+  }
+}
+
+// Python's own unpickler is the oracle for "PyTorch's tools read it": the merged dict minus our key is PyTorch's.
+TEST(Outside, PythonReadsPyTorchsDictAndOurKey) {
+  if (std::system("python3 -c 'import pickle, pickletools' >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+  const std::string path = ::testing::TempDir() + "outside_merged_" + std::to_string(getpid()) + ".pickle";
+  {
+    const std::vector<uint8_t> bytes = merged_bytes("nccl");
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  const std::string script =
+      "import gzip, io, pickle, pickletools, sys\n"
+      "raw = open(sys.argv[1], 'rb').read()\n"
+      "m = pickle.loads(raw)\n"
+      "t = pickle.load(gzip.open(sys.argv[2]))\n"
+      "o = m.pop('allocscope_outside')\n"
+      "assert m == t, 'PyTorch part differs'\n"
+      "assert o['allocator_settings']['allocscope_capture'], 'no capture settings'\n"
+      "assert sum(s['total_size'] for s in o['segments']) > 0\n"
+      "pickletools.dis(raw, out=io.StringIO())  # no memo slot written twice\n";
+  const CliRun r = [&] {
+    const std::string py = ::testing::TempDir() + "outside_check_" + std::to_string(getpid()) + ".py";
+    std::ofstream(py) << script;
+    CliRun out;
+    const std::string cmd = "python3 " + quote(py) + " " + quote(path) + " " +
+                            quote(pair_path("nccl", ".torch.pickle.gz")) + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t got;
+    while (p && (got = fread(buf, 1, sizeof buf, p)) > 0) out.out.append(buf, got);
+    out.code = p ? pclose(p) : -1;
+    std::remove(py.c_str());
+    return out;
+  }();
+  std::remove(path.c_str());
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST(Outside, LoaderRefusesAnOutsideThatIsNotADict) {
+  pickle::Writer w;
+  w.begin_dict();
+  w.key("segments"), w.begin_list(), w.end_list();
+  w.key("device_traces"), w.begin_list(), w.end_list();
+  w.key("allocscope_outside"), w.begin_list(), w.end_list();
+  w.end_dict();
+  auto s = load_snapshot(w.finish());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("'allocscope_outside' is a list; expected a dict"), std::string::npos)
+      << s.error().describe();
+  EXPECT_NE(s.error().offset, Error::kNoOffset);
+}
+
+TEST(Outside, MergeVerbAndSummary) {
+  const std::string out = ::testing::TempDir() + "outside_cli_" + std::to_string(getpid()) + ".pickle.gz";
+  const CliRun m = run({"merge", pair_path("nccl", ".pickle.gz"), pair_path("nccl", ".torch.pickle.gz"), "-o", out});
+  ASSERT_EQ(m.code, 0) << m.err;
+  const nlohmann::json j = json_of(run({"summary", "--json", out}));
+  std::remove(out.c_str());
+  const auto& d = j["devices"][0];
+  std::map<std::string, uint64_t> owners;
+  for (const auto& o : d["owners_at_peak"]) owners[o["owner"].get<std::string>()] = o["bytes"].get<uint64_t>();
+  // PyTorch's own memory_reserved() (nccl.label.json) is 460 MiB, as at the peak; NCCL's 388 MiB of buffers and
+  // cuBLAS's workspaces are outside it.
+  EXPECT_EQ(owners["pytorch"], 460ull << 20);
+  EXPECT_EQ(owners["pytorch"], 482344960u);
+  EXPECT_EQ(owners["nccl"], 388ull << 20);
+  EXPECT_GT(owners["cublas"], 0u);
+  EXPECT_EQ(d["outside"]["at_peak"].get<uint64_t>(), owners["nccl"] + owners["cublas"]);
+  EXPECT_EQ(d["outside"]["sites_at_peak"][0]["site"]["filename"].get<std::string>().find("nccl_job.py") !=
+                std::string::npos,
+            true);
+  // Arguments swapped: said plainly.
+  const CliRun bad = run({"merge", pair_path("nccl", ".torch.pickle.gz"), pair_path("nccl", ".pickle.gz"), "-o", out});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("not written by allocscope's capture"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace allocscope::test
