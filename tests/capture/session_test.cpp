@@ -74,6 +74,37 @@ TEST(CaptureOptions, ReadsTheEnvironment) {
   EXPECT_EQ(parse_signal("bogus"), -1);
 }
 
+// What the Python bootstrap does in a PyTorch job (native/capture/python/sitecustomize.py): PyTorch's recorder dumps,
+// then the capture writes its output as PyTorch's file plus the memory outside PyTorch (here a 4 MiB allocation made
+// by this test's own code, owner "user"), and its own exit dump will leave that file alone.
+TEST(CaptureSession, DumpMergedIsPyTorchsSnapshotWithTheOutsideMemory) {
+  const std::string out = tmp_path("merged.pickle.gz");
+  const std::string torch = std::string(ALLOCSCOPE_FIXTURES) + "/capture_torch_pair/torch.torch.pickle.gz";
+  allocscope_capture_options o;
+  allocscope_capture_default_options(&o);
+  o.output_path = out.c_str();
+  o.dump_at_exit = 0;
+  ASSERT_EQ(allocscope_capture_start(&o), 0) << allocscope_capture_last_error();
+  session_test_alloc(0x9000000, 4 << 20);
+  EXPECT_EQ(allocscope_capture_dump_merged("/nonexistent/torch.pickle", 0), -1);
+  EXPECT_NE(std::string(allocscope_capture_last_error()).find("/nonexistent/torch.pickle"), std::string::npos);
+  EXPECT_FALSE(Session::get().merged_final());
+  ASSERT_EQ(allocscope_capture_dump_merged(torch.c_str(), 1), 0) << allocscope_capture_last_error();
+  EXPECT_TRUE(Session::get().merged_final());
+  auto merged = load_snapshot_file(out);
+  auto pt = load_snapshot_file(torch);
+  ASSERT_TRUE(merged.ok() && pt.ok());
+  EXPECT_EQ(merged->segments.size(), pt->segments.size());
+  EXPECT_EQ(merged->events.size_rows(), pt->events.size_rows());
+  ASSERT_TRUE(merged->outside);
+  ASSERT_EQ(merged->outside->segments.size(), 1u);
+  EXPECT_EQ(merged->outside->segments[0].address, 0x9000000u);
+  EXPECT_EQ(merged->outside->segments[0].total_size, 4u << 20);
+  EXPECT_EQ(merged->outside->events.size_rows(), 2u);  // segment_alloc, alloc
+  EXPECT_EQ(allocscope_capture_stop(), 0);
+  std::remove(out.c_str());
+}
+
 TEST(CaptureSession, CAbiStartDumpStopWithRangesAndSignalDump) {
   const std::string path = tmp_path("abi.pickle.gz");
   const std::string sig_path = tmp_path("signal.pickle");

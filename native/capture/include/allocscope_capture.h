@@ -34,6 +34,13 @@ int allocscope_capture_start(const allocscope_capture_options* options);
 /* Writes a PyTorch-compatible snapshot to `path` (NULL: the configured output path). 0 on success, -1 on error. */
 int allocscope_capture_dump(const char* path);
 
+/* Writes the configured output as PyTorch's snapshot `pytorch_snapshot` (a file torch.cuda.memory._dump_snapshot
+   wrote, in this process, just now) with this capture's device memory outside PyTorch's caching allocator added
+   under the key "allocscope_outside" (NCCL, cuBLAS, other libraries, the job's own calls). PyTorch's tools read the
+   result as PyTorch's file; allocscope also shows the outside memory. `final` != 0: the job is ending, and the
+   capture's own dump at exit will not overwrite the result. 0 on success, -1 on error. */
+int allocscope_capture_dump_merged(const char* pytorch_snapshot, int final);
+
 /* Stops recording (unsubscribes); keeps what was recorded until the next start. 0 on success. */
 int allocscope_capture_stop(void);
 

@@ -4,11 +4,15 @@ It runs the sitecustomize it shadows (the user's or the distribution's), then, o
 PyTorch's own memory recorder when CUDA initialises (torch.cuda._lazy_call: the job's CUDA start is not moved
 earlier, so forking before CUDA keeps working), and writes PyTorch's snapshot beside the capture's at exit and on an
 out-of-memory error: tensor-level blocks, Python stacks and annotations that the driver-level capture cannot see.
+The capture library then writes its output as that snapshot, byte for byte, with the device memory it saw outside
+PyTorch's allocator (NCCL, cuBLAS, ...) under one more key, `allocscope_outside` (allocscope_capture_dump_merged):
+one file that PyTorch's tools and allocscope both open. If that fails, PyTorch's file stays as X.torch.pickle.
 Nothing here may break the job: every step catches its errors and says so once on stderr.
 
 Environment (set by `allocscope record`): ALLOCSCOPE_TORCH=1 turns the torch part on; ALLOCSCOPE_TORCH_MAX_ENTRIES
 (default 100000); ALLOCSCOPE_CAPTURE_LIBRARY, the capture library, whose allocscope_capture_output_path names the
-snapshot (the same %p/%r rule); PyTorch's goes to that name with ".pickle(.gz)" replaced by ".torch.pickle".
+snapshot (the same %p/%r rule); PyTorch's is written first to that name with ".pickle(.gz)" replaced by
+".torch.pickle", and removed once merged.
 """
 import os
 import sys
@@ -41,13 +45,30 @@ def _chain():
         return
 
 
-def _torch_output():
+_lib = None
+
+
+def _capture():
+    global _lib
+    if _lib is None:
+        import ctypes
+        lib = ctypes.CDLL(os.environ["ALLOCSCOPE_CAPTURE_LIBRARY"])
+        lib.allocscope_capture_output_path.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.allocscope_capture_dump_merged.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        lib.allocscope_capture_last_error.restype = ctypes.c_char_p
+        _lib = lib
+    return _lib
+
+
+def _output():
     import ctypes
-    lib = ctypes.CDLL(os.environ["ALLOCSCOPE_CAPTURE_LIBRARY"])
     buf = ctypes.create_string_buffer(4096)
-    if lib.allocscope_capture_output_path(buf, ctypes.c_size_t(len(buf))) != 0:
+    if _capture().allocscope_capture_output_path(buf, len(buf)) != 0:
         raise RuntimeError("allocscope_capture_output_path failed")
-    path = buf.value.decode()
+    return buf.value.decode()
+
+
+def _torch_output(path):
     for ext in (".pickle.gz", ".pickle", ".gz"):
         if path.endswith(ext):
             return path[: -len(ext)] + ".torch.pickle"
@@ -55,14 +76,24 @@ def _torch_output():
 
 
 def _dump(torch, when):
+    """PyTorch's snapshot, then the capture's output as that snapshot with the memory outside PyTorch added."""
     try:
         if not torch.cuda.is_initialized():
             return  # no CUDA in this process: nothing to write (as the capture does)
-        path = _torch_output()
+        out = _output()
+        path = _torch_output(out)
         torch.cuda.memory._dump_snapshot(path)
-        _say("%s: wrote PyTorch's snapshot %s" % (when, path))
     except Exception as e:
         _say("%s: PyTorch's snapshot not written: %r" % (when, e))
+        return
+    try:
+        lib = _capture()
+        if lib.allocscope_capture_dump_merged(path.encode(), 1 if when == "at exit" else 0) != 0:
+            raise RuntimeError(lib.allocscope_capture_last_error().decode(errors="replace"))
+        os.remove(path)  # it is inside the merged file, byte for byte
+        _say("%s: wrote %s (PyTorch's snapshot, and the device memory outside PyTorch's allocator)" % (when, out))
+    except Exception as e:
+        _say("%s: not merged (%s); PyTorch's own snapshot is %s" % (when, e, path))
 
 
 def _start_recorder(torch):

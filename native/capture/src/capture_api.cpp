@@ -66,6 +66,10 @@ int allocscope_capture_start(const allocscope_capture_options* in) {
 
 int allocscope_capture_dump(const char* path) { return report(Session::get().dump(path ? path : "")); }
 
+int allocscope_capture_dump_merged(const char* pytorch_snapshot, int final) {
+  return report(Session::get().dump_merged(pytorch_snapshot ? pytorch_snapshot : "", final != 0));
+}
+
 int allocscope_capture_stop(void) { return report(Session::get().stop()); }
 
 int allocscope_capture_active(void) { return Session::get().recorder() != nullptr; }

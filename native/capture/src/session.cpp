@@ -12,6 +12,8 @@
 #include <chrono>
 #include <thread>
 
+#include "allocscope/loader.h"
+#include "allocscope/outside.h"
 #include "allocscope/writer.h"
 #include "python_frames.h"
 #include "snapshot_builder.h"
@@ -39,6 +41,7 @@ void dump_at_exit() {
   if (getpid() != s.owner_pid()) return;
   Recorder* r = s.last_recorder();
   if (!r || !r->options().dump_at_exit) return;
+  if (s.merged_final()) return;  // the bootstrap wrote the merged snapshot at the job's exit (Session::dump_merged)
   // A process that never allocated device memory (torchrun's launcher, a CPU-only helper) writes no file: under a
   // launcher it would be an empty snapshot beside every rank's.
   if (r->recorded() == 0) {
@@ -105,6 +108,16 @@ Status Session::stop() {
 }
 
 Status Session::dump(const std::string& path, std::string* summary) {
+  return write_snapshot_to(path, "", false, summary);
+}
+
+Status Session::dump_merged(const std::string& pytorch_snapshot, bool final, std::string* summary) {
+  if (pytorch_snapshot.empty()) return Error{"dump_merged: no PyTorch snapshot named"};
+  return write_snapshot_to("", pytorch_snapshot, final, summary);
+}
+
+Status Session::write_snapshot_to(const std::string& path, const std::string& pytorch_snapshot, bool final,
+                                  std::string* summary) {
   Recorder* r = last_recorder();
   if (const pid_t parent = forked_from_.load(std::memory_order_relaxed); !r && parent)
     return Error{"nothing recorded in this process: it is a fork of process " + std::to_string(parent) +
@@ -115,13 +128,32 @@ Status Session::dump(const std::string& path, std::string* summary) {
   const std::string out = expand_output_path(path.empty() ? r->options().output_path : path);
   Frozen frozen = r->freeze();
   const Snapshot snap = build_snapshot(frozen);
-  Status st = write_snapshot_file(snap, out);
+  Status st;
+  size_t entries = snap.events.size_rows(), segments = snap.segments.size();
+  if (pytorch_snapshot.empty()) {
+    st = write_snapshot_file(snap, out);
+  } else {
+    auto bytes = read_file(pytorch_snapshot);
+    if (!bytes.ok()) return bytes.error();
+    std::vector<uint8_t> torch = std::move(bytes).value();
+    if (is_gzip(torch)) {
+      auto raw = gunzip(torch);
+      if (!raw.ok()) return Error{pytorch_snapshot + ": " + raw.error().describe()};
+      torch = std::move(raw).value();
+    }
+    const Snapshot outside = outside_of_pytorch(snap);
+    entries = outside.events.size_rows(), segments = outside.segments.size();
+    auto merged = merge_outside(torch, outside);
+    if (!merged.ok()) return Error{pytorch_snapshot + ": " + merged.error().describe()};
+    st = write_pickle_file(std::move(merged).value(), out);
+    if (st.ok() && final) merged_final_.store(true, std::memory_order_release);
+  }
   if (st.ok() && summary) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.0f ms", ms);
-    *summary = "wrote " + out + " (" + std::to_string(snap.events.size_rows()) + " trace entries, " +
-               std::to_string(snap.segments.size()) + " live segments) in " + buf;
+    *summary = "wrote " + out + (pytorch_snapshot.empty() ? " (" : " (PyTorch's snapshot with, outside it, ") +
+               std::to_string(entries) + " trace entries, " + std::to_string(segments) + " live segments) in " + buf;
   }
   return st;
 }

@@ -33,6 +33,11 @@ class Session {
   // Writes a snapshot to `path` ("" = the configured output path, "%p" expanded). Never call from a signal handler.
   // `summary` (optional) receives "wrote PATH (N trace entries, M segments) in T ms" for the log line.
   Status dump(const std::string& path = "", std::string* summary = nullptr);
+  // Writes the snapshot merged with PyTorch's own (outside.h): PyTorch's file `pytorch_snapshot` plus what this
+  // capture saw outside PyTorch's allocator, to the configured output. The Python bootstrap calls it right after
+  // PyTorch's recorder dumps, so both are the same moment. `final`: the job is ending; the capture's own exit dump,
+  // which runs later, then leaves the merged file as it is.
+  Status dump_merged(const std::string& pytorch_snapshot, bool final, std::string* summary = nullptr);
   // Called by hooks after an OOM event: dumps now when configured (we are on an ordinary thread, not in a handler).
   void after_oom();
   // One stderr line for an automatic dump ("at exit", "on OOM", "on signal"): the summary, or the failure (each
@@ -40,6 +45,7 @@ class Session {
   void report(const char* when, const Status& st, const std::string& summary);
   // The process that started the recording (a forked child is not it).
   pid_t owner_pid() const { return owner_pid_.load(std::memory_order_acquire); }
+  bool merged_final() const { return merged_final_.load(std::memory_order_acquire); }
 
   // The recorder hooks write to, or nullptr when not recording. Old recorders are kept alive after stop so a hook
   // that raced with stop() never touches freed memory.
@@ -49,6 +55,8 @@ class Session {
 
  private:
   Session() = default;
+  Status write_snapshot_to(const std::string& path, const std::string& pytorch_snapshot, bool final,
+                           std::string* summary);
   void install_signal(int sig);
   static void on_signal(int);
   static void helper_loop(int fd);
@@ -61,6 +69,7 @@ class Session {
   std::atomic<Recorder*> active_{nullptr};
   std::atomic<Recorder*> last_{nullptr};
   bool atexit_registered_ = false;
+  std::atomic<bool> merged_final_{false};  // dump_merged(final) succeeded: dump_at_exit writes nothing
   bool atfork_registered_ = false;
   std::atomic<pid_t> owner_pid_{0};
   std::atomic<pid_t> forked_from_{0};  // in a forked child: the parent that owns the recording
