@@ -12,7 +12,7 @@ Nothing here may break the job: every step catches its errors and says so once o
 Environment (set by `allocscope record`): ALLOCSCOPE_TORCH=1 turns the torch part on; ALLOCSCOPE_TORCH_MAX_ENTRIES
 (default 100000); ALLOCSCOPE_CAPTURE_LIBRARY, the capture library, whose allocscope_capture_output_path names the
 snapshot (the same %p/%r rule); PyTorch's is written first to that name with ".pickle(.gz)" replaced by
-".torch.pickle", and removed once merged.
+".torch.pickle", and removed once merged (kept with ALLOCSCOPE_KEEP_TORCH_SNAPSHOT=1).
 """
 import os
 import sys
@@ -90,7 +90,8 @@ def _dump(torch, when):
         lib = _capture()
         if lib.allocscope_capture_dump_merged(path.encode(), 1 if when == "at exit" else 0) != 0:
             raise RuntimeError(lib.allocscope_capture_last_error().decode(errors="replace"))
-        os.remove(path)  # it is inside the merged file, byte for byte
+        if os.environ.get("ALLOCSCOPE_KEEP_TORCH_SNAPSHOT") != "1":
+            os.remove(path)  # it is inside the merged file, byte for byte
         _say("%s: wrote %s (PyTorch's snapshot, and the device memory outside PyTorch's allocator)" % (when, out))
     except Exception as e:
         _say("%s: not merged (%s); PyTorch's own snapshot is %s" % (when, e, path))
