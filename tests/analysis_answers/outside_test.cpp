@@ -6,8 +6,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "allocscope/loader.h"
+#include "allocscope/oom.h"
 #include "allocscope/outside.h"
 #include "allocscope/segment_timeline.h"
 #include "allocscope/summary.h"
@@ -17,6 +19,12 @@
 
 namespace allocscope::test {
 namespace {
+
+bool warns_leak(const Summary& s) {
+  for (const std::string& w : s.warnings)
+    if (w.find("leak suspected") != std::string::npos) return true;
+  return false;
+}
 
 const char* const kJobs[] = {"torch", "nccl", "oom"};
 
@@ -211,6 +219,45 @@ TEST(Outside, MergeVerbAndSummary) {
   const CliRun bad = run({"merge", pair_path("nccl", ".torch.pickle.gz"), pair_path("nccl", ".pickle.gz"), "-o", out});
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("not written by allocscope's capture"), std::string::npos) << bad.err;
+}
+
+// `allocscope record -- python3 JOB` on an H100 with the bootstrap (tests/capture/pyframes/run_merged_gpu.sh, which
+// kept PyTorch's file too): the capture itself wrote the merged file at the job's exit. PyTorch's counters in the
+// labels are the oracle for PyTorch's share; NCCL's buffers are the 388 MiB the NCCL-only fixtures show.
+TEST(Outside, RecordWroteOneMergedSnapshotOnTheGpu) {
+  for (const char* job : {"torch", "nccl"}) {
+    SCOPED_TRACE(job);
+    const Loaded* m = load(std::string("capture_merged/") + job);
+    const Loaded* pt = load(std::string("capture_merged/") + job + ".torch");
+    ASSERT_TRUE(m && pt);
+    ASSERT_TRUE(m->s.outside);
+    EXPECT_TRUE(is_capture(*m->s.outside));
+    EXPECT_EQ(m->s.events.size_rows(), pt->s.events.size_rows());
+    EXPECT_EQ(m->s.segments.size(), pt->s.segments.size());
+    std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/capture_merged/" + job + ".label.json");
+    const nlohmann::json label = nlohmann::json::parse(in, nullptr, false);
+    const Summary sum = summarize(m->s, m->lifetimes, m->ff);
+    ASSERT_EQ(sum.devices.size(), 1u);
+    const DeviceSummary& d = sum.devices[0];
+    std::map<Owner, uint64_t> owners(d.owners_at_peak.begin(), d.owners_at_peak.end());
+    // Both jobs end at their reserved peak: PyTorch's memory_reserved() at exit is its share at the peak.
+    EXPECT_EQ(owners[Owner::kPyTorch], label["memory_reserved"].get<uint64_t>());
+    EXPECT_GT(owners[Owner::kCublas], 0u);
+    if (std::string(job) == "nccl") EXPECT_EQ(owners[Owner::kNccl], 388ull << 20);
+    uint64_t outside = 0;
+    for (const auto& [o, b] : d.owners_at_peak)
+      if (o != Owner::kPyTorch) outside += b;
+    EXPECT_EQ(d.outside_at_peak, outside);
+    EXPECT_FALSE(warns_leak(sum));
+  }
+  // The OOM job, run the default way: only the merged file, with PyTorch's oom entry; nothing outside was allocated.
+  const Loaded* oom = load("capture_merged/oom");
+  ASSERT_TRUE(oom && oom->s.outside);
+  const auto reports = analyze_ooms(oom->s, oom->lifetimes);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_TRUE(reports[0].has_outside);
+  EXPECT_EQ(reports[0].captured_outside, 0u);
+  EXPECT_EQ(reports[0].requested, 8ull << 30);
 }
 
 }  // namespace

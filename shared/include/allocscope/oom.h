@@ -10,6 +10,7 @@
 
 #include "allocscope/gpu_sizes.h"
 #include "allocscope/lifetimes.h"
+#include "allocscope/owners.h"
 #include "allocscope/snapshot.h"
 
 namespace allocscope {
@@ -51,6 +52,10 @@ struct OomReport {
   bool cause_sure = true;        // false when the cause hangs on the GPU's size and that size was inferred
   GpuCapacity gpu;               // total_bytes 0 when even the largest GPU we know is smaller than the numbers
   uint64_t held_outside = 0;     // gpu total - reserved - device_free: a lower bound when the GPU size is inferred
+  // Merged snapshots (outside.h): what the capture saw allocated outside PyTorch's allocator at the OOM, by owner.
+  bool has_outside = false;
+  uint64_t captured_outside = 0;
+  std::vector<std::pair<Owner, uint64_t>> outside_by_owner;
   bool expandable_segments = false;  // the allocator setting, when the file records it
   std::string advice;            // what to do about this cause, in one or two sentences
   // Largest live allocations (lifetimes rows), largest first.

@@ -39,6 +39,12 @@ std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
                  {"held_outside", o.held_outside},
                  {"expandable_segments", o.expandable_segments},
                  {"largest_live", std::move(top)}});
+    if (o.has_outside) {
+      Json owners = Json::array();
+      for (const auto& [owner, bytes] : o.outside_by_owner)
+        owners.push_back({{"owner", owner_name(owner)}, {"label", owner_label(owner)}, {"bytes", bytes}});
+      a.back()["captured_outside"] = {{"bytes", o.captured_outside}, {"by_owner", std::move(owners)}};
+    }
   }
   return json_detail::dump(a);
 }

@@ -6,6 +6,7 @@
 
 #include "allocscope/allocator_state.h"
 #include "allocscope/memviz.h"
+#include "allocscope/outside.h"
 #include "allocscope/segment_timeline.h"
 
 namespace allocscope {
@@ -108,6 +109,12 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       o.time_us = ev.time_us[r];
       o.requested = ev.size[r];
       o.device_free = ev.addr[r];
+      if (s.outside) {
+        const OutsideAt out = outside_at(s, lt.device, o.time_us, 0);
+        o.has_outside = true;
+        o.captured_outside = out.bytes;
+        o.outside_by_owner = out.by_owner;
+      }
       index.at(e, &state);  // step e: after the e events before the oom
       o.reserved = state.reserved_bytes;
       o.allocated = state.allocated_bytes;

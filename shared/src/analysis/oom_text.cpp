@@ -27,6 +27,14 @@ std::string to_text(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
       o += "  held outside PyTorch " + rpad(size(r.held_outside), 10) + "  GPU - reserved - driver free" +
            (r.gpu.inferred ? ", at least" : "") + "\n";
     }
+    if (r.has_outside) {
+      o += "  captured outside     " + rpad(size(r.captured_outside), 10) + "  allocated in this process outside "
+           "PyTorch's allocator";
+      for (size_t k = 0; k < r.outside_by_owner.size(); ++k)
+        o += std::string(k ? ", " : ": ") + std::string(owner_label(r.outside_by_owner[k].first)) + " " +
+             size(r.outside_by_owner[k].second);
+      o += r.captured_outside < r.held_outside ? "; the rest is the CUDA context and other processes\n" : "\n";
+    }
     if (r.expandable_segments) o += "  expandable_segments  on\n";
     o += "  => cause: " + std::string(oom_cause_name(r.cause)) + (r.cause_sure ? "" : " (unsure)") + ": " +
          r.advice + "\n";
