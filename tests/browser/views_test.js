@@ -235,6 +235,17 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     ok(!/Leak suspected/.test(await page.textContent('main')), `${job} capture: no leak verdict for a pool's warm-up`);
   }
 
+  // A merged snapshot (PyTorch's own plus the capture's memory outside it, tests/fixtures/capture_merged): PyTorch's
+  // row is its own memory_reserved(), NCCL's buffers are listed apart with the line that made them.
+  {
+    const label = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'capture_merged', 'nccl.label.json'), 'utf8'));
+    eq(await open(['capture_merged/nccl.pickle.gz'], 'overview'), 'ready', 'merged snapshot: overview reaches ready');
+    await page.waitForSelector('[data-outside-sites]', { timeout: 30000 }).catch(() => null);
+    eq(Number(await attr('[data-owner="pytorch"]', 'data-value')), label.memory_reserved, "merged: PyTorch's row is its memory_reserved()");
+    eq(Number(await attr('[data-owner="nccl"]', 'data-value')), 388 * 1024 * 1024, "merged: NCCL's 388 MiB are outside PyTorch");
+    ok(/nccl_job\.py:13/.test(await page.textContent('[data-outside-sites]')), 'merged: the outside memory names the line that made it');
+  }
+
   // Ranks: each file's busiest device (rank 1 traced cuda:1), the outlier listed first and marked, none among equals.
   eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle', 'ddp_rank0.pickle'], 'ranks'), 'ready', 'ranks reaches ready');
   eq(Number(await attr('[data-outliers]', 'data-outliers')), 1, 'one outlier rank');

@@ -66,7 +66,18 @@ export default {
             const t = el('table', { class: 'table', 'data-owners': d.device });
             for (const o of d.owners_at_peak) t.append(el('tr', { 'data-owner': o.owner, 'data-value': o.bytes },
               el('td', { class: 'num', text: bytes(o.bytes) }), el('td', { text: o.label })));
-            glance.append(el('div', { class: 'fine', text: 'Reserved at the peak by owner (the allocator or library whose code reserved it)' }), t);
+            glance.append(el('div', { class: 'fine', text: d.outside
+              ? "Device memory at the peak by owner: PyTorch's reserved, and what allocscope's capture saw allocated outside PyTorch's allocator"
+              : 'Reserved at the peak by owner (the allocator or library whose code reserved it)' }), t);
+          }
+          if (d.outside) {
+            // A merged snapshot (`allocscope record` of a PyTorch job): the memory PyTorch never saw, apart from its own.
+            const t = el('table', { class: 'table', 'data-outside-sites': d.device });
+            for (const s of d.outside.sites_at_peak) t.append(el('tr', { 'data-value': s.bytes },
+              el('td', { class: 'num', text: bytes(s.bytes) }), el('td', { class: 'mono', text: s.site ? s.site.text : '<no frames>' })));
+            glance.append(el('div', { class: 'fine', 'data-outside': d.outside.at_peak,
+              text: `Outside PyTorch's allocator: ${bytes(d.outside.at_peak)} at the peak (${bytes(d.outside.peak)} at most), by site. ` +
+                    "Not in PyTorch's allocated or reserved numbers, categories or leaks." }), t);
           }
           if (d.top_sites.length) {
             const t = el('table', { class: 'table' });
