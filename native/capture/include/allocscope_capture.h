@@ -41,6 +41,12 @@ int allocscope_capture_dump(const char* path);
    capture's own dump at exit will not overwrite the result. 0 on success, -1 on error. */
 int allocscope_capture_dump_merged(const char* pytorch_snapshot, int final);
 
+/* For Python jobs (the bootstrap calls these around PyTorch's backward): the calling Python thread is about to wait
+   for threads that run no Python (PyTorch's autograd engine); until the matching end, their allocations are recorded
+   with this thread's Python frames, leaving out those of the function that called begin. Call with the GIL held. */
+void allocscope_capture_python_lend_begin(void);
+void allocscope_capture_python_lend_end(void);
+
 /* Stops recording (unsubscribes); keeps what was recorded until the next start. 0 on success. */
 int allocscope_capture_stop(void);
 

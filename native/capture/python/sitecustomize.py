@@ -9,8 +9,13 @@ PyTorch's allocator (NCCL, cuBLAS, ...) under one more key, `allocscope_outside`
 one file that PyTorch's tools and allocscope both open. If that fails, PyTorch's file stays as X.torch.pickle.
 Nothing here may break the job: every step catches its errors and says so once on stderr.
 
-Environment (set by `allocscope record`): ALLOCSCOPE_TORCH=1 turns the torch part on; ALLOCSCOPE_TORCH_MAX_ENTRIES
-(default 100000); ALLOCSCOPE_CAPTURE_LIBRARY, the capture library, whose allocscope_capture_output_path names the
+Gradients: PyTorch's autograd engine allocates them on its own threads, which run no Python; a wrapper of
+torch.autograd.graph._engine_run_backward lends the waiting thread's Python frames to those allocations in the
+capture (allocscope_capture_python_lend_begin/end), so their site is the line that called backward.
+
+Environment (set by `allocscope record`): ALLOCSCOPE_TORCH=1 turns the torch part on; ALLOCSCOPE_TORCH_RECORDER=0
+keeps the frames lent to backward but leaves PyTorch's recorder off (the capture's own snapshot only);
+ALLOCSCOPE_TORCH_MAX_ENTRIES (default 100000); ALLOCSCOPE_CAPTURE_LIBRARY, the capture library, whose allocscope_capture_output_path names the
 snapshot (the same %p/%r rule); PyTorch's is written first to that name with ".pickle(.gz)" replaced by
 ".torch.pickle", and removed once merged (kept with ALLOCSCOPE_KEEP_TORCH_SNAPSHOT=1).
 """
@@ -110,7 +115,34 @@ def _start_recorder(torch):
         _say("PyTorch's recorder not started: %r" % (e,))
 
 
+def _lend_frames_to_backward(torch):
+    """PyTorch's autograd engine allocates gradients on its own threads, which run no Python. While the job's thread
+    waits in backward, the capture gives those allocations that thread's Python frames (the line that called
+    backward), through a wrapper of torch.autograd.graph._engine_run_backward, where every backward and grad goes."""
+    try:
+        import torch.autograd.graph as graph
+        run = graph._engine_run_backward
+        lib = _capture()
+        begin, end = lib.allocscope_capture_python_lend_begin, lib.allocscope_capture_python_lend_end
+
+        def _engine_run_backward(*args, **kwargs):
+            begin()
+            try:
+                return run(*args, **kwargs)
+            finally:
+                end()
+
+        for name, module in list(sys.modules.items()):  # torch.autograd imported the function by name
+            if (name == "torch" or name.startswith("torch.")) and getattr(module, "_engine_run_backward", None) is run:
+                module._engine_run_backward = _engine_run_backward
+    except Exception as e:
+        _say("gradients keep native frames only (no Python line): %r" % (e,))
+
+
 def _on_torch_imported(torch):
+    _lend_frames_to_backward(torch)
+    if os.environ.get("ALLOCSCOPE_TORCH_RECORDER") == "0":
+        return  # the capture's own snapshot only (its frames, gradients' lent ones included)
     try:
         import atexit
         atexit.register(_dump, torch, "at exit")  # after torch's own: runs before torch's teardown

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "python_frames.h"
 #include "session.h"
 
 using allocscope::Status;
@@ -69,6 +70,10 @@ int allocscope_capture_dump(const char* path) { return report(Session::get().dum
 int allocscope_capture_dump_merged(const char* pytorch_snapshot, int final) {
   return report(Session::get().dump_merged(pytorch_snapshot ? pytorch_snapshot : "", final != 0));
 }
+
+void allocscope_capture_python_lend_begin(void) { python_frames_lend_begin(); }
+
+void allocscope_capture_python_lend_end(void) { python_frames_lend_end(); }
 
 int allocscope_capture_stop(void) { return report(Session::get().stop()); }
 

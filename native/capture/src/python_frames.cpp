@@ -226,12 +226,16 @@ struct Groups {
 };
 
 // 3.10: frame objects, each run by its own C activation; f_lasti counts code units, -1 before the first one.
-void read_frames_310(const Interpreter& in, uintptr_t f, Groups* g) {
+void read_frames_310(const Interpreter& in, uintptr_t f, Groups* g, uintptr_t skip_code) {
   const Layout& l = in.layout;
   for (int guard = 0; f && g->n < kMaxPythonFrames && guard < 4096; ++guard) {
     const auto code = read<uintptr_t>(f, l.frame_code);
     if (!code || read<uintptr_t>(code, kObType) != in.code_type) break;
     const int lasti = read<int>(f, l.frame_prev_instr);
+    if (code == skip_code) {
+      f = read<uintptr_t>(f, l.frame_previous);
+      continue;
+    }
     if (lasti >= 0) {
       g->entries[g->n] = kPythonFrameTag | (uintptr_t(code_id(in, code) & 0x7fffffff) << 32) |
                          static_cast<uint32_t>(lasti * 2);
@@ -242,14 +246,20 @@ void read_frames_310(const Interpreter& in, uintptr_t f, Groups* g) {
   }
 }
 
-void read_frames(const Interpreter& in, Groups* g) {
+// The innermost frame of a thread state (its current frame), 0 when it runs no Python.
+uintptr_t current_frame(const Interpreter& in, uintptr_t tstate) {
   const Layout& l = in.layout;
-  if (!in.this_thread_state || !in.is_initialized()) return;
-  const auto tstate = reinterpret_cast<uintptr_t>(in.this_thread_state());
-  if (!tstate) return;
   uintptr_t f = read<uintptr_t>(tstate, l.tstate_cframe);
   if (f && l.cframe_current != kNone) f = read<uintptr_t>(f, l.cframe_current);  // 3.11, 3.12: via the _PyCFrame
-  if (l.minor == 10) return read_frames_310(in, f, g);
+  return f;
+}
+
+// The frames of `tstate`, innermost first, without those running `skip_code` (the bootstrap's backward wrapper).
+void read_frames(const Interpreter& in, uintptr_t tstate, Groups* g, uintptr_t skip_code = 0) {
+  const Layout& l = in.layout;
+  if (!tstate) return;
+  uintptr_t f = current_frame(in, tstate);
+  if (l.minor == 10) return read_frames_310(in, f, g, skip_code);
   for (int guard = 0; f && g->n < kMaxPythonFrames && guard < 4096; ++guard) {
     const auto owner = read<uint8_t>(f, l.frame_owner);
     const auto previous = read<uintptr_t>(f, l.frame_previous);
@@ -260,6 +270,10 @@ void read_frames(const Interpreter& in, Groups* g) {
     }
     const auto code = read<uintptr_t>(f, l.frame_code);
     if (!code || read<uintptr_t>(code, kObType) != in.code_type) break;  // not a frame we understand: stop
+    if (code == skip_code) {
+      f = previous;
+      continue;
+    }
     const auto instr = read<uintptr_t>(f, l.frame_prev_instr);
     const uintptr_t first = code + l.code_adaptive;
     if (instr >= first) {  // else the frame has not started running (no line yet)
@@ -291,10 +305,38 @@ void python_frames_after_fork_in_child() {
   if (Codes* c = g_codes.load(std::memory_order_acquire)) new (&c->mu) std::mutex;
 }
 
+// The thread that lent its frames (python_frames_lend_begin) and the code of the function that lent them.
+std::atomic<uintptr_t> g_lender{0};
+std::atomic<uintptr_t> g_lender_code{0};
+
+void python_frames_lend_begin() {
+  const Interpreter& in = interpreter();
+  if (!in.this_thread_state || !in.is_initialized()) return;
+  const auto tstate = reinterpret_cast<uintptr_t>(in.this_thread_state());
+  const uintptr_t f = tstate ? current_frame(in, tstate) : 0;
+  if (!f) return;
+  g_lender_code.store(read<uintptr_t>(f, in.layout.frame_code), std::memory_order_relaxed);
+  g_lender.store(tstate, std::memory_order_release);
+}
+
+void python_frames_lend_end() {
+  const Interpreter& in = interpreter();
+  if (!in.this_thread_state) return;
+  uintptr_t mine = reinterpret_cast<uintptr_t>(in.this_thread_state());
+  g_lender.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);  // only the lender ends its own loan
+}
+
 int merge_python_frames(const uintptr_t* native, int n, uintptr_t* out, int max) {
   const Interpreter& in = interpreter();
   Groups g;
-  if (in.this_thread_state) read_frames(in, &g);
+  if (in.this_thread_state && in.is_initialized()) {
+    read_frames(in, reinterpret_cast<uintptr_t>(in.this_thread_state()), &g);
+    // A thread that runs no Python (PyTorch's autograd engine) works for the thread that waits in backward(): its
+    // frames are stable while it waits, and they say which line of the job this allocation is for.
+    if (g.n == 0)
+      if (const uintptr_t lender = g_lender.load(std::memory_order_acquire))
+        read_frames(in, lender, &g, g_lender_code.load(std::memory_order_relaxed));
+  }
   int k = 0, next = 0;  // next Python frame to place
   for (int i = 0; i < n && k < max; ++i) {
     const uintptr_t ip = native[i];

@@ -28,6 +28,7 @@ for lib in (free_gil, held_gil):
     lib.shim_alloc.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
     lib.shim_start.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     lib.shim_python_status.restype = ctypes.c_char_p
+    lib.shim_alloc_on_native_thread.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
 
 STACKS_NATIVE, STACKS_PYTHON = 1, 2
 MAX_PYTHON_FRAMES = 64  # python_frames.h: kMaxPythonFrames
@@ -92,6 +93,27 @@ def non_ascii_names():
         scope[fn](alloc_free, addr())
 
 
+def engine_wait(a):
+    # As the bootstrap wraps PyTorch's _engine_run_backward: while this thread waits in the function it wraps, a thread
+    # that runs no Python (the autograd engine's) allocates and is given this thread's frames, without this one's.
+    held_gil.shim_lend_begin()
+    try:
+        engine_run(a)
+    finally:
+        held_gil.shim_lend_end()
+
+
+def engine_run(a):
+    # Stands for PyTorch's own _engine_run_backward (a Python function that calls the engine and waits).
+    stack = here(); expected[a] = stack[:1] + stack[2:]; free_gil.shim_alloc_on_native_thread(a, 4096)
+
+
+def native_thread_alone():
+    # No loan: a thread that never ran Python has no Python frames.
+    a = addr()
+    expected[a] = []; free_gil.shim_alloc_on_native_thread(a, 4096)
+
+
 def scenarios():
     nested(3, alloc_free)
     nested(5, alloc_held)
@@ -105,6 +127,8 @@ def scenarios():
     for i in range(40):
         dynamic_code(i)
     non_ascii_names()
+    nested(4, engine_wait)
+    native_thread_alone()
     nested(MAX_PYTHON_FRAMES + 20, alloc_free)
 
 
@@ -153,7 +177,7 @@ def main():
         # Interleaving: sorted() is C code between the key function and its caller, so native frames (list.sort,
         # the interpreter's call machinery) lie between those two Python frames in the recorded stack.
         for a, want in expected.items():
-            if want[0][2] != "key_calls_back":
+            if not want or want[0][2] != "key_calls_back":
                 continue
             frames = got[a]["frames"]
             names = [f["name"] for f in frames]

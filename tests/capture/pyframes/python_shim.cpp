@@ -2,6 +2,7 @@
 // Python frames the recorder reads from the interpreter with Python's own traceback, with the GIL released (ctypes.CDLL)
 // and held (ctypes.PyDLL). The hook is the same Recorder::on_alloc the CUDA front-end calls.
 #include <cstdint>
+#include <thread>
 
 #include "allocscope_capture.h"
 #include "python_frames.h"
@@ -28,6 +29,14 @@ __attribute__((visibility("default"), noinline)) void shim_alloc(uint64_t addr, 
     r->on_alloc(s, addr, size, SegmentKind::kPlain, 0);
   }
 }
+
+// The same hook from a thread that never ran Python (as PyTorch's autograd engine threads allocate gradients).
+__attribute__((visibility("default"))) void shim_alloc_on_native_thread(uint64_t addr, uint64_t size) {
+  std::thread([=] { shim_alloc(addr, size); }).join();
+}
+
+__attribute__((visibility("default"))) void shim_lend_begin() { allocscope_capture_python_lend_begin(); }
+__attribute__((visibility("default"))) void shim_lend_end() { allocscope_capture_python_lend_end(); }
 
 __attribute__((visibility("default"))) int shim_dump_and_stop() {
   const int rc = allocscope_capture_dump(nullptr);

@@ -17,7 +17,7 @@ for d in peak["devices"]:
     by = {"script": 0, "other_python": 0, "backward_engine": 0, "native": 0}
     top_other = []
     for s in d["sites"]:
-        site, b = s["site"], s["bytes"]
+        site, b = s["site"] or {"filename": "", "text": "<no frames>"}, s["bytes"]
         if site["filename"].endswith("/" + script) or site["filename"] == script:
             by["script"] += b
         elif site["filename"].endswith(".py"):
