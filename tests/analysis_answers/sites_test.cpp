@@ -104,6 +104,42 @@ TEST(Sites, CapturesWithPythonFramesNameTheJobsLine) {
   }
 }
 
+// The same PyTorch jobs recorded with the bootstrap's backward wrapper (tests/fixtures/capture_lent, H100, PyTorch's
+// recorder off): the autograd engine's threads run no Python, and the thread that waits in backward lends them its
+// frames, so every gradient's site is the line that called backward (torch_job.py:20, nccl_job.py:19, both
+// `loss.backward()`), and every byte alive at the peak has a line of the job's script as its site.
+TEST(Sites, GradientsNameTheLineThatCalledBackward) {
+  struct Job { const char* name; const char* script; int backward_line; };
+  for (const Job& j : {Job{"torch", "torch_job.py", 20}, Job{"torch_nocache", "torch_job.py", 20},
+                       Job{"nccl", "nccl_job.py", 19}}) {
+    SCOPED_TRACE(j.name);
+    const Loaded* l = load(std::string("capture_lent/") + j.name);
+    ASSERT_TRUE(l);
+    const Snapshot& s = l->s;
+    const DeviceLifetimes& lt = traced_device(*l);
+    size_t engine = 0;
+    for (uint32_t i = 0; i < lt.count(); ++i) {
+      bool on_engine = false;
+      for (FrameId f : s.stack(lt.stack[i]))
+        on_engine |= s.str(s.frames[f].name).find("autograd::Engine::thread_main") != std::string_view::npos;
+      if (!on_engine || lt.alloc_event[i] == kNoEvent) continue;
+      ++engine;
+      const FrameId site = l->ff.site(lt.stack[i]);
+      ASSERT_NE(site, kNoFrame);
+      EXPECT_TRUE(s.str(s.frames[site].filename).ends_with(j.script)) << FrameFilter::site_text(s, site);
+      EXPECT_EQ(s.frames[site].line, j.backward_line) << FrameFilter::site_text(s, site);
+    }
+    EXPECT_GT(engine, 3u);
+    PeakOptions po;
+    po.top = 100000;
+    const Peak p = find_peak(s, lt, nullptr, l->ff, nullptr, po);
+    uint64_t script = 0;
+    for (size_t k = 0; k < p.site.size(); ++k)
+      if (p.site[k] != kNoFrame && s.str(s.frames[p.site[k]].filename).ends_with(j.script)) script += p.site_bytes[k];
+    EXPECT_EQ(script, p.allocated_bytes);
+  }
+}
+
 TEST(Sites, CppStacksNameTheUsersLine) {
   for (const char* name : {"gpt2_cpp", "external/pt28_4dev_expandable_oom", "external/pt21_ftcourse",
                            "external/pt26_cs336_train", "external/pt22_eor_nn", "external/pt25_sqattn_4dev"}) {
