@@ -196,6 +196,34 @@ TEST(Outside, LoaderRefusesAnOutsideThatIsNotADict) {
   EXPECT_NE(s.error().offset, Error::kNoOffset);
 }
 
+// A crafted outside part whose trace lists one entry many times through the memo: refused, never multiplied.
+TEST(Outside, LoaderRefusesAnOutsideEntryListedTwice) {
+  pickle::Writer w;
+  w.begin_dict();
+  w.key("segments"), w.begin_list(), w.end_list();
+  w.key("device_traces"), w.begin_list(), w.end_list();
+  w.key("allocscope_outside");
+  w.begin_dict();
+  w.key("device_traces");
+  w.begin_list();
+  w.begin_list();
+  const uint32_t entry = w.begin_dict();
+  w.key("action"), w.str("alloc");
+  w.key("addr"), w.uinteger(4096);
+  w.key("size"), w.uinteger(512);
+  w.end_dict();
+  for (int i = 0; i < 3; ++i) w.get_memo(entry);
+  w.end_list();
+  w.end_list();
+  w.end_dict();
+  w.end_dict();
+  auto s = load_snapshot(w.finish());
+  ASSERT_FALSE(s.ok());
+  // The reader refuses the repeated entries before the outside part is read (builder_tree.cpp checks again).
+  EXPECT_NE(s.error().offset, Error::kNoOffset) << s.error().describe();
+  EXPECT_NE(s.error().message.find("entries"), std::string::npos) << s.error().describe();
+}
+
 TEST(Outside, MergeVerbAndSummary) {
   const std::string out = ::testing::TempDir() + "outside_cli_" + std::to_string(getpid()) + ".pickle.gz";
   const CliRun m = run({"merge", pair_path("nccl", ".pickle.gz"), pair_path("nccl", ".torch.pickle.gz"), "-o", out});

@@ -369,6 +369,16 @@ Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
     if (tl->tag != Tag::kList)
       return Error{"'allocscope_outside' 'device_traces' is a " + type_of(*tl) + "; expected a list", where(r, *tl, dict)};
     out->has_device_traces = true;
+    // Each row once, as in PyTorch's own lists: a list of memo references to one entry must not multiply it.
+    std::vector<uint8_t> used(from.size_rows(), 0);
+    auto take = [&](uint64_t row, const Value& dv) -> Status {
+      if (row >= used.size() || used[row])
+        return Error{"one outside trace entry is listed twice (shared through the memo); expected distinct entries",
+                     r.offset_of(dv)};
+      used[row] = 1;
+      copy_row(row);
+      return {};
+    };
     int64_t ordinal = 0;
     for (const Value& dv : r.items(*tl)) {
       if (dv.tag != Tag::kList)
@@ -380,12 +390,12 @@ Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
       const pickle::Reader::Absorbed ab = r.absorbed(dv);
       if (ab.first + ab.count > from.size_rows())
         return Error{"outside device trace " + std::to_string(d.device) + " holds rows past the trace", r.offset_of(dv)};
-      for (uint64_t row = ab.first; row < ab.first + ab.count; ++row) copy_row(row);
+      for (uint64_t row = ab.first; row < ab.first + ab.count; ++row) ALLOCSCOPE_RETURN_IF_ERROR(take(row, dv));
       for (const Value& ev : r.items(dv)) {
-        if (ev.tag != Tag::kHandle || ev.aux != kRowHandle || ev.payload >= from.size_rows())
+        if (ev.tag != Tag::kHandle || ev.aux != kRowHandle)
           return Error{"an outside trace entry is a " + type_of(ev) + "; expected a dict with an 'action'",
                        r.offset_of(dv)};
-        copy_row(ev.payload);
+        ALLOCSCOPE_RETURN_IF_ERROR(take(ev.payload, dv));
       }
       d.end = static_cast<uint32_t>(to.size_rows());
       out->devices.push_back(d);
