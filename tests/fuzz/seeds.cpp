@@ -2,6 +2,7 @@
 // pickles for the pickle, loader and round-trip targets) and OUT_DIR/gzip (gzip files for the gzip target).
 // Every seed stays under 64 KiB so the fuzzer spends its time on many small inputs.
 #include <cstdio>
+#include <memory>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -53,6 +54,8 @@ Snapshot trimmed(const Snapshot& s, uint32_t rows_per_device, size_t segments) {
     seg.num_blocks = static_cast<uint32_t>(t.blocks.size() - seg.first_block);
     t.segments.push_back(seg);
   }
+  // A merged snapshot's outside part (outside.h), trimmed the same way.
+  if (s.outside) t.outside = std::make_shared<Snapshot>(trimmed(*s.outside, rows_per_device, segments));
   return t;
 }
 
@@ -80,7 +83,8 @@ int main(int argc, char** argv) {
   };
 
   for (const char* name : {"linear_seed.pickle", "oom.pickle", "ddp_rank1.pickle", "expandable_segments.pickle",
-                           "resnet18_grad_bug.pickle", "gpt2_cpp.pickle.gz", "transformer_leak.pickle"}) {
+                           "resnet18_grad_bug.pickle", "gpt2_cpp.pickle.gz", "transformer_leak.pickle",
+                           "capture_merged/nccl.pickle.gz"}) {
     auto raw = allocscope::read_file((fixtures / name).string());
     if (!raw.ok()) {
       std::fprintf(stderr, "%s\n", raw.error().describe().c_str());
