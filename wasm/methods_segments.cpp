@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "allocscope/allocator_state.h"
+#include "allocscope/outside.h"
 #include "allocscope/segment_timeline.h"
 #include "timeline_cache.h"
 
@@ -16,6 +17,7 @@ struct DeviceSegments {
   DrawResult scratch;
   std::unique_ptr<AllocatorStateIndex> state;  // built on first Allocator State query
   AllocatorState scratch_state;
+  std::unique_ptr<OutsideSeries> outside;  // a merged snapshot's memory outside PyTorch (outside.h), built on first draw
 };
 
 DeviceSegments* segments_of(Loaded& f, int64_t device) {
@@ -72,8 +74,26 @@ Answer draw(const Request& r, std::span<Loaded* const> files) {
     wmax_step = d->layout.argmax_total(a0, std::max(a0, b1));
   }
   const uint64_t wmax = steps ? d->layout.total(wmax_step) : 0;
-  if (!(q.bytes_per_px > 0)) q.bytes_per_px = std::max(1.0, static_cast<double>(wmax) * 1.06 / q.height_px);
+  const bool fit = !(q.bytes_per_px > 0);
+  if (fit) q.bytes_per_px = std::max(1.0, static_cast<double>(wmax) * 1.06 / q.height_px);
   d->layout.draw(q, &d->scratch);
+  // A merged snapshot: the memory outside PyTorch's allocator at each column's state, stacked on PyTorch's reserved
+  // bytes by the page (device memory in all). "Fit" then scales to the tallest of the two together.
+  std::vector<double> outside;
+  const Snapshot& s = files[0]->snapshot;
+  if (s.outside) {
+    if (!d->outside) d->outside = std::make_unique<OutsideSeries>(s, r.i64("device"));
+    double top = 0;
+    outside.resize(d->scratch.column_step.size());
+    for (size_t c = 0; c < outside.size(); ++c) {
+      outside[c] = static_cast<double>(d->outside->at(t->lifetimes->step_time_us(s, d->scratch.column_step[c])));
+      top = std::max(top, d->scratch.column_total[c] + outside[c]);
+    }
+    if (fit && top * 1.06 / q.height_px > q.bytes_per_px) {
+      q.bytes_per_px = top * 1.06 / q.height_px;
+      d->layout.draw(q, &d->scratch);
+    }
+  }
   const DrawResult& res = d->scratch;
   const uint32_t peak = steps ? d->layout.argmax_total(0, steps - 1) : 0;
   Answer a;
@@ -94,6 +114,10 @@ Answer draw(const Request& r, std::span<Loaded* const> files) {
   a.add<float>("y1", "f32", res.rect_y1);
   a.add<uint32_t>("row", "u32", res.rect_row);
   a.add<uint32_t>("count", "u32", res.rect_count);
+  if (d->outside) {
+    a.body["outside_peak"] = d->outside->peak();
+    a.add<double>("column_outside", "f64", outside);
+  }
   return a;
 }
 

@@ -244,6 +244,14 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     eq(Number(await attr('[data-owner="pytorch"]', 'data-value')), label.memory_reserved, "merged: PyTorch's row is its memory_reserved()");
     eq(Number(await attr('[data-owner="nccl"]', 'data-value')), 388 * 1024 * 1024, "merged: NCCL's 388 MiB are outside PyTorch");
     ok(/nccl_job\.py:13/.test(await page.textContent('[data-outside-sites]')), 'merged: the outside memory names the line that made it');
+    // The reserved-memory timeline stacks the outside memory on PyTorch's segments: NCCL's 388 MiB and cuBLAS's
+    // 128.3 MiB were alive together mid-run (the merged file's outside peak, 541,329,408 bytes).
+    eq(await open(['capture_merged/nccl.pickle.gz'], 'segments'), 'ready', 'merged: the segment timeline reaches ready');
+    await page.waitForFunction(() => { const c = document.querySelector('canvas[data-outside-shown]'); return c && Number(c.dataset.outsideShown) > 0; },
+                               null, { timeout: 30000 }).catch(() => null);
+    eq(Number(await attr('canvas[data-outside-shown]', 'data-outside-shown')), 541329408,
+       'merged: the segment timeline stacks the outside memory, NCCL and cuBLAS together at most');
+    await page.screenshot({ path: path.join(artifacts, 'segments-merged-outside.png') });
   }
 
   // Ranks: each file's busiest device (rank 1 traced cuda:1), the outlier listed first and marked, none among equals.

@@ -147,6 +147,7 @@ export function timelineView(kind) {
       const hoverRow = hover && hover.answer.allocation ? hover.answer.allocation.row : -1;
       const pinRow = pinned ? pinned.row : -1;
       drawBands(g, th, frame.blobs, L, B, { mask });
+      const outsideInfo = frame.blobs.column_outside ? drawOutside(g, th, L, T, W, B, bpp, frame.body.y_min) : '';
       const whatifInfo = whatif ? drawWhatif(g, th, L, T, W, B, bpp, frame.body.y_min) : '';
       // the pinned allocation's whole life, even where it is thinner than a pixel
       if (outline && pinned && outline.row === pinned.row)
@@ -171,7 +172,8 @@ export function timelineView(kind) {
       // puts it, rather than jumping back until the newer draw arrives.
       if (frame.r.x0 !== zoom.x0 || frame.r.x1 !== zoom.x1) preview();
       info.textContent = `${count(frame.body.rects)} rectangles for ${count(frame.body.rows)} ${K.what} · ` +
-        `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)}${searchInfo ? ' · ' + searchInfo : ''}${whatifInfo ? ' · ' + whatifInfo : ''}`;
+        `window ${xLabel(zoom.x0)} – ${xLabel(zoom.x1)}${searchInfo ? ' · ' + searchInfo : ''}` +
+        `${outsideInfo ? ' · ' + outsideInfo : ''}${whatifInfo ? ' · ' + whatifInfo : ''}`;
       maybePainted();
       drawMiniWindow();
     }
@@ -237,6 +239,44 @@ export function timelineView(kind) {
       if (whatif.peak > y0 + bpp * (B - T)) above.push(`the predicted peak ${bytes(whatif.peak)}`);
       return `what-if batch ×${whatif.batch}, sequence ×${whatif.seq}: predicted peak ${bytes(whatif.peak)}` +
         (above.length ? ` (${above.join(' and ')} above this scale)` : '');
+    }
+
+    // A merged snapshot (PyTorch's own plus what allocscope's capture saw outside its allocator): the outside memory
+    // of each column's state, stacked on PyTorch's reserved bytes in the warning colour, so the top is the device's
+    // memory in all. The core sends it per column with the draw answer (column_outside).
+    function drawOutside(g, th, L, T, W, B, bpp, y0) {
+      const tot = frame.blobs.column_total, out = frame.blobs.column_outside;
+      const toY = (b) => Math.max(T, B - (b - y0) / bpp);
+      // Hatched, so it never reads as one more of PyTorch's segments.
+      const tile = document.createElement('canvas');
+      tile.width = tile.height = 8;
+      const tg = tile.getContext('2d');
+      tg.strokeStyle = th.warn || th.bad;
+      tg.lineWidth = 2;
+      tg.beginPath();
+      tg.moveTo(0, 8); tg.lineTo(8, 0);
+      tg.stroke();
+      g.save();
+      g.globalAlpha = 0.18;
+      g.fillStyle = th.warn || th.bad;
+      let most = 0;
+      for (let c = 0; c < out.length && c < W; ++c) {
+        if (!out[c]) continue;
+        most = Math.max(most, out[c]);
+        const ya = toY(tot[c] + out[c]), yb = toY(tot[c]);
+        if (yb - ya > 0) g.fillRect(L + c, ya, 1, yb - ya);
+      }
+      g.globalAlpha = 0.9;
+      g.fillStyle = g.createPattern(tile, 'repeat');
+      for (let c = 0; c < out.length && c < W; ++c) {
+        if (!out[c]) continue;
+        const ya = toY(tot[c] + out[c]), yb = toY(tot[c]);
+        if (yb - ya > 0) g.fillRect(L + c, ya, 1, yb - ya);
+      }
+      g.restore();
+      canvas.dataset.outsideShown = most;
+      return `hatched: memory outside PyTorch's allocator (NCCL, cuBLAS, ... see Overview), up to ${bytes(most)} here, ` +
+        `${bytes(frame.body.outside_peak)} at most`;
     }
 
     function drawMini() {

@@ -37,6 +37,20 @@ struct OutsideAt {
 };
 OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, size_t top_sites = 5);
 
+// The outside bytes on one device over time, built once and then looked up per drawn column (the viewer stacks them
+// on PyTorch's reserved memory). Empty (always 0) when the snapshot has no outside part.
+class OutsideSeries {
+ public:
+  OutsideSeries(const Snapshot& merged, int64_t device);
+  uint64_t at(int64_t time_us) const;  // bytes alive after the last outside event stamped at or before time_us
+  uint64_t peak() const { return peak_; }
+
+ private:
+  std::vector<int64_t> time_;    // per outside event, made nondecreasing (stamps taken on different threads)
+  std::vector<uint64_t> total_;  // bytes after that event; total_[0] is before the first
+  uint64_t peak_ = 0;
+};
+
 // Device memory by owner at a time: PyTorch's reserved bytes (from its own segments) plus the outside memory.
 std::vector<std::pair<Owner, uint64_t>> owners_with_outside(const Snapshot& merged, int64_t device,
                                                             uint64_t pytorch_reserved, int64_t time_us);

@@ -2,6 +2,7 @@
 #include "allocscope/outside.h"
 
 #include <algorithm>
+#include <climits>
 #include <unordered_map>
 
 #include "allocscope/frame_filter.h"
@@ -135,6 +136,23 @@ OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, si
             [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
   if (r.sites.size() > top_sites) r.sites.resize(top_sites);
   return r;
+}
+
+OutsideSeries::OutsideSeries(const Snapshot& merged, int64_t device) {
+  total_.push_back(0);
+  if (!merged.outside) return;
+  const Snapshot& o = *merged.outside;
+  const DeviceLifetimes lt = build_device_lifetimes(o, device);
+  total_ = lt.total;
+  time_.reserve(lt.event_count);
+  int64_t last = INT64_MIN;
+  for (uint32_t i = 0; i < lt.event_count; ++i) time_.push_back(last = std::max(last, o.events.time_us[lt.event_begin + i]));
+  for (uint64_t t : total_) peak_ = std::max(peak_, t);
+}
+
+uint64_t OutsideSeries::at(int64_t time_us) const {
+  const size_t step = static_cast<size_t>(std::upper_bound(time_.begin(), time_.end(), time_us) - time_.begin());
+  return step < total_.size() ? total_[step] : 0;
 }
 
 std::vector<std::pair<Owner, uint64_t>> owners_with_outside(const Snapshot& merged, int64_t device,
