@@ -17,7 +17,7 @@ struct DeviceSegments {
   DrawResult scratch;
   std::unique_ptr<AllocatorStateIndex> state;  // built on first Allocator State query
   AllocatorState scratch_state;
-  std::unique_ptr<OutsideSeries> outside;  // a merged snapshot's memory outside PyTorch (outside.h), built on first draw
+  std::unique_ptr<OutsideIndex> outside;  // a merged snapshot's memory outside PyTorch (outside.h), built on first draw
 };
 
 DeviceSegments* segments_of(Loaded& f, int64_t device) {
@@ -82,11 +82,11 @@ Answer draw(const Request& r, std::span<Loaded* const> files) {
   std::vector<double> outside;
   const Snapshot& s = files[0]->snapshot;
   if (s.outside) {
-    if (!d->outside) d->outside = std::make_unique<OutsideSeries>(s, r.i64("device"));
+    if (!d->outside) d->outside = std::make_unique<OutsideIndex>(s, r.i64("device"));
     double top = 0;
     outside.resize(d->scratch.column_step.size());
     for (size_t c = 0; c < outside.size(); ++c) {
-      outside[c] = static_cast<double>(d->outside->at(t->lifetimes->step_time_us(s, d->scratch.column_step[c])));
+      outside[c] = static_cast<double>(d->outside->bytes_at(t->lifetimes->step_time_us(s, d->scratch.column_step[c])));
       top = std::max(top, d->scratch.column_total[c] + outside[c]);
     }
     if (fit && top * 1.06 / q.height_px > q.bytes_per_px) {

@@ -46,12 +46,7 @@ int run_merge(const std::vector<std::string>& argv) {
     if (!raw.ok()) return fail(torch_path + ": " + raw.error().describe());
     torch = std::move(raw).value();
   }
-  {
-    Snapshot probe;  // a clear message when the two arguments are swapped
-    if (!load_or_report(torch_path, &probe)) return 1;
-    if (is_capture(probe)) return fail(torch_path + ": this is a capture's file; PYTORCH is PyTorch's own snapshot");
-  }
-  auto merged = merge_outside(torch, outside_of_pytorch(capture));
+  auto merged = merge_outside(torch, outside_of_pytorch(capture));  // says so when the two are swapped
   if (!merged.ok()) return fail(torch_path + ": " + merged.error().describe());
   const size_t n = merged.value().size();
   const Status st = write_pickle_file(std::move(merged).value(), out);

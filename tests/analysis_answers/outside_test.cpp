@@ -229,6 +229,12 @@ TEST(Outside, MergeVerbAndSummary) {
   const CliRun m = run({"merge", pair_path("nccl", ".pickle.gz"), pair_path("nccl", ".torch.pickle.gz"), "-o", out});
   ASSERT_EQ(m.code, 0) << m.err;
   const nlohmann::json j = json_of(run({"summary", "--json", out}));
+  // Merging a merged file again: said plainly, nothing written.
+  const std::string again = out + ".again.pickle";
+  const CliRun twice = run({"merge", pair_path("nccl", ".pickle.gz"), out, "-o", again});
+  EXPECT_EQ(twice.code, 1);
+  EXPECT_NE(twice.err.find("already merged"), std::string::npos) << twice.err;
+  std::remove(again.c_str());
   std::remove(out.c_str());
   const auto& d = j["devices"][0];
   std::map<std::string, uint64_t> owners;

@@ -1,5 +1,6 @@
 // Answer benchmarks on the 1M-event fixture: each summary analysis after load (frame filter, iterations,
-// categories, leaks, peak with tree, OOM scan, consistency checks, whole summary, diff, JSON).
+// categories, leaks, peak with tree, OOM scan, consistency checks, whole summary, diff, JSON). ALLOCSCOPE_BENCH_FILE
+// names another input; ALLOCSCOPE_THREADS=1 runs the per-device work on one thread (util/parallel.h).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -31,9 +32,12 @@ struct Fixture {
 
 const Fixture& big() {
   static std::unique_ptr<Fixture> f = [] {
-    auto r = load_snapshot_file(std::string(ALLOCSCOPE_FIXTURES) + "/gpt2_big_1M.pickle.gz");
+    // ALLOCSCOPE_BENCH_FILE: another input (e.g. make_big_trace's multi-device files, for the per-device threads).
+    const char* other = std::getenv("ALLOCSCOPE_BENCH_FILE");
+    const std::string path = other && *other ? other : std::string(ALLOCSCOPE_FIXTURES) + "/gpt2_big_1M.pickle.gz";
+    auto r = load_snapshot_file(path);
     if (!r.ok()) {
-      std::fprintf(stderr, "cannot load gpt2_big_1M: %s\n", r.error().describe().c_str());
+      std::fprintf(stderr, "cannot load %s: %s\n", path.c_str(), r.error().describe().c_str());
       std::exit(1);
     }
     auto p = std::make_unique<Fixture>();

@@ -3,6 +3,8 @@
 // the project's writer (OUT ending in .gz is gzipped). Each repetition's addresses move past the previous one's and
 // its times follow it, so no address is alive twice; what a repetition leaves alive stays alive (the memory steps up
 // once per repetition), which keeps every event consistent. The final segments are the last repetition's.
+// With DEVICES (default 1), devices 0..DEVICES-1 each get that whole trace and segments (a multi-GPU process), to
+// measure the per-device analyses on several cores.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -14,13 +16,16 @@
 using namespace allocscope;
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
+  if (argc != 4 && argc != 5) {
     std::fprintf(stderr,
-                 "usage: make_big_trace IN.pickle[.gz] OUT.pickle[.gz] REPEAT\n"
-                 "Repeats IN's busiest device trace REPEAT times (addresses moved, times following) into OUT.\n");
+                 "usage: make_big_trace IN.pickle[.gz] OUT.pickle[.gz] REPEAT [DEVICES]\n"
+                 "Repeats IN's busiest device trace REPEAT times (addresses moved, times following) into OUT, on\n"
+                 "DEVICES devices (default 1) that each get the whole trace.\n");
     return argc == 2 && std::string(argv[1]) == "--help" ? 0 : 2;
   }
   const int repeat = std::atoi(argv[3]);
+  const int devices = argc == 5 ? std::atoi(argv[4]) : 1;
+  if (devices < 1 || devices > 16) return std::fprintf(stderr, "make_big_trace: DEVICES must be 1..16\n"), 2;
   if (repeat < 1 || repeat > 1000) return std::fprintf(stderr, "make_big_trace: REPEAT must be 1..1000\n"), 2;
   auto in = load_snapshot_file(argv[1]);
   if (!in.ok()) return std::fprintf(stderr, "make_big_trace: %s: %s\n", argv[1], in.error().describe().c_str()), 1;
@@ -77,8 +82,35 @@ int main(int argc, char** argv) {
   for (const Segment& seg : s.segments)
     if (seg.device == device)
       for (uint32_t k = 0; k < seg.num_blocks; ++k) s.blocks[seg.first_block + k].address += (repeat - 1) * shift;
+  if (devices > 1) {
+    // The same trace and segments on devices 0..devices-1 (rows copied; one device's rows after another's).
+    EventColumns& e = s.events;
+    for (int k = 1; k < devices; ++k)
+      for (size_t i = 0; i < rows; ++i) {
+        e.action.push_back(e.action[i]), e.addr.push_back(e.addr[i]), e.size.push_back(e.size[i]);
+        e.stream.push_back(e.stream[i]), e.time_us.push_back(e.time_us[i]), e.stack.push_back(e.stack[i]);
+        e.compile_context.push_back(e.compile_context[i]), e.user_metadata.push_back(e.user_metadata[i]);
+        if (layouts) e.layout.push_back(e.layout[i]);
+      }
+    s.devices.clear();
+    for (int k = 0; k < devices; ++k)
+      s.devices.push_back(DeviceTrace{k, static_cast<uint32_t>(k * rows), static_cast<uint32_t>((k + 1) * rows)});
+    std::vector<Segment> segs;
+    std::vector<Block> blocks;
+    for (int k = 0; k < devices; ++k)
+      for (const Segment& seg : s.segments) {
+        if (seg.device != device) continue;
+        Segment c = seg;
+        c.device = k;
+        c.first_block = static_cast<uint32_t>(blocks.size());
+        for (uint32_t j = 0; j < seg.num_blocks; ++j) blocks.push_back(s.blocks[seg.first_block + j]);
+        segs.push_back(c);
+      }
+    s.segments = std::move(segs);
+    s.blocks = std::move(blocks);
+  }
   const Status st = write_snapshot_file(s, argv[2]);
   if (!st.ok()) return std::fprintf(stderr, "make_big_trace: %s\n", st.error().describe().c_str()), 1;
-  std::fprintf(stderr, "make_big_trace: %s: %zu events on device %lld\n", argv[2], rows, static_cast<long long>(device));
+  std::fprintf(stderr, "make_big_trace: %s: %zu events on each of %d device(s)\n", argv[2], rows, devices);
   return 0;
 }

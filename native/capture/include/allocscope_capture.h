@@ -43,9 +43,10 @@ int allocscope_capture_dump_merged(const char* pytorch_snapshot, int final);
 
 /* For Python jobs (the bootstrap calls these around PyTorch's backward): the calling Python thread is about to wait
    for threads that run no Python (PyTorch's autograd engine); until the matching end, their allocations are recorded
-   with this thread's Python frames, leaving out those of the function that called begin. Call with the GIL held. */
-void allocscope_capture_python_lend_begin(void);
-void allocscope_capture_python_lend_end(void);
+   with this thread's Python frames as they are now, leaving out those of the function that called begin. Call on
+   the thread that waits (the GIL need not be held). begin returns a token for end; 0 means nothing was lent. */
+int allocscope_capture_python_lend_begin(void);
+void allocscope_capture_python_lend_end(int token);
 
 /* Stops recording (unsubscribes); keeps what was recorded until the next start. 0 on success. */
 int allocscope_capture_stop(void);

@@ -10,8 +10,9 @@ one file that PyTorch's tools and allocscope both open. If that fails, PyTorch's
 Nothing here may break the job: every step catches its errors and says so once on stderr.
 
 Gradients: PyTorch's autograd engine allocates them on its own threads, which run no Python; a wrapper of
-torch.autograd.graph._engine_run_backward lends the waiting thread's Python frames to those allocations in the
-capture (allocscope_capture_python_lend_begin/end), so their site is the line that called backward.
+torch.autograd.graph._engine_run_backward lends the waiting thread's Python frames (as they are when backward
+starts) to those allocations in the capture (allocscope_capture_python_lend_begin/end), so their site is the line
+that called backward.
 
 Environment (set by `allocscope record`): ALLOCSCOPE_TORCH=1 turns the torch part on; ALLOCSCOPE_TORCH_RECORDER=0
 keeps the frames lent to backward but leaves PyTorch's recorder off (the capture's own snapshot only);
@@ -125,15 +126,21 @@ def _lend_frames_to_backward(torch):
         lib = _capture()
         begin, end = lib.allocscope_capture_python_lend_begin, lib.allocscope_capture_python_lend_end
 
+        import ctypes
+        end.argtypes = [ctypes.c_int]
+
         def _engine_run_backward(*args, **kwargs):
-            begin()
+            token = begin()
             try:
                 return run(*args, **kwargs)
             finally:
-                end()
+                end(token)
 
         for name, module in list(sys.modules.items()):  # torch.autograd imported the function by name
-            if (name == "torch" or name.startswith("torch.")) and getattr(module, "_engine_run_backward", None) is run:
+            if name != "torch" and not name.startswith("torch."):
+                continue
+            # The module's own dict: a module-level __getattr__ (lazy imports) must not run here.
+            if (getattr(module, "__dict__", None) or {}).get("_engine_run_backward") is run:
                 module._engine_run_backward = _engine_run_backward
     except Exception as e:
         _say("gradients keep native frames only (no Python line): %r" % (e,))

@@ -71,9 +71,9 @@ int allocscope_capture_dump_merged(const char* pytorch_snapshot, int final) {
   return report(Session::get().dump_merged(pytorch_snapshot ? pytorch_snapshot : "", final != 0));
 }
 
-void allocscope_capture_python_lend_begin(void) { python_frames_lend_begin(); }
+int allocscope_capture_python_lend_begin(void) { return python_frames_lend_begin(); }
 
-void allocscope_capture_python_lend_end(void) { python_frames_lend_end(); }
+void allocscope_capture_python_lend_end(int token) { python_frames_lend_end(token); }
 
 int allocscope_capture_stop(void) { return report(Session::get().stop()); }
 

@@ -290,6 +290,20 @@ void read_frames(const Interpreter& in, uintptr_t tstate, Groups* g, uintptr_t s
   if (g->n) g->group_end[g->n - 1] = 1;
 }
 
+// Loans (python_frames_lend_begin): the lender's frames as they were at begin, read once on its own thread, so a
+// borrower copies them and never walks another thread's frames (which that thread may push and pop: PyTorch's engine
+// runs CPU nodes and Python hooks on the thread that called backward). A few slots, for nested loans (reentrant
+// checkpointing calls backward from an engine thread) and threads calling backward at once; the newest active loan
+// lends. Each slot is a seqlock: a borrower copies, then checks the slot was not reused meanwhile.
+struct Loan {
+  std::atomic<uint64_t> seq{0};    // odd while being written or cleared; the loan's order among loans when active
+  std::atomic<uint32_t> n{0};      // frames (0: the slot is free)
+  std::atomic<uintptr_t> entries[kMaxPythonFrames];
+};
+constexpr int kLoans = 8;
+Loan g_loans[kLoans];
+std::atomic<uint64_t> g_loan_order{0};
+
 }  // namespace
 
 const std::string& python_frames_status() { return interpreter().status; }
@@ -303,28 +317,75 @@ void python_frames_after_fork_in_child() {
   // A thread of the parent may have held the lock at the fork: it does not exist here. Nothing is made or allocated
   // in the fork handler (a registry that does not exist yet has no lock to reset).
   if (Codes* c = g_codes.load(std::memory_order_acquire)) new (&c->mu) std::mutex;
+  // Loans belong to the parent's threads, which the child does not have.
+  for (Loan& l : g_loans) l.n.store(0, std::memory_order_relaxed);
 }
 
-// The thread that lent its frames (python_frames_lend_begin) and the code of the function that lent them.
-std::atomic<uintptr_t> g_lender{0};
-std::atomic<uintptr_t> g_lender_code{0};
 
-void python_frames_lend_begin() {
+int python_frames_lend_begin() {
   const Interpreter& in = interpreter();
-  if (!in.this_thread_state || !in.is_initialized()) return;
+  if (!in.this_thread_state || !in.is_initialized()) return 0;
   const auto tstate = reinterpret_cast<uintptr_t>(in.this_thread_state());
   const uintptr_t f = tstate ? current_frame(in, tstate) : 0;
-  if (!f) return;
-  g_lender_code.store(read<uintptr_t>(f, in.layout.frame_code), std::memory_order_relaxed);
-  g_lender.store(tstate, std::memory_order_release);
+  if (!f) return 0;
+  Groups g;
+  // This thread's own frames, without the function that called begin (the bootstrap's wrapper).
+  read_frames(in, tstate, &g, read<uintptr_t>(f, in.layout.frame_code));
+  if (!g.n) return 0;
+  for (int k = 0; k < kLoans; ++k) {
+    Loan& l = g_loans[k];
+    uint64_t seq = l.seq.load(std::memory_order_relaxed);
+    if ((seq & 1) || l.n.load(std::memory_order_relaxed) != 0) continue;
+    if (!l.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acq_rel)) continue;  // now odd: ours
+    for (int i = 0; i < g.n; ++i) l.entries[i].store(g.entries[i], std::memory_order_relaxed);
+    l.n.store(static_cast<uint32_t>(g.n), std::memory_order_relaxed);
+    // Even again, and larger than every earlier loan's: the newest active loan is the one with the largest seq.
+    l.seq.store(2 * (g_loan_order.fetch_add(1, std::memory_order_relaxed) + 1), std::memory_order_release);
+    return k + 1;
+  }
+  return 0;  // more loans at once than slots: those allocations keep native frames only
 }
 
-void python_frames_lend_end() {
-  const Interpreter& in = interpreter();
-  if (!in.this_thread_state) return;
-  uintptr_t mine = reinterpret_cast<uintptr_t>(in.this_thread_state());
-  g_lender.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);  // only the lender ends its own loan
+void python_frames_lend_end(int token) {
+  if (token < 1 || token > kLoans) return;
+  Loan& l = g_loans[token - 1];
+  const uint64_t seq = l.seq.load(std::memory_order_relaxed);
+  l.seq.store(seq | 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  l.n.store(0, std::memory_order_relaxed);
+  l.seq.store((seq | 1) + 1, std::memory_order_release);
 }
+
+namespace {
+
+// Copies the newest active loan into `g`; false when there is none (or it changed under us twice).
+bool borrow(Groups* g) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int best = -1;
+    uint64_t best_seq = 0;
+    for (int k = 0; k < kLoans; ++k) {
+      const uint64_t seq = g_loans[k].seq.load(std::memory_order_acquire);
+      if (!(seq & 1) && g_loans[k].n.load(std::memory_order_relaxed) && seq > best_seq) best = k, best_seq = seq;
+    }
+    if (best < 0) return false;
+    Loan& l = g_loans[best];
+    const uint32_t n = std::min<uint32_t>(l.n.load(std::memory_order_relaxed), kMaxPythonFrames);
+    for (uint32_t i = 0; i < n; ++i) {
+      g->entries[i] = l.entries[i].load(std::memory_order_relaxed);
+      g->group_end[i] = 0;
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (l.seq.load(std::memory_order_relaxed) == best_seq && n) {
+      g->n = static_cast<int>(n);
+      g->group_end[n - 1] = 1;
+      return true;
+    }
+  }
+  g->n = 0;
+  return false;
+}
+
+}  // namespace
 
 int merge_python_frames(const uintptr_t* native, int n, uintptr_t* out, int max) {
   const Interpreter& in = interpreter();
@@ -333,9 +394,7 @@ int merge_python_frames(const uintptr_t* native, int n, uintptr_t* out, int max)
     read_frames(in, reinterpret_cast<uintptr_t>(in.this_thread_state()), &g);
     // A thread that runs no Python (PyTorch's autograd engine) works for the thread that waits in backward(): its
     // frames are stable while it waits, and they say which line of the job this allocation is for.
-    if (g.n == 0)
-      if (const uintptr_t lender = g_lender.load(std::memory_order_acquire))
-        read_frames(in, lender, &g, g_lender_code.load(std::memory_order_relaxed));
+    if (g.n == 0) borrow(&g);
   }
   int k = 0, next = 0;  // next Python frame to place
   for (int i = 0; i < n && k < max; ++i) {

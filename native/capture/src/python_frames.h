@@ -42,13 +42,14 @@ void python_frames_after_fork_in_child();
 // time it sees a code object.
 int merge_python_frames(const uintptr_t* native, int n, uintptr_t* out, int max);
 
-// Lending frames: called on a Python thread (GIL held) right before it waits for work that threads running no Python
-// do for it (PyTorch's autograd engine runs backward on its own threads), and right after. In between, an allocation on
-// a thread with no Python frames gets the lender's frames, without the frames of the function that called begin (the
-// bootstrap's wrapper around PyTorch's own function). The lender's frames cannot change while it waits. One lender at a
-// time: a second begin replaces the first, and end clears only the caller's own loan.
-void python_frames_lend_begin();
-void python_frames_lend_end();
+// Lending frames: called on a Python thread right before it waits for work that threads running no Python do for it
+// (PyTorch's autograd engine runs backward on its own threads), and right after. In between, an allocation on a
+// thread with no Python frames gets the lender's frames as they were at begin, without the frames of the function
+// that called begin (the bootstrap's wrapper around PyTorch's own function). The frames are read once, on the
+// lender's own thread: no other thread ever reads its frames. Up to 8 loans at once (nested backward calls, several
+// threads); the newest one lends. begin returns a token for end (0: nothing lent).
+int python_frames_lend_begin();
+void python_frames_lend_end(int token);
 
 // A Python frame entry's file, function and line (what PyTorch's recorder writes). False for a native entry.
 struct PythonFrame {

@@ -20,6 +20,12 @@ struct LoadOptions {
   std::function<void(std::string_view phase, uint64_t done, uint64_t total)> progress;
   uint64_t max_inflated_bytes = 16ull << 30;  // refuse gzip bombs beyond this
   pickle::Limits limits;
+  // Facts about the pickle itself, for code that appends to it (outside.h's merge): filled when not null.
+  struct PickleFacts {
+    uint64_t memo_slots = 0;    // memo slots the pickle used
+    bool root_is_dict = false;  // its top-level object is a dict (PyTorch 2.1+), not a bare list of segments
+  };
+  PickleFacts* facts = nullptr;
 };
 
 // True when `bytes` starts with the gzip magic (1f 8b).

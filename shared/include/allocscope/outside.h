@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "allocscope/frame_filter.h"
+#include "allocscope/lifetimes.h"
 #include "allocscope/owners.h"
 #include "allocscope/result.h"
 #include "allocscope/snapshot.h"
@@ -35,21 +37,28 @@ struct OutsideAt {
   std::vector<std::pair<Owner, uint64_t>> by_owner;
   std::vector<std::pair<FrameId, uint64_t>> sites;
 };
-OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, size_t top_sites = 5);
 
-// The outside bytes on one device over time, built once and then looked up per drawn column (the viewer stacks them
-// on PyTorch's reserved memory). Empty (always 0) when the snapshot has no outside part.
-class OutsideSeries {
+// One device's outside part, built once (its lifetimes, owners and sites), then asked at any time: per OOM, per
+// drawn column of the viewer's timeline. Always empty when the snapshot has no outside part.
+class OutsideIndex {
  public:
-  OutsideSeries(const Snapshot& merged, int64_t device);
-  uint64_t at(int64_t time_us) const;  // bytes alive after the last outside event stamped at or before time_us
+  OutsideIndex(const Snapshot& merged, int64_t device);
+  OutsideAt at(int64_t time_us, size_t top_sites = 5) const;
+  uint64_t bytes_at(int64_t time_us) const;  // alive after the last outside event stamped at or before time_us
   uint64_t peak() const { return peak_; }
 
  private:
-  std::vector<int64_t> time_;    // per outside event, made nondecreasing (stamps taken on different threads)
-  std::vector<uint64_t> total_;  // bytes after that event; total_[0] is before the first
+  uint32_t step_at(int64_t time_us) const;
+  const Snapshot* outside_ = nullptr;
+  DeviceLifetimes lt_;
+  OwnerMap owners_;
+  FrameFilter ff_;
+  std::vector<int64_t> time_;  // per outside event, made nondecreasing (stamps taken on different threads)
   uint64_t peak_ = 0;
 };
+
+// OutsideIndex(merged, device).at(time_us, top_sites), for one question.
+OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, size_t top_sites = 5);
 
 // Device memory by owner at a time: PyTorch's reserved bytes (from its own segments) plus the outside memory.
 std::vector<std::pair<Owner, uint64_t>> owners_with_outside(const Snapshot& merged, int64_t device,

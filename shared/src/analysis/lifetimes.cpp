@@ -1,11 +1,12 @@
 // Builds per-device allocation lifetimes by one forward pass over the trace plus the final segments, mirroring
 // PyTorch's `process_alloc_data` (see lifetimes.h for the rules).
 #include "allocscope/lifetimes.h"
-#include "analysis/step_totals.h"
 
 #include <algorithm>
 
 #include "analysis/addr_map.h"
+#include "analysis/step_totals.h"
+#include "util/parallel.h"
 
 namespace allocscope {
 
@@ -162,7 +163,8 @@ Lifetimes build_lifetimes(const Snapshot& s) {
   std::sort(ordinals.begin(), ordinals.end());
   ordinals.erase(std::unique(ordinals.begin(), ordinals.end()), ordinals.end());
   Lifetimes out;
-  for (int64_t d : ordinals) out.devices.push_back(build_device_lifetimes(s, d));
+  out.devices.resize(ordinals.size());
+  detail::parallel_for(ordinals.size(), [&](size_t k) { out.devices[k] = build_device_lifetimes(s, ordinals[k]); });
   return out;
 }
 

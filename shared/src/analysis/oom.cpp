@@ -3,6 +3,7 @@
 #include "allocscope/oom.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "allocscope/allocator_state.h"
 #include "allocscope/memviz.h"
@@ -100,6 +101,8 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
     // The state index is only built for devices that failed: most snapshots have no oom at all.
     const SegmentTimeline st = build_segment_timeline(s, lt.device);
     const AllocatorStateIndex index(s, lt, st);
+    // A merged snapshot's outside part, built once per device however many OOMs it has.
+    std::unique_ptr<OutsideIndex> outside = s.outside ? std::make_unique<OutsideIndex>(s, lt.device) : nullptr;
     AllocatorState state;
     for (uint32_t e : events) {
       const uint32_t r = lt.event_begin + e;
@@ -109,8 +112,8 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       o.time_us = ev.time_us[r];
       o.requested = ev.size[r];
       o.device_free = ev.addr[r];
-      if (s.outside) {
-        const OutsideAt out = outside_at(s, lt.device, o.time_us, 0);
+      if (outside) {
+        const OutsideAt out = outside->at(o.time_us, 0);
         o.has_outside = true;
         o.captured_outside = out.bytes;
         o.outside_by_owner = out.by_owner;

@@ -84,21 +84,28 @@ Snapshot outside_of_pytorch(const Snapshot& c) {
 }
 
 Result<std::vector<uint8_t>> merge_outside(std::span<const uint8_t> pytorch_pickle, const Snapshot& outside) {
-  // Read PyTorch's pickle once to learn its top-level type and how many memo slots it used: the appended part
-  // memoizes from there, so no slot is written twice (Python's and MemoryViz's unpicklers would accept it; a pickle
-  // checker would not).
-  StringTable strings;
-  pickle::Reader reader(&strings);
-  auto root = reader.run(pytorch_pickle);
-  if (!root.ok()) return Error{"PyTorch's snapshot: " + root.error().describe()};
-  if (root.value().tag != pickle::Tag::kDict)
-    return Error{"PyTorch's snapshot is not a dict (a bare list of segments: PyTorch 2.0); only a dict can carry the "
-                 "outside memory"};
+  // Load PyTorch's pickle once (the compact model, not a tree of its values) to check it is a PyTorch snapshot and
+  // learn how many memo slots it used: the appended part memoizes from there, so no slot is written twice (Python's
+  // and MemoryViz's unpicklers would accept it; a pickle checker would not).
+  LoadOptions::PickleFacts facts;
+  {
+    LoadOptions o;
+    o.facts = &facts;
+    auto pt = load_snapshot(pytorch_pickle, o);
+    if (!pt.ok()) return Error{"PyTorch's snapshot: " + pt.error().message, pt.error().offset};
+    if (is_capture(pt.value()))
+      return Error{"this is a capture's snapshot, not PyTorch's (torch.cuda.memory._dump_snapshot)", 0};
+    if (pt.value().outside) return Error{"this snapshot is already merged (it has 'allocscope_outside')", 0};
+  }
+  if (!facts.root_is_dict)
+    return Error{"PyTorch's snapshot is a bare list of segments (PyTorch 2.0); only a dict can carry the outside "
+                 "memory", 0};
   if (pytorch_pickle.empty() || pytorch_pickle.back() != '.')
     return Error{"PyTorch's snapshot does not end with the pickle STOP opcode", pytorch_pickle.size()};
-  if (reader.memo_size() > UINT32_MAX / 2) return Error{"PyTorch's snapshot uses too many memo slots"};
+  if (facts.memo_slots > UINT32_MAX / 2)
+    return Error{"PyTorch's snapshot uses more memo slots than a pickle can append to", pytorch_pickle.size()};
 
-  pickle::Writer w(pickle::Writer::Fragment{static_cast<uint32_t>(reader.memo_size())});
+  pickle::Writer w(pickle::Writer::Fragment{static_cast<uint32_t>(facts.memo_slots)});
   w.key("allocscope_outside");
   const std::vector<uint8_t> value = write_snapshot_value(outside, &w);
   std::vector<uint8_t> out;
@@ -114,22 +121,39 @@ Result<std::vector<uint8_t>> merge_outside(std::span<const uint8_t> pytorch_pick
   return out;
 }
 
-OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, size_t top_sites) {
+OutsideIndex::OutsideIndex(const Snapshot& merged, int64_t device) {
+  if (!merged.outside) return;
+  outside_ = merged.outside.get();
+  lt_ = build_device_lifetimes(*outside_, device);
+  owners_ = OwnerMap(*outside_);
+  ff_ = FrameFilter(*outside_);
+  time_.reserve(lt_.event_count);
+  int64_t last = INT64_MIN;
+  for (uint32_t i = 0; i < lt_.event_count; ++i)
+    time_.push_back(last = std::max(last, outside_->events.time_us[lt_.event_begin + i]));
+  for (uint64_t t : lt_.total) peak_ = std::max(peak_, t);
+}
+
+// Step s is the state after the first s events: the events stamped at or before the time.
+uint32_t OutsideIndex::step_at(int64_t time_us) const {
+  return static_cast<uint32_t>(std::upper_bound(time_.begin(), time_.end(), time_us) - time_.begin());
+}
+
+uint64_t OutsideIndex::bytes_at(int64_t time_us) const {
+  const uint32_t step = step_at(time_us);
+  return step < lt_.total.size() ? lt_.total[step] : 0;
+}
+
+OutsideAt OutsideIndex::at(int64_t time_us, size_t top_sites) const {
   OutsideAt r;
-  if (!merged.outside) return r;
-  const Snapshot& o = *merged.outside;
-  const DeviceLifetimes lt = build_device_lifetimes(o, device);
-  // Step s is the state after the first s events: count the events stamped at or before the time.
-  uint32_t step = 0;
-  for (uint32_t i = 0; i < lt.event_count; ++i)
-    if (o.events.time_us[lt.event_begin + i] <= time_us) step = i + 1;
-  r.by_owner = bytes_by_owner(lt, OwnerMap(o), step);
-  const FrameFilter ff(o);
+  if (!outside_) return r;
+  const uint32_t step = step_at(time_us);
+  r.by_owner = bytes_by_owner(lt_, owners_, step);
   std::unordered_map<FrameId, uint64_t> sites;
-  for (uint32_t i = 0; i < lt.count(); ++i) {
-    if (!lt.alive_at(i, step)) continue;
-    r.bytes += lt.size[i];
-    sites[ff.site(lt.stack[i])] += lt.size[i];
+  for (uint32_t i = 0; i < lt_.count(); ++i) {
+    if (!lt_.alive_at(i, step)) continue;
+    r.bytes += lt_.size[i];
+    if (top_sites) sites[ff_.site(lt_.stack[i])] += lt_.size[i];
   }
   r.sites.assign(sites.begin(), sites.end());
   std::sort(r.sites.begin(), r.sites.end(),
@@ -138,21 +162,8 @@ OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, si
   return r;
 }
 
-OutsideSeries::OutsideSeries(const Snapshot& merged, int64_t device) {
-  total_.push_back(0);
-  if (!merged.outside) return;
-  const Snapshot& o = *merged.outside;
-  const DeviceLifetimes lt = build_device_lifetimes(o, device);
-  total_ = lt.total;
-  time_.reserve(lt.event_count);
-  int64_t last = INT64_MIN;
-  for (uint32_t i = 0; i < lt.event_count; ++i) time_.push_back(last = std::max(last, o.events.time_us[lt.event_begin + i]));
-  for (uint64_t t : total_) peak_ = std::max(peak_, t);
-}
-
-uint64_t OutsideSeries::at(int64_t time_us) const {
-  const size_t step = static_cast<size_t>(std::upper_bound(time_.begin(), time_.end(), time_us) - time_.begin());
-  return step < total_.size() ? total_[step] : 0;
+OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, size_t top_sites) {
+  return OutsideIndex(merged, device).at(time_us, top_sites);
 }
 
 std::vector<std::pair<Owner, uint64_t>> owners_with_outside(const Snapshot& merged, int64_t device,

@@ -11,6 +11,7 @@
 #include "allocscope/outside.h"
 #include "allocscope/peak.h"
 #include "allocscope/segment_timeline.h"
+#include "util/parallel.h"
 
 namespace allocscope {
 
@@ -36,9 +37,18 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
   sum.blocks = s.blocks.size();
   sum.events = s.events.size_rows();
   sum.source_bytes = s.source_bytes;
-  std::vector<std::string> leak_warnings, other;
-  for (const DeviceLifetimes& lt : lifetimes.devices) {
+  // Devices are independent: each one's analyses run on a core of their own (detail::parallel_for), and their
+  // warnings are gathered in device order afterwards, so the answer does not depend on the threads.
+  struct PerDevice {
     DeviceSummary d;
+    std::vector<std::string> leak_warnings, other;
+  };
+  std::vector<PerDevice> per(lifetimes.devices.size());
+  detail::parallel_for(per.size(), [&](size_t k) {
+    const DeviceLifetimes& lt = lifetimes.devices[k];
+    DeviceSummary& d = per[k].d;
+    std::vector<std::string>& leak_warnings = per[k].leak_warnings;
+    std::vector<std::string>& other = per[k].other;
     d.device = lt.device;
     d.events = lt.event_count;
     if (lt.event_count) {
@@ -65,11 +75,11 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     d.top_site_bytes = p.site_bytes;
     d.owners_at_peak = p.owners;
     if (s.outside) {
-      const OutsideAt o = outside_at(s, lt.device, p.allocated_time_us, top_sites);
+      const OutsideIndex index(s, lt.device);
+      const OutsideAt o = index.at(p.allocated_time_us, top_sites);
       d.outside_at_peak = o.bytes;
       d.outside_sites_at_peak = o.sites;
-      const DeviceLifetimes olt = build_device_lifetimes(*s.outside, lt.device);
-      for (uint64_t t : olt.total) d.outside_peak = std::max(d.outside_peak, t);
+      d.outside_peak = index.peak();
     }
 
     uint64_t free_bytes = 0;
@@ -115,7 +125,12 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     if (d.ooms) other.push_back(dev(lt.device) + std::to_string(d.ooms) + " out-of-memory event(s) (see `allocscope oom`)");
     add_grouped(lt.warnings, dev(lt.device) + "replay: ", &other);
     add_grouped(st.warnings, dev(lt.device) + "segments: ", &other);
-    sum.devices.push_back(std::move(d));
+  });
+  std::vector<std::string> leak_warnings, other;
+  for (PerDevice& p : per) {
+    sum.devices.push_back(std::move(p.d));
+    for (std::string& w : p.leak_warnings) leak_warnings.push_back(std::move(w));
+    for (std::string& w : p.other) other.push_back(std::move(w));
   }
   // OOMs and leaks first: they are why people open a snapshot.
   std::vector<std::string> ooms_first;

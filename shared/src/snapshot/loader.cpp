@@ -89,6 +89,8 @@ Result<Snapshot> SnapshotStream::finish() {
   auto root = s_->reader.finish();
   if (!root.ok()) return root.error();
   ALLOCSCOPE_RETURN_IF_ERROR(s_->builder.finish(s_->reader, root.value()));
+  if (LoadOptions::PickleFacts* f = s_->options.facts)
+    f->memo_slots = s_->reader.memo_size(), f->root_is_dict = root.value().tag == pickle::Tag::kDict;
   s_->snap.source_bytes = s_->fed;
   trim_columns(s_->snap.events);
   return std::move(s_->snap);
@@ -184,6 +186,8 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   auto root = reader.run(bytes, &builder, p);
   if (!root.ok()) return root.error();
   ALLOCSCOPE_RETURN_IF_ERROR(builder.finish(reader, root.value()));
+  if (LoadOptions::PickleFacts* f = options.facts)
+    f->memo_slots = reader.memo_size(), f->root_is_dict = root.value().tag == pickle::Tag::kDict;
   trim_columns(snap.events);
   return snap;
 }

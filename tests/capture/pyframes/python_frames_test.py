@@ -29,6 +29,7 @@ for lib in (free_gil, held_gil):
     lib.shim_start.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     lib.shim_python_status.restype = ctypes.c_char_p
     lib.shim_alloc_on_native_thread.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    lib.shim_lend_end.argtypes = [ctypes.c_int]
 
 STACKS_NATIVE, STACKS_PYTHON = 1, 2
 MAX_PYTHON_FRAMES = 64  # python_frames.h: kMaxPythonFrames
@@ -96,16 +97,36 @@ def non_ascii_names():
 def engine_wait(a):
     # As the bootstrap wraps PyTorch's _engine_run_backward: while this thread waits in the function it wraps, a thread
     # that runs no Python (the autograd engine's) allocates and is given this thread's frames, without this one's.
-    held_gil.shim_lend_begin()
+    token = held_gil.shim_lend_begin()
     try:
         engine_run(a)
     finally:
-        held_gil.shim_lend_end()
+        held_gil.shim_lend_end(token)
 
 
 def engine_run(a):
-    # Stands for PyTorch's own _engine_run_backward (a Python function that calls the engine and waits).
-    stack = here(); expected[a] = stack[:1] + stack[2:]; free_gil.shim_alloc_on_native_thread(a, 4096)
+    # Stands for PyTorch's own _engine_run_backward (a Python function that calls the engine and waits). The frames
+    # lent are those at the loan's start: the line that called engine_wait, not this one.
+    stack = here(); expected[a] = stack[2:]; free_gil.shim_alloc_on_native_thread(a, 4096)
+
+
+def nested_loans(a, b):
+    # A loan inside a loan (reentrant checkpointing calls backward from within backward): the inner one lends while
+    # it lasts, and the outer one lends again after it ends.
+    outer = held_gil.shim_lend_begin()
+    try:
+        inner_loan(a)
+        stack = here(); expected[b] = stack[1:]; free_gil.shim_alloc_on_native_thread(b, 4096)
+    finally:
+        held_gil.shim_lend_end(outer)
+
+
+def inner_loan(a):
+    token = held_gil.shim_lend_begin()
+    try:
+        stack = here(); expected[a] = stack[1:]; free_gil.shim_alloc_on_native_thread(a, 4096)
+    finally:
+        held_gil.shim_lend_end(token)
 
 
 def native_thread_alone():
@@ -128,6 +149,7 @@ def scenarios():
         dynamic_code(i)
     non_ascii_names()
     nested(4, engine_wait)
+    nested(2, lambda a: nested_loans(a, addr()))
     native_thread_alone()
     nested(MAX_PYTHON_FRAMES + 20, alloc_free)
 

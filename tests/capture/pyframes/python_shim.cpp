@@ -35,8 +35,8 @@ __attribute__((visibility("default"))) void shim_alloc_on_native_thread(uint64_t
   std::thread([=] { shim_alloc(addr, size); }).join();
 }
 
-__attribute__((visibility("default"))) void shim_lend_begin() { allocscope_capture_python_lend_begin(); }
-__attribute__((visibility("default"))) void shim_lend_end() { allocscope_capture_python_lend_end(); }
+__attribute__((visibility("default"))) int shim_lend_begin() { return allocscope_capture_python_lend_begin(); }
+__attribute__((visibility("default"))) void shim_lend_end(int token) { allocscope_capture_python_lend_end(token); }
 
 __attribute__((visibility("default"))) int shim_dump_and_stop() {
   const int rc = allocscope_capture_dump(nullptr);
