@@ -32,8 +32,11 @@ const char kUsage[] =
     "  --no-torch            do not turn on PyTorch's own recorder in Python jobs (see below)\n"
     "  --library PATH        liballocscope_capture.so to inject (default: next to this binary)\n\n"
     "Python jobs: a bootstrap (a sitecustomize that runs any sitecustomize it shadows) turns on PyTorch's memory\n"
-    "recorder when the job's CUDA starts, and writes PyTorch's own snapshot (tensors, their Python stacks) beside\n"
-    "the capture's at exit and on out-of-memory: OUTPUT with .pickle replaced by .torch.pickle.\n";
+    "recorder when the job's CUDA starts. At exit and on out-of-memory, OUTPUT is then one merged snapshot:\n"
+    "PyTorch's own (tensors, their Python stacks), which PyTorch's tools read as theirs, with the device memory\n"
+    "outside PyTorch's allocator (NCCL, cuBLAS, ...) under the key allocscope_outside (see `allocscope merge`).\n"
+    "Gradients allocated by PyTorch's autograd threads get the Python line that called backward.\n"
+    "ALLOCSCOPE_TORCH_RECORDER=0 keeps PyTorch's recorder off (the capture's own snapshot only).\n";
 
 bool exists(const std::string& p) {
   struct stat st;
