@@ -314,23 +314,6 @@ TEST(Diff, JsonCarriesExactHexAddresses) {
   EXPECT_EQ(j.at("segments_only_a")[0].at("addr_hex").get<std::string>(), "0xfffffffffffff001");
 }
 
-// Devices are summarised on several threads: the answer is the one a single thread gives, byte for byte.
-TEST(Summary, DevicesOnSeveralThreadsGiveTheSameAnswer) {
-  for (const char* name : {"external/pt28_4dev_expandable_oom", "ddp_rank1", "external/pt21_select_n_4dev"}) {
-    SCOPED_TRACE(name);
-    const Loaded* l = load(name);
-    ASSERT_TRUE(l);
-    setenv("ALLOCSCOPE_THREADS", "1", 1);
-    const Lifetimes one_lt = build_lifetimes(l->s);
-    const std::string one = to_json(l->s, summarize(l->s, one_lt, l->ff)) + to_text(l->s, summarize(l->s, one_lt, l->ff));
-    unsetenv("ALLOCSCOPE_THREADS");
-    const Lifetimes many_lt = build_lifetimes(l->s);
-    const std::string many = to_json(l->s, summarize(l->s, many_lt, l->ff)) + to_text(l->s, summarize(l->s, many_lt, l->ff));
-    EXPECT_EQ(one, many);
-    EXPECT_GE(many_lt.devices.size(), 1u);
-  }
-}
-
 TEST(Summary, WarningsOnRealFixtures) {
   const Loaded* oom = load("oom");
   ASSERT_TRUE(oom);
