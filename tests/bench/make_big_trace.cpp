@@ -86,12 +86,7 @@ int main(int argc, char** argv) {
     // The same trace and segments on devices 0..devices-1 (rows copied; one device's rows after another's).
     EventColumns& e = s.events;
     for (int k = 1; k < devices; ++k)
-      for (size_t i = 0; i < rows; ++i) {
-        e.action.push_back(e.action[i]), e.addr.push_back(e.addr[i]), e.size.push_back(e.size[i]);
-        e.stream.push_back(e.stream[i]), e.time_us.push_back(e.time_us[i]), e.stack.push_back(e.stack[i]);
-        e.compile_context.push_back(e.compile_context[i]), e.user_metadata.push_back(e.user_metadata[i]);
-        if (layouts) e.layout.push_back(e.layout[i]);
-      }
+      for (size_t i = 0; i < rows; ++i) e.append_row(e, i);
     s.devices.clear();
     for (int k = 0; k < devices; ++k)
       s.devices.push_back(DeviceTrace{k, static_cast<uint32_t>(k * rows), static_cast<uint32_t>((k + 1) * rows)});

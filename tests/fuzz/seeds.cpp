@@ -34,12 +34,7 @@ Snapshot trimmed(const Snapshot& s, uint32_t rows_per_device, size_t segments) {
   t.devices.clear();
   for (const auto& d : s.devices) {
     allocscope::DeviceTrace nd{d.device, static_cast<uint32_t>(e.size_rows()), 0};
-    for (uint32_t i = d.begin; i < d.end && i < d.begin + rows_per_device; ++i) {
-      e.action.push_back(s.events.action[i]), e.addr.push_back(s.events.addr[i]), e.size.push_back(s.events.size[i]);
-      e.stream.push_back(s.events.stream[i]), e.time_us.push_back(s.events.time_us[i]);
-      e.stack.push_back(s.events.stack[i]), e.compile_context.push_back(s.events.compile_context[i]);
-      e.user_metadata.push_back(s.events.user_metadata[i]);
-    }
+    for (uint32_t i = d.begin; i < d.end && i < d.begin + rows_per_device; ++i) e.append_row(s.events, i);
     nd.end = static_cast<uint32_t>(e.size_rows());
     t.devices.push_back(nd);
   }

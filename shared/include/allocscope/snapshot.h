@@ -160,6 +160,9 @@ struct EventColumns {
   std::vector<uint8_t> layout;
   size_t size_rows() const { return action.size(); }
   size_t memory_bytes() const;
+  // Appends row `row` of `from` (which may be this very table) to the end: every column, the layout when `from` has
+  // one.
+  void append_row(const EventColumns& from, size_t row);
 };
 
 struct DeviceTrace {

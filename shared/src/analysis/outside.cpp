@@ -15,18 +15,6 @@ namespace allocscope {
 
 namespace {
 
-void copy_row(const EventColumns& from, size_t row, EventColumns* to) {
-  to->action.push_back(from.action[row]);
-  to->addr.push_back(from.addr[row]);
-  to->size.push_back(from.size[row]);
-  to->stream.push_back(from.stream[row]);
-  to->time_us.push_back(from.time_us[row]);
-  to->stack.push_back(from.stack[row]);
-  to->compile_context.push_back(from.compile_context[row]);
-  to->user_metadata.push_back(from.user_metadata[row]);
-  if (row < from.layout.size()) to->layout.push_back(from.layout[row]);
-}
-
 bool is_allocation(Action a) { return a == Action::kAlloc || a == Action::kSegmentAlloc || a == Action::kSegmentMap; }
 bool is_release(Action a) {
   return a == Action::kFreeRequested || a == Action::kFreeCompleted || a == Action::kSegmentFree ||
@@ -66,7 +54,7 @@ Snapshot outside_of_pytorch(const Snapshot& c) {
       } else {
         keep = outside(c.events.stack[row]);  // a driver OOM of PyTorch's own cudaMalloc is in PyTorch's trace
       }
-      if (keep) copy_row(c.events, row, &out.events);
+      if (keep) out.events.append_row(c.events, row);
     }
     nd.end = static_cast<uint32_t>(out.events.size_rows());
     out.devices.push_back(nd);

@@ -359,12 +359,6 @@ Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
   out->entry_layouts = s_->entry_layouts;
   const EventColumns& from = s_->events;
   EventColumns& to = out->events;
-  auto copy_row = [&](uint64_t row) {
-    to.action.push_back(from.action[row]), to.addr.push_back(from.addr[row]), to.size.push_back(from.size[row]);
-    to.stream.push_back(from.stream[row]), to.time_us.push_back(from.time_us[row]), to.stack.push_back(from.stack[row]);
-    to.compile_context.push_back(from.compile_context[row]), to.user_metadata.push_back(from.user_metadata[row]);
-    if (row < from.layout.size()) to.layout.push_back(from.layout[row]);
-  };
   if (const Value* tl = r.find(dict, keys_.device_traces)) {
     if (tl->tag != Tag::kList)
       return Error{"'allocscope_outside' 'device_traces' is a " + type_of(*tl) + "; expected a list", where(r, *tl, dict)};
@@ -376,7 +370,7 @@ Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
         return Error{"one outside trace entry is listed twice (shared through the memo); expected distinct entries",
                      r.offset_of(dv)};
       used[row] = 1;
-      copy_row(row);
+      to.append_row(from, row);
       return {};
     };
     int64_t ordinal = 0;

@@ -131,6 +131,21 @@ size_t EventColumns::memory_bytes() const {
          user_metadata.capacity() * 4 + layout.capacity();
 }
 
+void EventColumns::append_row(const EventColumns& from, size_t row) {
+  // Values, not references: `from` may be this table, whose vectors may move while growing.
+  const Action a = from.action[row];
+  const uint64_t ad = from.addr[row], sz = from.size[row];
+  const int64_t st = from.stream[row], t = from.time_us[row];
+  const StackId sk = from.stack[row];
+  const uint32_t cc = from.compile_context[row], um = from.user_metadata[row];
+  action.push_back(a), addr.push_back(ad), size.push_back(sz), stream.push_back(st), time_us.push_back(t);
+  stack.push_back(sk), compile_context.push_back(cc), user_metadata.push_back(um);
+  if (row < from.layout.size()) {
+    const uint8_t l = from.layout[row];
+    layout.push_back(l);
+  }
+}
+
 const DeviceTrace* Snapshot::device(int64_t ordinal) const {
   for (const DeviceTrace& d : devices)
     if (d.device == ordinal) return &d;
