@@ -84,6 +84,7 @@ TEST(Outside, CaptureTotalIsPyTorchsReservedPlusOutside) {
     const DeviceTrace& pd = *pt->s.device(0);
     // Moments between events of both traces (1 ms from any), so the two recorders' stamps of one cudaMalloc (tens
     // of microseconds apart) cannot fall on either side.
+    const OutsideIndex index(s, 0);
     int checked = 0, with_outside = 0;
     const int64_t t0 = cap->s.events.time_us[cd.begin], t1 = cap->s.events.time_us[cd.end - 1];
     for (int k = 1; k < 1000; ++k) {
@@ -91,7 +92,7 @@ TEST(Outside, CaptureTotalIsPyTorchsReservedPlusOutside) {
       if (!quiet(cap->s, cd, t, 1000) || !quiet(pt->s, pd, t, 1000)) continue;
       const uint64_t device = clt.total[step_at(cap->s, cd, t)];
       const uint64_t reserved = pst.total[step_at(pt->s, pd, t)];
-      const OutsideAt o = outside_at(s, 0, t);
+      const OutsideAt o = index.at(t);
       ASSERT_EQ(device, reserved + o.bytes) << "at " << t;
       uint64_t by_owner = 0;
       for (const auto& [owner, b] : o.by_owner) {

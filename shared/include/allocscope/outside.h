@@ -60,8 +60,9 @@ class OutsideIndex {
 // OutsideIndex(merged, device).at(time_us, top_sites), for one question.
 OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, size_t top_sites = 5);
 
-// Device memory by owner at a time: PyTorch's reserved bytes (from its own segments) plus the outside memory.
-std::vector<std::pair<Owner, uint64_t>> owners_with_outside(const Snapshot& merged, int64_t device,
-                                                            uint64_t pytorch_reserved, int64_t time_us);
+// Device memory by owner at one moment: PyTorch's reserved bytes (from its own segments) with the outside memory's
+// owners then (OutsideAt::by_owner), largest first.
+std::vector<std::pair<Owner, uint64_t>> owners_with_outside(std::vector<std::pair<Owner, uint64_t>> outside_by_owner,
+                                                            uint64_t pytorch_reserved);
 
 }  // namespace allocscope

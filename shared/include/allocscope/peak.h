@@ -11,6 +11,7 @@
 #include "allocscope/categories.h"
 #include "allocscope/frame_filter.h"
 #include "allocscope/lifetimes.h"
+#include "allocscope/outside.h"
 #include "allocscope/owners.h"
 #include "allocscope/segment_timeline.h"
 
@@ -62,6 +63,9 @@ struct Peak {
   // Snapshots from our capture: the bytes alive at the allocated peak by owner (owners.h), largest first. Merged
   // snapshots (outside.h): PyTorch's reserved bytes then and the capture's outside memory by owner.
   std::vector<std::pair<Owner, uint64_t>> owners;
+  // Merged snapshots: the outside memory at the allocated peak (bytes, owners, top sites) and its own highest total.
+  OutsideAt outside;
+  uint64_t outside_peak = 0;
 };
 
 // `segments` may be null (then reserved figures are 0); `categories` may be null.

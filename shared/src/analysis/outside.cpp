@@ -154,9 +154,8 @@ OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, si
   return OutsideIndex(merged, device).at(time_us, top_sites);
 }
 
-std::vector<std::pair<Owner, uint64_t>> owners_with_outside(const Snapshot& merged, int64_t device,
-                                                            uint64_t pytorch_reserved, int64_t time_us) {
-  std::vector<std::pair<Owner, uint64_t>> out = outside_at(merged, device, time_us, 0).by_owner;
+std::vector<std::pair<Owner, uint64_t>> owners_with_outside(std::vector<std::pair<Owner, uint64_t>> out,
+                                                            uint64_t pytorch_reserved) {
   if (pytorch_reserved) out.emplace_back(Owner::kPyTorch, pytorch_reserved);
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   return out;

@@ -151,7 +151,12 @@ Peak find_peak(const Snapshot& s, const DeviceLifetimes& lt, const SegmentTimeli
   // one before its last allocation is alive.
   if (is_capture(s)) p.owners = bytes_by_owner(lt, OwnerMap(s), p.allocated_step);
   // A merged snapshot: PyTorch's reserved bytes at its peak, and what the capture saw outside it at that moment.
-  else if (s.outside) p.owners = owners_with_outside(s, lt.device, p.reserved_at_allocated_peak, p.allocated_time_us);
+  else if (s.outside) {
+    const OutsideIndex outside(s, lt.device);
+    p.outside = outside.at(p.allocated_time_us, options.top);
+    p.outside_peak = outside.peak();
+    p.owners = owners_with_outside(p.outside.by_owner, p.reserved_at_allocated_peak);
+  }
   return p;
 }
 

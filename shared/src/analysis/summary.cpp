@@ -8,7 +8,6 @@
 #include "allocscope/iterations.h"
 #include "allocscope/leaks.h"
 #include "allocscope/memviz.h"
-#include "allocscope/outside.h"
 #include "allocscope/peak.h"
 #include "allocscope/segment_timeline.h"
 #include "util/parallel.h"
@@ -74,13 +73,9 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     d.top_site = p.site;
     d.top_site_bytes = p.site_bytes;
     d.owners_at_peak = p.owners;
-    if (s.outside) {
-      const OutsideIndex index(s, lt.device);
-      const OutsideAt o = index.at(p.allocated_time_us, top_sites);
-      d.outside_at_peak = o.bytes;
-      d.outside_sites_at_peak = o.sites;
-      d.outside_peak = index.peak();
-    }
+    d.outside_at_peak = p.outside.bytes;
+    d.outside_sites_at_peak = p.outside.sites;
+    d.outside_peak = p.outside_peak;
 
     uint64_t free_bytes = 0;
     for (const Segment& seg : s.segments) {
