@@ -1,9 +1,12 @@
 // Loads each fixture once per test binary and builds the per-device analyses the answers need.
 #pragma once
 
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "allocscope/categories.h"
 #include "allocscope/frame_filter.h"
@@ -11,6 +14,7 @@
 #include "allocscope/lifetimes.h"
 #include "allocscope/loader.h"
 #include "allocscope/segment_timeline.h"
+#include "allocscope/summary.h"
 
 namespace allocscope::test {
 
@@ -48,6 +52,18 @@ inline const DeviceLifetimes& traced_device(const Loaded& l) {
   for (const auto& d : l.lifetimes.devices)
     if (d.event_count) return d;
   return l.lifetimes.devices.front();
+}
+
+// A GPU run's label (tests/fixtures/DIR/JOB.label.json): what the job's libraries reported themselves.
+inline nlohmann::json label_of(const std::string& dir, const std::string& job) {
+  std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/" + dir + "/" + job + ".label.json");
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+inline bool warns_leak(const Summary& s) {
+  for (const std::string& w : s.warnings)
+    if (w.find("leak suspected") != std::string::npos) return true;
+  return false;
 }
 
 }  // namespace allocscope::test

@@ -23,12 +23,13 @@ inline std::string quote(const std::string& s) {
   return q + "'";
 }
 
-inline CliRun run(const std::vector<std::string>& args) {
+// Runs `program` (a path or a name on PATH) with `args`: exit code, stdout and stderr.
+inline CliRun run_program(const std::string& program, const std::vector<std::string>& args) {
   static int n = 0;
   // ctest runs each test in its own process, two at a time: the pid keeps their stderr files apart.
   const std::string err_path =
       ::testing::TempDir() + "answers_cli_err_" + std::to_string(getpid()) + "_" + std::to_string(n++);
-  std::string cmd = quote(ALLOCSCOPE_CLI);
+  std::string cmd = quote(program);
   // Appended piecewise: GCC 12 warns falsely (-Wrestrict) on `"literal" + std::string` here.
   for (const auto& a : args) {
     cmd += ' ';
@@ -52,6 +53,8 @@ inline CliRun run(const std::vector<std::string>& args) {
   std::remove(err_path.c_str());
   return r;
 }
+
+inline CliRun run(const std::vector<std::string>& args) { return run_program(ALLOCSCOPE_CLI, args); }
 
 inline nlohmann::json json_of(const CliRun& r) {
   EXPECT_EQ(r.code == 0 || r.code == 3, true) << r.err;

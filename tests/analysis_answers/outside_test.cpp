@@ -20,11 +20,6 @@
 namespace allocscope::test {
 namespace {
 
-bool warns_leak(const Summary& s) {
-  for (const std::string& w : s.warnings)
-    if (w.find("leak suspected") != std::string::npos) return true;
-  return false;
-}
 
 const char* const kJobs[] = {"torch", "nccl", "oom"};
 
@@ -165,22 +160,12 @@ TEST(Outside, PythonReadsPyTorchsDictAndOurKey) {
       "assert o['allocator_settings']['allocscope_capture'], 'no capture settings'\n"
       "assert sum(s['total_size'] for s in o['segments']) > 0\n"
       "pickletools.dis(raw, out=io.StringIO())  # no memo slot written twice\n";
-  const CliRun r = [&] {
-    const std::string py = ::testing::TempDir() + "outside_check_" + std::to_string(getpid()) + ".py";
-    std::ofstream(py) << script;
-    CliRun out;
-    const std::string cmd = "python3 " + quote(py) + " " + quote(path) + " " +
-                            quote(pair_path("nccl", ".torch.pickle.gz")) + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t got;
-    while (p && (got = fread(buf, 1, sizeof buf, p)) > 0) out.out.append(buf, got);
-    out.code = p ? pclose(p) : -1;
-    std::remove(py.c_str());
-    return out;
-  }();
+  const std::string py = ::testing::TempDir() + "outside_check_" + std::to_string(getpid()) + ".py";
+  std::ofstream(py) << script;
+  const CliRun r = run_program("python3", {py, path, pair_path("nccl", ".torch.pickle.gz")});
+  std::remove(py.c_str());
   std::remove(path.c_str());
-  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
 }
 
 TEST(Outside, LoaderRefusesAnOutsideThatIsNotADict) {
@@ -269,8 +254,7 @@ TEST(Outside, RecordWroteOneMergedSnapshotOnTheGpu) {
     EXPECT_TRUE(is_capture(*m->s.outside));
     EXPECT_EQ(m->s.events.size_rows(), pt->s.events.size_rows());
     EXPECT_EQ(m->s.segments.size(), pt->s.segments.size());
-    std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/capture_merged/" + job + ".label.json");
-    const nlohmann::json label = nlohmann::json::parse(in, nullptr, false);
+    const nlohmann::json label = label_of("capture_merged", job);
     const Summary sum = summarize(m->s, m->lifetimes, m->ff);
     ASSERT_EQ(sum.devices.size(), 1u);
     const DeviceSummary& d = sum.devices[0];

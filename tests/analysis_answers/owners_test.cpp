@@ -40,21 +40,10 @@ TEST(Owners, FrameRule) {
   EXPECT_FALSE(is_library_owner(Owner::kCudaRuntime));
 }
 
-nlohmann::json label_of(const std::string& dir, const std::string& job) {
-  std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/" + dir + "/" + job + ".label.json");
-  return nlohmann::json::parse(in, nullptr, false);
-}
-
 uint64_t owned(const DeviceSummary& d, Owner o) {
   for (const auto& [owner, bytes] : d.owners_at_peak)
     if (owner == o) return bytes;
   return 0;
-}
-
-bool warns_leak(const Summary& s) {
-  for (const std::string& w : s.warnings)
-    if (w.find("leak suspected") != std::string::npos) return true;
-  return false;
 }
 
 struct Case {
