@@ -70,6 +70,7 @@ export function timelineView(kind) {
     let painted = false;
     let byCategory = false;
     let whatif = null;      // the What-if scenario's predicted totals and GPU room, drawn over the plot
+    let hatch = null;       // the outside memory's hatch tile {colour, tile} (drawOutside)
 
     const plotW = () => Math.max(10, wrap.clientWidth - M.left - M.right);
     const stripH = () => (strip ? strip.lanes * LANE : 0);
@@ -247,15 +248,20 @@ export function timelineView(kind) {
     function drawOutside(g, th, L, T, W, B, bpp, y0) {
       const tot = frame.blobs.column_total, out = frame.blobs.column_outside;
       const toY = (b) => Math.max(T, B - (b - y0) / bpp);
-      // Hatched, so it never reads as one more of PyTorch's segments.
-      const tile = document.createElement('canvas');
-      tile.width = tile.height = 8;
-      const tg = tile.getContext('2d');
-      tg.strokeStyle = th.warn || th.bad;
-      tg.lineWidth = 2;
-      tg.beginPath();
-      tg.moveTo(0, 8); tg.lineTo(8, 0);
-      tg.stroke();
+      // Hatched, so it never reads as one more of PyTorch's segments (the tile is made once per colour).
+      const colour = th.warn || th.bad;
+      if (!hatch || hatch.colour !== colour) {
+        const tile = document.createElement('canvas');
+        tile.width = tile.height = 8;
+        const tg = tile.getContext('2d');
+        tg.strokeStyle = colour;
+        tg.lineWidth = 2;
+        tg.beginPath();
+        tg.moveTo(0, 8); tg.lineTo(8, 0);
+        tg.stroke();
+        hatch = { colour, tile };
+      }
+      const tile = hatch.tile;
       g.save();
       g.globalAlpha = 0.18;
       g.fillStyle = th.warn || th.bad;
