@@ -8,15 +8,155 @@
 
   function isGzip(head) { return head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b; }
 
+  function inflateError(e, read, total) {
+    return new Error(`the file starts like gzip but does not inflate (${e && e.message ? e.message : e}); ` +
+                     `after ${read} of ${total} compressed bytes`);
+  }
+
+  // The inflater's worker: reads the Blob through DecompressionStream and posts the inflated bytes back in batches of
+  // about 1 MiB, at most `window` batches ahead of the engine (which sends 'more' as it parses them), so memory stays
+  // bounded however fast inflate runs. Built from this function's source (no second script: the offline report is
+  // one HTML file).
+  function inflaterMain() {
+    const BATCH = 1 << 20;
+    let credit = 0;
+    let wake = null;
+    self.onmessage = async (event) => {
+      const msg = event.data;
+      if (msg.op === 'more') {
+        credit += msg.n;
+        if (wake) { const w = wake; wake = null; w(); }
+        return;
+      }
+      if (msg.op !== 'start') return;
+      credit = msg.window;
+      let read = 0;
+      const counter = new TransformStream({ transform(chunk, c) { read += chunk.byteLength; c.enqueue(chunk); } });
+      const reader = msg.blob.stream().pipeThrough(counter).pipeThrough(new DecompressionStream('gzip')).getReader();
+      let parts = [];
+      let size = 0;
+      const flush = async () => {
+        if (size === 0) return;
+        while (credit <= 0) await new Promise((resolve) => { wake = resolve; });
+        --credit;
+        // The inflated chunks go as they are, their buffers moved, not copied (a copy here cost more than it saved).
+        const transfer = [...new Set(parts.map((p) => p.buffer))];
+        self.postMessage({ op: 'chunk', parts, read }, transfer);
+        parts = [];
+        size = 0;
+      };
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          parts.push(value);
+          size += value.byteLength;
+          if (size >= BATCH) await flush();
+        }
+        await flush();
+        self.postMessage({ op: 'end', read });
+      } catch (e) {
+        self.postMessage({ op: 'error', message: e && e.message ? e.message : String(e), read });
+      }
+    };
+  }
+
+  // Whether gzip inflates on a worker of its own: only inside a worker (the engine's), where the parse would otherwise
+  // wait for each inflated chunk and inflate for each parse; on the page's thread and under node it stays inline.
+  // self.allocscopeInflateInline = true turns it off (the benchmark compares both in one run).
+  function canInflateOffThread() {
+    return typeof importScripts === 'function' && typeof Worker === 'function' &&
+           typeof DecompressionStream === 'function' && !(typeof self !== 'undefined' && self.allocscopeInflateInline);
+  }
+
+  // The same {next, cancel} as openChunks' inline stream, fed by the inflater's worker. Returns null when the worker
+  // cannot be made (a policy that forbids blob: workers): the caller inflates inline then.
+  function inflateOffThread(blob, total, progress, name) {
+    let worker;
+    const url = URL.createObjectURL(new Blob([`(${inflaterMain.toString()})()`], { type: 'text/javascript' }));
+    try {
+      worker = new Worker(url);
+    } catch (e) {
+      URL.revokeObjectURL(url);
+      return null;
+    }
+    const queue = [];  // messages not yet taken by next()
+    let waiting = null;
+    let lastReport = 0;
+    let finished = false;
+    const stop = () => {
+      if (finished) return;
+      finished = true;
+      worker.terminate();
+      URL.revokeObjectURL(url);
+    };
+    const push = (msg) => {
+      if (waiting) { const w = waiting; waiting = null; w(msg); } else queue.push(msg);
+    };
+    worker.onmessage = (event) => push(event.data);
+    worker.onerror = (event) => {
+      event.preventDefault();
+      push({ op: 'failed', message: event.message || 'the inflater worker failed to start' });
+    };
+    worker.postMessage({ op: 'start', blob, window: 32 });
+    let parts = [];  // the chunks of the batch being handed out
+    async function next() {
+      if (parts.length) return parts.shift();
+      const msg = queue.length ? queue.shift() : await new Promise((resolve) => { waiting = resolve; });
+      if (msg.op === 'chunk') {
+        if (progress && (msg.read - lastReport > (1 << 22) || msg.read === total)) {
+          lastReport = msg.read;
+          progress(name, msg.read, total);
+        }
+        worker.postMessage({ op: 'more', n: 1 });
+        parts = msg.parts;
+        return parts.shift();
+      }
+      stop();
+      if (msg.op === 'end') {
+        if (progress && lastReport !== total) progress(name, total, total);
+        return null;
+      }
+      if (msg.op === 'failed') throw Object.assign(new Error(msg.message), { workerFailed: true });
+      throw inflateError(msg.message, msg.read, total);
+    }
+    return { next, cancel: stop };
+  }
+
+  // An inflater worker that fails before its first chunk (a browser or policy that will not start it) is replaced by
+  // the inline stream; after a chunk, its failure is the file's.
+  function withInlineFallback(off, openInline, blob, gz, total) {
+    let source = off;
+    let started = false;
+    async function next() {
+      try {
+        const chunk = await source.next();
+        started = true;
+        return chunk;
+      } catch (e) {
+        if (started || !e.workerFailed) throw e;
+        started = true;
+        source = await openInline();
+        return source.next();
+      }
+    }
+    return { blob, gz, total, next, where: () => (source === off ? 'worker' : source.where()), cancel: () => source.cancel() };
+  }
+
   // Opens a Blob/File (or bytes) as a stream of raw pickle chunks, inflating gzip (by its magic bytes) on the way.
   // progress(phase, done, total) counts the file's bytes. Returns {gz, total, next}: next() resolves to the next chunk
   // or null at the end, and turns an inflate failure into a message that says so.
-  async function openChunks(source, progress, phase) {
+  async function openChunks(source, progress, phase, inline) {
     const blob = source instanceof Uint8Array ? new Blob([source]) : source;
     const total = blob.size;
     const head = new Uint8Array(await blob.slice(0, 2).arrayBuffer());
     const gz = isGzip(head);
     const name = phase || (gz ? 'inflate' : 'read');
+    if (gz && !inline && canInflateOffThread()) {
+      const off = inflateOffThread(blob, total, progress, name);
+      if (off) return withInlineFallback(off, () => openChunks(source, progress, phase, true), blob, gz, total);
+    }
+    const where = gz ? 'inline' : 'none';
     let read = 0;
     let lastReport = 0;
     const counter = new TransformStream({
@@ -41,12 +181,11 @@
         const { done, value } = await reader.read();
         return done ? null : value;
       } catch (e) {
-        if (gz) throw new Error(`the file starts like gzip but does not inflate (${e && e.message ? e.message : e}); ` +
-                                `after ${read} of ${total} compressed bytes`);
+        if (gz) throw inflateError(e, read, total);
         throw e;
       }
     }
-    return { blob, gz, total, next, cancel: () => reader.cancel().catch(() => {}) };
+    return { blob, gz, total, next, where: () => where, cancel: () => reader.cancel().catch(() => {}) };
   }
 
   // Reads a Blob/File (or bytes) fully (gzip inflated). Returns the chunks and their total length, so a caller that
@@ -103,6 +242,7 @@
         if (buf) m._as_free(buf);
       }
       if (fed === 0) throw new Error('the file is empty');
+      this.lastInflate = input.where();  // 'worker', 'inline' or 'none': the browser test checks the viewer's way
       const nameBytes = m.lengthBytesUTF8(name) + 1;
       const namePtr = m._as_malloc(nameBytes);
       m.stringToUTF8(name, namePtr, nameBytes);

@@ -1,6 +1,8 @@
 // Benchmark: drop -> first paint of the Active Memory Timeline for a big snapshot in headless Chromium, plus memory
 // (main-thread JS heap, the worker's wasm heap, Chromium's total RSS) and the cost of one full-width redraw.
 // usage: node bench_first_paint.js SITE_DIR FILE [runs]   Prints a Markdown table row per run.
+// A .gz file is opened twice per run, gzip inflated on a worker of its own (the viewer's way) and inline on the
+// engine's worker, so the two compare under the same load.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -21,13 +23,15 @@ async function main() {
   const runs = Number(runsText || 1);
   const { server, origin } = await serve({ '/app/': site });
   const mb = (b) => (b / (1 << 20)).toFixed(0);
-  console.log(`| run | file | drop → first paint (s) | JS heap main (MiB) | wasm heap (MiB) | Chromium RSS (MiB) | redraw 1600 px (ms) | rects (device) |`);
-  console.log('|---|---|---|---|---|---|---|---|');
-  for (let r = 1; r <= runs; ++r) {
+  console.log(`| run | inflate | file | drop → first paint (s) | JS heap main (MiB) | wasm heap (MiB) | Chromium RSS (MiB) | redraw 1600 px (ms) | rects (device) |`);
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  const modes = file.endsWith('.gz') ? ['worker', 'inline'] : ['—'];
+  for (let r = 1; r <= runs; ++r) for (const mode of modes) {
     const browser = await launch();
     const { page, watch } = await watchedPage(browser, origin, { width: 1800, height: 1000 });
     await page.goto(origin + '/app/#view=timeline');
     await waitState(page, ['empty']);
+    if (mode === 'inline') await page.workers()[0].evaluate(() => { self.allocscopeInflateInline = true; });
     const t0 = Date.now();
     await page.setInputFiles('#file-input', file);
     const st = await waitState(page, ['ready', 'error'], 300000);
@@ -50,7 +54,7 @@ async function main() {
     });
     const rss = chromiumRss();
     await page.screenshot({ path: path.join(__dirname, 'artifacts', 'bench-first-paint.png') });
-    console.log(`| ${r} | ${path.basename(file)} (${mb(fs.statSync(file).size)} MiB) | ${seconds.toFixed(2)} | ${mb(heap)} | ${mb(wasm)} | ${mb(rss)} | ${draw.ms.toFixed(1)} | ${draw.rects} (cuda:${draw.device}) |`);
+    console.log(`| ${r} | ${mode} | ${path.basename(file)} (${mb(fs.statSync(file).size)} MiB) | ${seconds.toFixed(2)} | ${mb(heap)} | ${mb(wasm)} | ${mb(rss)} | ${draw.ms.toFixed(1)} | ${draw.rects} (cuda:${draw.device}) |`);
     if (watch.foreign.length) console.log('foreign requests!', watch.foreign);
     await browser.close();
   }

@@ -98,6 +98,9 @@ async function plotTest(browser) {
   const facts = JSON.parse(fs.readFileSync(path.join(fixtures, 'expected', 'oom.facts.json'), 'utf8'));
   const segs = Number(await page.getAttribute('[data-fact="segments"]', 'data-value'));
   ok(segs === facts.segments, `the report shows the golden facts (segments ${segs})`);
+  // The report embeds the file gzipped; its worker (itself a blob) inflates it on a second blob worker, as the site does.
+  const where = await page.workers()[0].evaluate(() => self.allocscopeEngine && self.allocscopeEngine.lastInflate);
+  ok(where === 'worker', `the report's file inflated on the inflater worker (${where})`);
   ok(requests.every((u) => u.startsWith('file://') || u.startsWith('blob:')), `no network request (${requests.length} requests)`);
   ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
   await page.screenshot({ path: path.join(artifacts, 'report-oom.png') });

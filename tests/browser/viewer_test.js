@@ -190,6 +190,8 @@ async function bigTest(browser, origin) {
   });
   const st = await openViaInput(page, path.join(fixturesDir, 'gpt2_big_1M.pickle.gz'));
   eq(st, 'ready', 'gpt2_big_1M.pickle.gz reaches ready');
+  // gzip inflates on a worker of its own beside the parse (so the facts below check that path against PyTorch).
+  eq(await page.workers()[0].evaluate(() => self.allocscopeEngine.lastInflate), 'worker', 'the file inflated on the inflater worker');
   const seen = await page.evaluate(() => window.__progress.filter((p) => p[0] === 'loading'));
   ok(seen.some((p) => p[1] > 0.05 && p[1] < 0.95), `the progress bar moves while loading (${seen.length} samples)`);
   // Reading, inflating and parsing happen together (the file streams into the core), so one phase is named.
