@@ -55,6 +55,12 @@ TEST(Lifetimes, RowsAreConsistentWithEvents) {
     ASSERT_NE(s, nullptr) << name;
     for (const DeviceLifetimes& d : build_lifetimes(*s).devices) {
       ASSERT_EQ(d.total.size(), d.steps());
+      // The peak found once at build time is the first step with the highest total, as a scan finds it.
+      uint32_t scanned = 0;
+      for (uint32_t t = 1; t < d.steps(); ++t)
+        if (d.total[t] > d.total[scanned]) scanned = t;
+      EXPECT_NE(d.known_peak_step, kNoEvent) << name;
+      EXPECT_EQ(d.peak_step(), scanned) << name;
       uint32_t last_birth = 0;
       for (uint32_t i = 0; i < d.count(); ++i) {
         EXPECT_GE(d.birth_step(i), last_birth) << name << " row " << i;

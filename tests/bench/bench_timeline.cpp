@@ -1,4 +1,5 @@
 // Timeline benchmarks on the 1M-event fixture: lifetimes build, layout build, hover, 2000-px draws at several zooms.
+// ALLOCSCOPE_BENCH_FILE: another input (make_big_trace's 10M-event file: do draws cost the same at 10x the events?).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -28,9 +29,11 @@ struct Fixture {
 
 const Fixture& big() {
   static std::unique_ptr<Fixture> f = [] {
-    auto r = load_snapshot_file(std::string(ALLOCSCOPE_FIXTURES) + "/gpt2_big_1M.pickle.gz");
+    const char* other = std::getenv("ALLOCSCOPE_BENCH_FILE");
+    const std::string path = other ? other : std::string(ALLOCSCOPE_FIXTURES) + "/gpt2_big_1M.pickle.gz";
+    auto r = load_snapshot_file(path);
     if (!r.ok()) {
-      std::fprintf(stderr, "cannot load gpt2_big_1M: %s\n", r.error().describe().c_str());
+      std::fprintf(stderr, "cannot load %s: %s\n", path.c_str(), r.error().describe().c_str());
       std::exit(1);
     }
     auto p = std::make_unique<Fixture>();

@@ -17,6 +17,7 @@ int64_t DeviceLifetimes::step_time_us(const Snapshot& s, uint32_t step) const {
 }
 
 uint32_t DeviceLifetimes::peak_step() const {
+  if (known_peak_step < total.size()) return known_peak_step;
   return static_cast<uint32_t>(std::max_element(total.begin(), total.end()) - total.begin());
 }
 
@@ -151,6 +152,7 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
   }
 
   out.total = detail::step_totals(out, n);
+  out.known_peak_step = out.peak_step();
   return out;
 }
 
