@@ -1,5 +1,6 @@
 // `allocscope whatif FILE [FILE2]`: the peak at another batch size or sequence length, and whether it fits a GPU.
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -35,9 +36,10 @@ int run_whatif(const std::vector<std::string>& argv) {
     if (name != "json" && name != "batch" && name != "seq" && name != "gpu" && name != "device" && name != "sizes" &&
         name != "to" && name != "to-batch" && name != "to-seq")
       return fail("whatif: unknown option --" + name);
-  if (args.positional.empty() || args.positional.size() > 2)
+  if (args.positional.empty() || args.positional.size() > 16)
     return fail("usage: allocscope whatif FILE [--batch X] [--seq X] [--gpu NAME|SIZE] [--json]\n"
-                "       allocscope whatif A B --sizes SA,SB --to-batch N|--to-seq N [--gpu NAME|SIZE] [--json]");
+                "       allocscope whatif A B [C...] --sizes SA,SB[,SC...] --to-batch N|--to-seq N [--gpu NAME|SIZE] "
+                "[--json]");
   std::optional<GpuCapacity> gpu;
   if (args.has("gpu")) {
     auto g = parse_gpu_capacity(args.get("gpu"));
@@ -69,15 +71,24 @@ int run_whatif(const std::vector<std::string>& argv) {
     const WhatIfReport r = what_if(snaps[0], lt, c.value(), o);
     out = args.has("json") ? to_json(r) + "\n" : to_text(r);
   } else {
+    // --sizes: one size per file, in the files' order.
     const std::string sizes = args.get("sizes");
-    const size_t comma = sizes.find(',');
-    double sa = 0, sb = 0, target = 0;
-    if (comma == std::string::npos || !parse_positive(sizes.substr(0, comma), &sa) ||
-        !parse_positive(sizes.substr(comma + 1), &sb))
-      return fail("whatif: two snapshots need --sizes SA,SB: the batch sizes (or sequence lengths) they were recorded at");
+    std::vector<WhatIfRun> runs;
+    for (size_t from = 0, k = 0; from <= sizes.size() && !sizes.empty(); ++k) {
+      const size_t comma = std::min(sizes.find(',', from), sizes.size());
+      double v = 0;
+      if (k >= snaps.size() || !parse_positive(sizes.substr(from, comma - from), &v)) break;
+      runs.push_back({&snaps[k], devs[k], v});
+      from = comma + 1;
+    }
+    if (runs.size() != snaps.size() || std::count(sizes.begin(), sizes.end(), ',') + 1 != static_cast<long>(snaps.size()))
+      return fail("whatif: " + std::to_string(snaps.size()) + " snapshots need --sizes with " +
+                  std::to_string(snaps.size()) + " sizes (e.g. --sizes 256,512): the batch sizes (or sequence "
+                  "lengths) they were recorded at, in the files' order");
+    double target = 0;
     const std::string to = args.has("to-batch") ? args.get("to-batch") : args.has("to-seq") ? args.get("to-seq") : args.get("to");
     if (!parse_positive(to, &target)) return fail("whatif: two snapshots need --to-batch N (or --to-seq N): the size to predict");
-    auto r = what_if_fit(snaps[0], *devs[0], snaps[1], *devs[1], sa, sb, target, gpu);
+    auto r = what_if_fit_runs(runs, target, gpu);
     if (!r.ok()) return fail("whatif: " + r.error().describe());
     out = args.has("json") ? to_json(r.value()) + "\n" : to_text(r.value());
   }
@@ -89,7 +100,7 @@ const RegisterVerb kRegister({
     "whatif",
     "the peak at another batch size or sequence length, and whether it fits a GPU",
     "usage: allocscope whatif FILE [--batch X] [--seq X] [--gpu NAME|SIZE] [--device N] [--json]\n"
-    "       allocscope whatif A B --sizes SA,SB --to-batch N [--gpu NAME|SIZE] [--json]\n\n"
+    "       allocscope whatif A B [C...] --sizes SA,SB[,SC...] --to-batch N [--gpu NAME|SIZE] [--json]\n\n"
     "One snapshot: the measured terms (parameters, gradients, optimizer state, activations, temporaries) at the\n"
     "peak and at the highest step of the forward, backward and optimizer step; then the predicted peak allocated\n"
     "and reserved bytes when the batch (or sequence length) is X times the recorded one. Activations, inputs and\n"
@@ -99,18 +110,23 @@ const RegisterVerb kRegister({
     "the largest batch scale that does. One snapshot sees sequence length as linear; attention scores grow with\n"
     "its square: give two snapshots.\n\n"
     "Two snapshots of the same loop at two batch sizes (or sequence lengths) SA and SB: each allocation is paired\n"
-    "across them and its size fitted as c * size^k, then the run at N is predicted.\n\n"
+    "across them and its size fitted as c * size^k, then the run at N is predicted. With three or more, the fit\n"
+    "uses the two sizes nearest N (kernels change with the shapes: a larger batch may allocate buffers a small one\n"
+    "never does), and each larger snapshot is also predicted from the two below it and compared with what it\n"
+    "measured: how far one step of extrapolation is off in this job.\n\n"
     "  --batch X          batch scale (default 1)\n"
     "  --seq X            sequence-length scale (default 1)\n"
     "  --gpu NAME|SIZE    the GPU: h100, a100-40gb, l4, 24gb, 79.18GiB or a byte count\n"
-    "  --sizes SA,SB      (two snapshots) the batch sizes or sequence lengths they were recorded at\n"
+    "  --sizes SA,SB,...  (two snapshots or more) the batch sizes or sequence lengths they were recorded at\n"
     "  --to-batch N       (two snapshots) the size to predict (--to-seq N: the same, for sequence lengths)\n"
     "  --device N         the device (default: the first with a trace)\n"
     "  --json             the numbers: predicted_allocated, predicted_reserved, fits, max_batch_scale, terms\n\n"
     "example:\n"
     "  allocscope whatif tests/fixtures/whatif/gpt_adamw_b8_s256.pickle.gz --batch 4 --gpu 24gb\n"
     "  allocscope whatif tests/fixtures/whatif/gpt_adamw_b8_s128.pickle.gz \\\n"
-    "      tests/fixtures/whatif/gpt_adamw_b8_s256.pickle.gz --sizes 128,256 --to-seq 1024\n",
+    "      tests/fixtures/whatif/gpt_adamw_b8_s256.pickle.gz --sizes 128,256 --to-seq 1024\n"
+    "  allocscope whatif tests/fixtures/whatif/mlp_sgd_amp_b{256,512,1024}.pickle.gz --sizes 256,512,1024 \\\n"
+    "      --to-batch 2048\n",
     run_whatif,
     17,
 });

@@ -184,6 +184,21 @@ TEST(CliAnswers, WhatIfOneAndTwoSnapshots) {
   const CliRun missing = run({"whatif", dir + "gpt_adamw_b8_s128.pickle.gz", dir + "gpt_adamw_b8_s256.pickle.gz"});
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.err.find("--sizes"), std::string::npos) << missing.err;
+  // Three snapshots: fitted on the two nearest the target, with the check from the two smallest.
+  const auto three = json_of(run({"whatif", dir + "mlp_sgd_amp_b1024.pickle.gz", dir + "mlp_sgd_amp_b256.pickle.gz",
+                                  dir + "mlp_sgd_amp_b512.pickle.gz", "--sizes", "1024,256,512", "--to-batch", "2048",
+                                  "--json"}));
+  const double truth_2048 = 734811648.0;  // mlp_sgd_amp_b2048: torch.cuda.max_memory_allocated
+  EXPECT_NEAR(three["predicted_allocated"].get<double>(), truth_2048, 0.05 * truth_2048);
+  EXPECT_EQ(three["size_a"], 512.0);
+  EXPECT_EQ(three["size_b"], 1024.0);
+  EXPECT_EQ(three["sizes"], nlohmann::json::array({256.0, 512.0, 1024.0}));
+  ASSERT_EQ(three["checks"].size(), 1u);
+  EXPECT_EQ(three["checks"][0]["size"], 1024.0);
+  const CliRun short_sizes = run({"whatif", dir + "mlp_sgd_amp_b256.pickle.gz", dir + "mlp_sgd_amp_b512.pickle.gz",
+                                  dir + "mlp_sgd_amp_b1024.pickle.gz", "--sizes", "256,512", "--to-batch", "2048"});
+  EXPECT_NE(short_sizes.code, 0);
+  EXPECT_NE(short_sizes.err.find("3 sizes"), std::string::npos) << short_sizes.err;
 }
 
 }  // namespace

@@ -81,10 +81,29 @@ struct WhatIfFit {
   std::optional<GpuCapacity> gpu;
   bool fits = false;
   std::vector<std::string> notes;
+  // With more than two snapshots (what_if_fit_runs): every size given, and how one step of extrapolation did in this
+  // job: each run above the two smallest predicted from the two just below it, against what it measured.
+  struct Check {
+    double size_a = 0, size_b = 0, size = 0;
+    uint64_t predicted_allocated = 0, measured_allocated = 0;
+  };
+  std::vector<double> sizes;
+  std::vector<Check> checks;
 };
 Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b,
                               const DeviceLifetimes& lb, double size_a, double size_b, double target,
                               const std::optional<GpuCapacity>& gpu);
+
+// Two or more snapshots of the same loop (sizes all different). The prediction is fitted on the pair nearest the
+// target: the two largest when the target is above them all, the two that bracket it, or the two smallest; kernels
+// change with the shapes (a bf16 MLP's reductions allocate buffers only from batch 1024 on), so a pair far from the
+// target misses what only sizes near it allocate. The other runs check the fit (WhatIfFit::checks).
+struct WhatIfRun {
+  const Snapshot* snapshot = nullptr;
+  const DeviceLifetimes* lifetimes = nullptr;
+  double size = 0;
+};
+Result<WhatIfFit> what_if_fit_runs(std::vector<WhatIfRun> runs, double target, const std::optional<GpuCapacity>& gpu);
 
 std::string to_text(const WhatIfReport& r);
 std::string to_json(const WhatIfReport& r);

@@ -118,7 +118,7 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
   }
   // At one step, frees before allocs (a step is one event; rows born at step 0 precede the first free).
   std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
-    return x.first != y.first ? x.first < y.first : (x.second < 0) > (y.second < 0);
+    return x.first != y.first ? (x.first < y.first) : (x.second < 0) > (y.second < 0);
   });
   Replay r;
   AllocatorReplay out;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <unordered_set>
 
@@ -255,6 +256,48 @@ Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, cons
                                         "partner in the first and keep their size");
   out.notes.push_back("each allocation's size is fitted as c * size^k through the two snapshots; reserved is "
                       "modelled on PyTorch's caching allocator");
+  return out;
+}
+
+Result<WhatIfFit> what_if_fit_runs(std::vector<WhatIfRun> runs, double target, const std::optional<GpuCapacity>& gpu) {
+  if (runs.size() < 2) return Error{"a fit needs two snapshots or more"};
+  std::sort(runs.begin(), runs.end(), [](const WhatIfRun& x, const WhatIfRun& y) { return x.size < y.size; });
+  for (size_t i = 1; i < runs.size(); ++i)
+    if (!(runs[i].size > runs[i - 1].size)) return Error{"the snapshots' sizes must all be different"};
+  // The pair nearest the target; the fit's base (b) is the one nearer to it, whose trace is replayed.
+  size_t lo = 0;
+  if (target >= runs.back().size) lo = runs.size() - 2;
+  else if (target > runs.front().size)
+    while (runs[lo + 1].size < target) ++lo;
+  size_t a = lo, b = lo + 1;
+  if (std::abs(std::log(target / runs[a].size)) < std::abs(std::log(target / runs[b].size))) std::swap(a, b);
+  auto fit = what_if_fit(*runs[a].snapshot, *runs[a].lifetimes, *runs[b].snapshot, *runs[b].lifetimes, runs[a].size,
+                         runs[b].size, target, gpu);
+  if (!fit.ok() || runs.size() == 2) return fit;
+  WhatIfFit out = std::move(fit).value();
+  for (const WhatIfRun& r : runs) out.sizes.push_back(r.size);
+  for (size_t i = 2; i < runs.size(); ++i) {
+    auto c = what_if_fit(*runs[i - 2].snapshot, *runs[i - 2].lifetimes, *runs[i - 1].snapshot, *runs[i - 1].lifetimes,
+                         runs[i - 2].size, runs[i - 1].size, runs[i].size, std::nullopt);
+    if (!c.ok()) return c.error();
+    WhatIfFit::Check k;
+    k.size_a = runs[i - 2].size;
+    k.size_b = runs[i - 1].size;
+    k.size = runs[i].size;
+    k.predicted_allocated = c.value().predicted_allocated;
+    k.measured_allocated = replay_caching_allocator(*runs[i].lifetimes, runs[i].lifetimes->size).peak_allocated;
+    out.checks.push_back(k);
+  }
+  double worst = 0;
+  for (const WhatIfFit::Check& k : out.checks)
+    if (k.measured_allocated)
+      worst = std::max(worst, std::abs(static_cast<double>(k.predicted_allocated) / k.measured_allocated - 1));
+  char note[200];
+  std::snprintf(note, sizeof note,
+                "fitted on the two snapshots nearest the target; predicting each larger snapshot from the two below "
+                "it was off by up to %.1f%% in this job",
+                worst * 100);
+  out.notes.push_back(note);
   return out;
 }
 

@@ -93,6 +93,16 @@ std::string to_text(const WhatIfFit& r) {
   o += size(r.measured_allocated_b) + sizes + size(r.predicted_allocated) + "\n";
   o += "  peak reserved   -> " + size(r.predicted_reserved) + "\n";
   o += "  allocations paired " + std::to_string(r.paired) + ", unpaired " + std::to_string(r.unpaired) + "\n";
+  for (const WhatIfFit::Check& k : r.checks) {
+    char line[200];
+    std::snprintf(line, sizeof line, "  check: from %g and %g, the run at %g reads ", k.size_a, k.size_b, k.size);
+    o += line + size(k.predicted_allocated) + " predicted, " + size(k.measured_allocated) + " measured";
+    if (k.measured_allocated) {
+      std::snprintf(line, sizeof line, " (%.3f)", static_cast<double>(k.predicted_allocated) / k.measured_allocated);
+      o += line;
+    }
+    o += "\n";
+  }
   const std::string v = verdict(r.gpu, r.fits, r.predicted_reserved);
   if (!v.empty()) o += "  " + v;
   for (const std::string& n : r.notes) o += "note: " + n + "\n";
@@ -112,6 +122,14 @@ std::string to_json(const WhatIfFit& r) {
          {"gpu", gpu_json(r.gpu)},
          {"fits", r.gpu ? Json(r.fits) : Json(nullptr)},
          {"notes", r.notes}};
+  if (!r.sizes.empty()) {
+    j["sizes"] = r.sizes;
+    Json checks = Json::array();
+    for (const WhatIfFit::Check& k : r.checks)
+      checks.push_back({{"size_a", k.size_a}, {"size_b", k.size_b}, {"size", k.size},
+                        {"predicted_allocated", k.predicted_allocated}, {"measured_allocated", k.measured_allocated}});
+    j["checks"] = checks;
+  }
   return json_detail::dump(j);
 }
 
