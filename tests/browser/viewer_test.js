@@ -76,6 +76,14 @@ async function shellTests(browser, origin) {
   fs.writeFileSync(badgz, Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9]));
   eq(await openViaInput(page, badgz), 'error', 'a broken gzip ends in data-state=error');
   ok(/gzip|inflate/i.test(await page.textContent('#error-message')), 'broken gzip error says gzip');
+  // A gzip cut short after a few MiB inflated: the inflater worker's failure comes after chunks were parsed, and is
+  // still the file's error, said in words with where it stopped.
+  const cut = path.join(artifacts, 'cut.pickle.gz');
+  const big = fs.readFileSync(path.join(fixturesDir, 'gpt2_big_1M.pickle.gz'));
+  fs.writeFileSync(cut, big.subarray(0, big.length >> 2));
+  eq(await openViaInput(page, cut), 'error', 'a gzip cut short ends in data-state=error');
+  const cutMsg = await page.textContent('#error-message');
+  ok(/cut\.pickle\.gz/.test(cutMsg) && /does not inflate|byte \d+/.test(cutMsg), `it says so: "${cutMsg}"`);
 
   // Snapshot strings are text, never HTML: frame names, file names, annotations and settings full of markup.
   const evil = path.join(artifacts, 'markup.pickle');
