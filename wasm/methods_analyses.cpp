@@ -180,7 +180,41 @@ Answer whatif(const Request& r, std::span<Loaded* const> files) {
   return a;
 }
 
+// Two snapshots or more of the same loop, one size each ("sizes", in the files' order), and the run at "target"
+// predicted as `allocscope whatif A B ... --sizes ... --to-batch N` predicts it (what_if_fit_runs), on each file's first
+// device with a trace.
+Answer whatif_fit(const Request& r, std::span<Loaded* const> files) {
+  if (files.size() < 2) return Answer::error("a fit needs two snapshots or more");
+  const json* sizes = r.j.contains("sizes") ? &r.j["sizes"] : nullptr;
+  if (!sizes || !sizes->is_array() || sizes->size() != files.size())
+    return Answer::error("give one size per file (the batch size or sequence length each was recorded at)");
+  std::vector<WhatIfRun> runs;
+  for (size_t k = 0; k < files.size(); ++k) {
+    const json& v = (*sizes)[k];
+    if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1e9))
+      return Answer::error(files[k]->name + ": its size must be a number above 0");
+    const DeviceLifetimes* lt = nullptr;
+    for (const DeviceLifetimes& d : all_lifetimes(*files[k]).devices)
+      if (d.event_count > 0) {
+        lt = &d;
+        break;
+      }
+    if (!lt) return Answer::error(files[k]->name + ": no device with a trace");
+    runs.push_back({&files[k]->snapshot, lt, v.get<double>()});
+  }
+  const double target = r.f64("target");
+  if (!(target > 0 && target <= 1e9)) return Answer::error("the size to predict must be a number above 0");
+  std::optional<GpuCapacity> gpu;
+  if (const std::string bad = read_gpu(r, &gpu); !bad.empty()) return Answer::error(bad);
+  auto fit = what_if_fit_runs(std::move(runs), target, gpu);
+  if (!fit.ok()) return Answer::error(fit.error().message);
+  Answer a;
+  a.body = parse(to_json(fit.value()));
+  return a;
+}
+
 const RegisterMethod r1({"summary", summary});
+const RegisterMethod r9({"whatif_fit", whatif_fit});
 const RegisterMethod r8({"whatif", whatif});
 const RegisterMethod r2({"peak", peak});
 const RegisterMethod r3({"leaks", leaks});

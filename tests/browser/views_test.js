@@ -150,6 +150,26 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   // The label is rewritten on the next animation frame, not in the click's handler.
   await page.waitForFunction(() => !/what-if/.test(document.querySelector('.timeline-info').textContent), null, { timeout: 10000 }).catch(() => {});
   ok(!/what-if/.test(await page.textContent('.timeline-info')), 'Hide what-if removes it');
+  // Three runs of the bf16 MLP open together (in no order): the What-if view fits across them, judged by the
+  // batch-2048 run PyTorch measured; the pair nearest the target is used and the check from the two smallest listed.
+  const truth2048 = runs.find((r) => r.name === 'mlp_sgd_amp_b2048').max_allocated;
+  eq(await open(['whatif/mlp_sgd_amp_b1024.pickle.gz', 'whatif/mlp_sgd_amp_b256.pickle.gz', 'whatif/mlp_sgd_amp_b512.pickle.gz'], 'whatif'),
+     'ready', 'What-if view with three files reaches ready');
+  for (const [i, v] of [[0, '1024'], [1, '256'], [2, '512']]) await page.fill(`.fit-size[data-file="${i}"]`, v);
+  await page.fill('.fit-target', '2048');
+  await page.fill('.gpu-input', '24gb');
+  await page.click('[data-fit]');
+  await page.waitForSelector('[data-fit-predicted-allocated]', { timeout: 30000 }).catch(() => null);
+  const fitted = Number(await attr('[data-fit-predicted-allocated]', 'data-fit-predicted-allocated'));
+  ok(Math.abs(fitted - truth2048) / truth2048 < 0.05, `the fit across three files predicts the batch-2048 run within 5% (${fitted} vs ${truth2048})`);
+  eq(await attr('[data-fit-predicted-allocated]', 'data-fit-pair'), '512,1024', 'fitted on the two runs nearest the target');
+  eq(await attr('[data-fit-predicted-allocated]', 'data-fit-fits'), 'yes', 'and it fits on 24 GB');
+  eq(await page.locator('[data-fit-check]').count(), 1, 'the check from the two smallest runs is listed');
+  await page.screenshot({ path: path.join(artifacts, 'whatif-fit.png') });
+  await page.fill('.fit-size[data-file="1"]', '1024');
+  await page.click('[data-fit]');
+  await page.waitForSelector('[data-fit-error]', { timeout: 10000 }).catch(() => null);
+  ok(/different/.test(await page.textContent('.fit-result')), 'two files at the same size are refused in words');
 
   // Two files: diff. The two Active Memory Timelines (rank 0 traced cuda:0, rank 1 cuda:1) one above the other, each
   // painted with PyTorch's peak for its device, zoom/pan linked; the tables' totals equal the facts' difference.

@@ -79,7 +79,7 @@ export default {
       el('p', { class: 'fine', text: 'Scale the batch or the sequence length of the recorded run: activations, inputs and the ' +
         'forward and backward temporaries grow; parameters, gradients and optimizer state do not. Reserved memory comes from a ' +
         'model of PyTorch\'s caching allocator. One snapshot sees sequence length as linear (attention grows with its square): ' +
-        'use `allocscope whatif A B` with two snapshots for that.' }),
+        'open two or more snapshots of the same job at different sizes together to fit across them here, or use `allocscope whatif A B`.' }),
       el('div', { class: 'toolbar' }, batch.node, seq.node, el('label', null, 'GPU ', gpuInput), gpuError),
       body, canvas);
     let seqNo = 0;
@@ -129,6 +129,46 @@ export default {
                  room: r.gpu ? r.gpu.allocator_room : 0 };
       drawChart(canvas, series.measured, series.predicted, series.room);
     };
+    // With several files open: the fit across them (the CLI's `whatif A B ... --sizes ... --to-batch N`).
+    const files = ctx.files();
+    if (files.length >= 2) {
+      const sizeInputs = files.map((x, i) => el('input', { type: 'number', min: '0', step: 'any', class: 'fit-size', 'data-file': String(i),
+                                                           'aria-label': `size of ${x.name}`, size: 8 }));
+      const target = el('input', { type: 'number', min: '0', step: 'any', class: 'fit-target', 'aria-label': 'size to predict', size: 8 });
+      const out = el('div', { class: 'fit-result' });
+      const table = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'file' }), el('th', { text: 'recorded at (batch size or sequence length)' })));
+      files.forEach((x, i) => table.append(el('tr', null, el('td', { class: 'mono', text: x.name }), el('td', null, sizeInputs[i]))));
+      const fit = async () => {
+        const sizes = sizeInputs.map((x) => Number(x.value));
+        const gpu = gpuInput.value.trim();
+        let reply;
+        try {
+          reply = await ctx.call({ method: 'whatif_fit', ids: files.map((x) => x.id), sizes, target: Number(target.value), gpu });
+        } catch (e) {
+          out.replaceChildren(el('p', { class: 'verdict bad', 'data-fit-error': '', text: e.message }));
+          return;
+        }
+        const r = reply.body;
+        const fits = r.gpu ? (r.fits ? 'yes' : 'no') : 'unknown';
+        const verdict = !r.gpu ? '' : r.fits ? ` Fits on ${r.gpu.label} (${bytes(r.gpu.total)}).` : ` Does not fit on ${r.gpu.label} (${bytes(r.gpu.total)}).`;
+        out.replaceChildren(
+          el('div', { class: `verdict ${fits === 'no' ? 'bad' : ''}`, 'data-fit-fits': fits, 'data-fit-predicted-allocated': r.predicted_allocated,
+            'data-fit-predicted-reserved': r.predicted_reserved, 'data-fit-pair': `${r.size_a},${r.size_b}`,
+            text: `At ${r.target}: peak allocated ${bytes(r.predicted_allocated)}, reserved ${bytes(r.predicted_reserved)} ` +
+                  `(fitted on the runs at ${r.size_a} and ${r.size_b}).${verdict}` }),
+          el('ul', { class: 'fine' },
+            ...(r.checks || []).map((k) => el('li', { 'data-fit-check': '', text: `Check: from ${k.size_a} and ${k.size_b}, the run at ${k.size} ` +
+              `reads ${bytes(k.predicted_allocated)} predicted, ${bytes(k.measured_allocated)} measured ` +
+              `(${(k.predicted_allocated / k.measured_allocated).toFixed(3)}).` })),
+            ...r.notes.map((n) => el('li', { text: n }))));
+      };
+      root.append(el('h3', { text: 'From the open files: several runs of the same job at different sizes' }),
+        el('p', { class: 'fine', text: 'Give the batch size (or sequence length) each file was recorded at and the size to predict. ' +
+          'Each allocation is paired across the runs and its size fitted as c * size^k on the two runs nearest the target, which ' +
+          'follows attention\'s square that one snapshot cannot see. The GPU above decides whether it fits.' }),
+        table, el('div', { class: 'toolbar' }, el('label', null, 'predict the run at ', target), ' ',
+                  el('button', { type: 'button', 'data-fit': '', onclick: () => fit().catch((e) => ctx.fail(e)) }, 'Fit')), out);
+    }
     const rerender = () => render().catch((e) => ctx.fail(e));
     batch.input.addEventListener('change', rerender);
     seq.input.addEventListener('change', rerender);
