@@ -181,8 +181,8 @@ Answer whatif(const Request& r, std::span<Loaded* const> files) {
 }
 
 // Two snapshots or more of the same loop, one size each ("sizes", in the files' order), and the run at "target"
-// predicted as `allocscope whatif A B ... --sizes ... --to-batch N` predicts it (what_if_fit_runs), on each file's first
-// device with a trace.
+// predicted as `allocscope whatif A B ... --sizes ... --to-batch N` predicts it (what_if_fit_runs), on "device" (the
+// view's) where a file traced it, else on the file's first device with a trace.
 Answer whatif_fit(const Request& r, std::span<Loaded* const> files) {
   if (files.size() < 2) return Answer::error("a fit needs two snapshots or more");
   const json* sizes = r.j.contains("sizes") ? &r.j["sizes"] : nullptr;
@@ -193,12 +193,10 @@ Answer whatif_fit(const Request& r, std::span<Loaded* const> files) {
     const json& v = (*sizes)[k];
     if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1e9))
       return Answer::error(files[k]->name + ": its size must be a number above 0");
-    const DeviceLifetimes* lt = nullptr;
+    const DeviceLifetimes* lt = lifetimes_of(*files[k], r.i64("device", -1));
+    if (lt && lt->event_count == 0) lt = nullptr;
     for (const DeviceLifetimes& d : all_lifetimes(*files[k]).devices)
-      if (d.event_count > 0) {
-        lt = &d;
-        break;
-      }
+      if (!lt && d.event_count > 0) lt = &d;
     if (!lt) return Answer::error(files[k]->name + ": no device with a trace");
     runs.push_back({&files[k]->snapshot, lt, v.get<double>()});
   }

@@ -31,8 +31,6 @@
       if (msg.op !== 'start') return;
       credit = msg.window;
       let read = 0;
-      const counter = new TransformStream({ transform(chunk, c) { read += chunk.byteLength; c.enqueue(chunk); } });
-      const reader = msg.blob.stream().pipeThrough(counter).pipeThrough(new DecompressionStream('gzip')).getReader();
       let parts = [];
       let size = 0;
       const flush = async () => {
@@ -45,7 +43,9 @@
         parts = [];
         size = 0;
       };
-      try {
+      try {  // everything, the stream's setup included: a failure must reach the engine, never leave it waiting
+        const counter = new TransformStream({ transform(chunk, c) { read += chunk.byteLength; c.enqueue(chunk); } });
+        const reader = msg.blob.stream().pipeThrough(counter).pipeThrough(new DecompressionStream('gzip')).getReader();
         for (;;) {
           const { done, value } = await reader.read();
           if (done) break;
@@ -89,6 +89,8 @@
       finished = true;
       worker.terminate();
       URL.revokeObjectURL(url);
+      // A next() still waiting ends as the stream would (cancelled: nothing more comes).
+      if (waiting) { const w = waiting; waiting = null; w({ op: 'end' }); }
     };
     const push = (msg) => {
       if (waiting) { const w = waiting; waiting = null; w(msg); } else queue.push(msg);
@@ -102,6 +104,7 @@
     let parts = [];  // the chunks of the batch being handed out
     async function next() {
       if (parts.length) return parts.shift();
+      if (finished && !queue.length) return null;  // after the end, an error or cancel(), as the inline stream does
       const msg = queue.length ? queue.shift() : await new Promise((resolve) => { waiting = resolve; });
       if (msg.op === 'chunk') {
         if (progress && (msg.read - lastReport > (1 << 22) || msg.read === total)) {
@@ -218,12 +221,12 @@
     async loadStream(source, name, progress) {
       const m = this.m;
       const input = await openChunks(source, progress, 'load');
-      if (input.total === 0) throw new Error('the file is empty');
-      m._as_stream_begin(await sizeHint(input.blob, input.gz));
       let buf = 0;
       let cap = 0;
       let fed = 0;
-      try {
+      try {  // from here on, any failure cancels the input (and so stops the inflater's worker)
+        if (input.total === 0) throw new Error('the file is empty');
+        m._as_stream_begin(await sizeHint(input.blob, input.gz));
         for (let value; (value = await input.next()) !== null;) {
           if (value.byteLength > cap) {
             if (buf) m._as_free(buf);

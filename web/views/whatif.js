@@ -143,7 +143,7 @@ export default {
         const gpu = gpuInput.value.trim();
         let reply;
         try {
-          reply = await ctx.call({ method: 'whatif_fit', ids: files.map((x) => x.id), sizes, target: Number(target.value), gpu });
+          reply = await ctx.call({ method: 'whatif_fit', ids: files.map((x) => x.id), device, sizes, target: Number(target.value), gpu });
         } catch (e) {
           out.replaceChildren(el('p', { class: 'verdict bad', 'data-fit-error': '', text: e.message }));
           return;
@@ -158,8 +158,8 @@ export default {
                   `(fitted on the runs at ${r.size_a} and ${r.size_b}).${verdict}` }),
           el('ul', { class: 'fine' },
             ...(r.checks || []).map((k) => el('li', { 'data-fit-check': '', text: `Check: from ${k.size_a} and ${k.size_b}, the run at ${k.size} ` +
-              `reads ${bytes(k.predicted_allocated)} predicted, ${bytes(k.measured_allocated)} measured ` +
-              `(${(k.predicted_allocated / k.measured_allocated).toFixed(3)}).` })),
+              `reads ${bytes(k.predicted_allocated)} predicted, ${bytes(k.measured_allocated)} measured` +
+              (k.measured_allocated ? ` (${(k.predicted_allocated / k.measured_allocated).toFixed(3)}).` : '.') })),
             ...r.notes.map((n) => el('li', { text: n }))));
       };
       root.append(el('h3', { text: 'From the open files: several runs of the same job at different sizes' }),

@@ -279,7 +279,13 @@ Result<WhatIfFit> what_if_fit_runs(std::vector<WhatIfRun> runs, double target, c
   for (size_t i = 2; i < runs.size(); ++i) {
     auto c = what_if_fit(*runs[i - 2].snapshot, *runs[i - 2].lifetimes, *runs[i - 1].snapshot, *runs[i - 1].lifetimes,
                          runs[i - 2].size, runs[i - 1].size, runs[i].size, std::nullopt);
-    if (!c.ok()) return c.error();
+    if (!c.ok()) {  // the prediction stands; only this check could not be made
+      char note[120];
+      std::snprintf(note, sizeof note, "the check from %g and %g to %g could not be made: ", runs[i - 2].size,
+                    runs[i - 1].size, runs[i].size);
+      out.notes.push_back(note + c.error().message);
+      continue;
+    }
     WhatIfFit::Check k;
     k.size_a = runs[i - 2].size;
     k.size_b = runs[i - 1].size;
