@@ -93,10 +93,26 @@ const Family kFamilies[] = {
 
 std::string name_of(const Family& f, int b) { return f.prefix + std::to_string(b) + f.suffix; }
 
+// The least memory each run trains in, measured on the GPU (tests/fixtures/generators/gen_whatif_caps.py: the run
+// repeated under set_per_process_memory_fraction, the cap bisected to where it trains and 0.3% below where it does
+// not).
+const nlohmann::json& caps() {
+  static const nlohmann::json j = [] {
+    std::ifstream f(dir() + "whatif_caps.json");
+    return f ? nlohmann::json::parse(f) : nlohmann::json::array();
+  }();
+  return j;
+}
+const nlohmann::json* cap_named(const std::string& name) {
+  for (const auto& r : caps())
+    if (r["name"] == name) return &r;
+  return nullptr;
+}
+
 // One snapshot, batch scaled up to 4x: the predicted peak allocated within 10% of the measured run's, and the
-// fits verdict right on GPUs 15% above and below what the run needed.
+// fits verdict right on GPUs 20% above and below the least memory the run really trained in.
 TEST(WhatIf, OneSnapshotPredictsLargerBatchesWithin10Percent) {
-  int predictions = 0;
+  int predictions = 0, verdicts_15 = 0, misses_15 = 0, old_rule_misses_15 = 0;
   double worst = 0;
   for (const Family& f : kFamilies)
     for (int from : f.batches)
@@ -114,14 +130,36 @@ TEST(WhatIf, OneSnapshotPredictsLargerBatchesWithin10Percent) {
         std::printf("%-26s -> b%-5d allocated %.3f reserved %.3f\n", name_of(f, from).c_str(), to,
                     static_cast<double>(r.predicted_allocated) / alloc, static_cast<double>(r.predicted_reserved) / reserved);
         EXPECT_LT(e, 0.10) << name_of(f, from) << " -> " << to;
-        for (double margin : {1.15, 0.85}) {
-          o.gpu = GpuCapacity{static_cast<uint64_t>((reserved + (512ull << 20)) * margin), "test", false};
-          EXPECT_EQ(what_if(base->s, base->lt, base->c, o).fits, margin > 1) << name_of(f, from) << " -> " << to;
+        // The oracle for "fits": the least memory the target run really trained in (whatif_caps.json), not its
+        // unconstrained reserved peak (the CNN's is 1.5x what it needs).
+        const nlohmann::json* cap = cap_named(name_of(f, to));
+        ASSERT_TRUE(cap) << name_of(f, to);
+        const double needed = (*cap)["min_cap"].get<double>();
+        std::printf("    least room predicted %.3f of the measured need\n", static_cast<double>(r.predicted_needed) / needed);
+        for (double margin : {1.2, 0.8, 1.15, 0.85}) {
+          o.gpu = GpuCapacity{static_cast<uint64_t>(needed * margin) + kTypicalContextBytes, "test", false};
+          const WhatIfReport v = what_if(base->s, base->lt, base->c, o);
+          if (margin == 1.2 || margin == 0.8) {
+            EXPECT_EQ(v.fits, margin > 1) << name_of(f, from) << " -> " << to << " on " << margin << "x its need";
+            continue;
+          }
+          ++verdicts_15;
+          if (v.fits != (margin > 1)) {
+            ++misses_15;
+            std::printf("    verdict wrong on %.2fx its need\n", margin);
+          }
+          // The rule before 2026-11-25 (the unconstrained reserved peak must fit), judged by the same oracle.
+          if ((r.predicted_reserved <= allocator_room(*o.gpu)) != (margin > 1)) ++old_rule_misses_15;
         }
         ++predictions;
       }
   std::printf("%d predictions from one snapshot, worst error %.3f\n", predictions, worst);
   EXPECT_GE(predictions, 15);
+  // On GPUs 15% above and below the need: two conservative misses (cnn_sgd_b16 -> 64, gpt_ckpt_adamw_b8 -> 32: the
+  // scaled trace of the small run fragments more than the large run did; two snapshots get both right).
+  std::printf("fits verdicts at 15%% from the need: %d of %d right (the reserved-peak rule: %d)\n",
+              verdicts_15 - misses_15, verdicts_15, verdicts_15 - old_rule_misses_15);
+  EXPECT_LE(misses_15, 2);
 }
 
 // Two snapshots: the two smallest runs of a family predict the larger ones within 5%, and the GPT's two shortest
@@ -156,7 +194,38 @@ TEST(WhatIf, TwoSnapshotsPredictWithin5Percent) {
                 c.target.c_str(), static_cast<double>(r.value().predicted_allocated) / alloc, r.value().paired,
                 r.value().unpaired);
     EXPECT_LT(err(r.value().predicted_allocated, alloc), c.tolerance) << c.a << " + " << c.b << " -> " << c.target;
+    // The fits verdict on GPUs 15% above and below the least memory the target run trained in.
+    const nlohmann::json* cap = cap_named(c.target);
+    ASSERT_TRUE(cap) << c.target;
+    for (double margin : {1.15, 0.85}) {
+      const GpuCapacity gpu{static_cast<uint64_t>((*cap)["min_cap"].get<double>() * margin) + kTypicalContextBytes, "test", false};
+      auto v = what_if_fit(a->s, a->lt, b->s, b->lt, c.sa, c.sb, c.st, gpu);
+      ASSERT_TRUE(v.ok());
+      EXPECT_EQ(v.value().fits, margin > 1) << c.a << " + " << c.b << " -> " << c.target << " on " << margin << "x its need";
+    }
   }
+}
+
+// The allocator replay under a cap, at each run's own sizes, against the least memory the run trained in. Never more
+// than 1% below it (a "fits" that would run out of memory), and at most 12% above (the CNN: under pressure cuDNN
+// takes algorithms with smaller workspaces, which a snapshot without pressure cannot show).
+TEST(WhatIf, LeastRoomEqualsWhatTheRunTrainedIn) {
+  ASSERT_EQ(caps().size(), 26u);
+  double worst = 0;
+  for (const auto& c : caps()) {
+    const std::string name = c["name"];
+    const LoadedRun* r = load(name);
+    ASSERT_TRUE(r) << name;
+    const uint64_t least = least_allocator_room(r->lt, r->lt.size);
+    const double measured = c["min_cap"].get<double>();
+    const double ratio = static_cast<double>(least) / measured;
+    worst = std::max(worst, std::fabs(ratio - 1));
+    std::printf("%-26s least room %.3f of the measured (unconstrained reserved %.3f)\n", name.c_str(), ratio,
+                c["max_reserved"].get<double>() / measured);
+    EXPECT_GT(ratio, 0.99) << name;
+    EXPECT_LT(ratio, 1.12) << name;
+  }
+  std::printf("worst %.3f\n", worst);
 }
 
 // Three snapshots or more: the fit uses the pair nearest the target, whatever order the files come in, and checks

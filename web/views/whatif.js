@@ -112,6 +112,7 @@ export default {
           card('Peak allocated, predicted', bytes(r.predicted_allocated)),
           card('Peak reserved, recorded', bytes(r.measured_reserved)),
           card('Peak reserved, predicted', bytes(r.predicted_reserved)),
+          card('Least memory it runs in (the allocator frees its cache when short)', bytes(r.predicted_needed)),
           card('Grows with the batch (at the peak)', bytes(r.scaled_bytes_at_peak))));
       const t = el('table', { class: 'table' }, el('tr', null, ...['phase', 'step', 'total', 'parameters', 'gradients', 'optimizer state',
         'activations', 'temporaries', 'other'].map((h, i) => el('th', { class: i ? 'num' : '', text: h }))));
@@ -154,7 +155,8 @@ export default {
         out.replaceChildren(
           el('div', { class: `verdict ${fits === 'no' ? 'bad' : ''}`, 'data-fit-fits': fits, 'data-fit-predicted-allocated': r.predicted_allocated,
             'data-fit-predicted-reserved': r.predicted_reserved, 'data-fit-pair': `${r.size_a},${r.size_b}`,
-            text: `At ${r.target}: peak allocated ${bytes(r.predicted_allocated)}, reserved ${bytes(r.predicted_reserved)} ` +
+            text: `At ${r.target}: peak allocated ${bytes(r.predicted_allocated)}, reserved ${bytes(r.predicted_reserved)}, ` +
+                  `runs in at least ${bytes(r.predicted_needed)} ` +
                   `(fitted on the runs at ${r.size_a} and ${r.size_b}).${verdict}` }),
           el('ul', { class: 'fine' },
             ...(r.checks || []).map((k) => el('li', { 'data-fit-check': '', text: `Check: from ${k.size_a} and ${k.size_b}, the run at ${k.size} ` +

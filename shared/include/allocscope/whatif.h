@@ -26,12 +26,21 @@ namespace allocscope {
 // allocated): its size classes (512-byte rounding; blocks up to 1 MiB in 2 MiB segments, up to 10 MiB in 20 MiB
 // segments, larger in their own rounded to 2 MiB), best-fit reuse, splitting and merging of cached blocks per stream,
 // and no release to the driver. Returns the highest reserved (segment) bytes and the highest allocated (block) bytes.
+// With `cap` (bytes the allocator may reserve; 0: no cap), a segment that would cross it first frees the cached
+// segments nothing uses, as PyTorch does before it gives up; `out_of_memory` says the run did not fit even then.
 struct AllocatorReplay {
   uint64_t peak_reserved = 0;
   uint64_t peak_allocated = 0;  // block bytes, as torch.cuda.max_memory_allocated counts them
   uint32_t peak_allocated_step = 0;
+  bool out_of_memory = false;
+  uint32_t out_of_memory_step = 0;
 };
-AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes);
+AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes,
+                                         uint64_t cap = 0);
+// The least memory the allocator needs for the run (sizes as above): the smallest cap under which the replay does
+// not run out of memory, within 1 MiB. At most the uncapped peak reserved, and less when freeing cached segments
+// lets the run go on (tests/fixtures/whatif/whatif_caps.json: runs that trained in up to 35% less).
+uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes);
 
 // The terms of the usual estimate (parameters + optimizer state + max(gradients + optimizer scratch, activations)),
 // measured at one step.
@@ -56,6 +65,8 @@ struct WhatIfReport {
   // Measured (this snapshot) and predicted (after scaling), in the allocator's block bytes.
   uint64_t measured_allocated = 0, measured_reserved = 0;
   uint64_t predicted_allocated = 0, predicted_reserved = 0;
+  // The least the allocator needs (least_allocator_room): with a GPU, it fits when this plus the context does.
+  uint64_t predicted_needed = 0;
   uint32_t predicted_peak_step = 0;
   uint64_t scaled_bytes_at_peak = 0;  // what scales, at the measured peak (requested bytes)
   // With a GPU: whether the predicted reserved memory plus a CUDA context fits, and the largest batch scale that does.
@@ -78,6 +89,7 @@ struct WhatIfFit {
   uint32_t paired = 0, unpaired = 0;  // rows of B paired with rows of A, and not
   uint64_t measured_allocated_a = 0, measured_allocated_b = 0;
   uint64_t predicted_allocated = 0, predicted_reserved = 0;
+  uint64_t predicted_needed = 0;  // as WhatIfReport::predicted_needed
   std::optional<GpuCapacity> gpu;
   bool fits = false;
   std::vector<std::string> notes;

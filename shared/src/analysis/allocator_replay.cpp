@@ -2,8 +2,11 @@
 // allocations with new sizes, for what-if predictions of reserved memory. Modelled: round_size (512-byte multiples),
 // the small (<= 1 MiB) and large pools per stream, segment sizes (2 MiB, 20 MiB, or the request rounded to 2 MiB),
 // best-fit search by (size, address), splitting (small: a remainder of at least 512 bytes; large: more than 1 MiB),
-// merging with free neighbours on free, and segments kept until the end (no empty_cache, no OOM retry). Not modelled:
-// expandable segments, max_split_size_mb, roundup_power2_divisions, CUDA graph pools.
+// merging with free neighbours on free, and segments kept until the end (no empty_cache). Under a cap on reserved
+// memory (a smaller GPU; set_per_process_memory_fraction), a segment that would cross it first makes the allocator free
+// every cached segment nothing is allocated in and try again (release_cached_blocks: with the default
+// max_split_size, release_available_cached_blocks does nothing); then it runs out of memory. Not modelled: expandable
+// segments, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, CUDA graph pools.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -40,6 +43,9 @@ struct Block {
 
 class Replay {
  public:
+  explicit Replay(uint64_t cap) : cap_(cap) {}
+
+  // The block's address, or 0 when the cap leaves no room for the segment it needs (out of memory).
   uint64_t alloc(uint64_t request, int64_t stream) {
     const uint64_t size = round_size(request);
     const bool small = size <= kSmallSize;
@@ -47,6 +53,10 @@ class Replay {
     auto it = pool.lower_bound({size, 0});
     if (it == pool.end()) {
       const uint64_t seg = segment_size(size);
+      if (cap_ && reserved_ + seg > cap_) {
+        release_cached();
+        if (reserved_ + seg > cap_) return 0;
+      }
       // New segments at falling addresses, with a gap so they never merge: best fit breaks size ties by address,
       // and the driver tends to map each new segment below the last (with rising addresses, 4 of the 26 runs in
       // tests/fixtures/whatif came out 12-14% off PyTorch's max_memory_reserved; falling, all within 0.7%).
@@ -98,15 +108,32 @@ class Replay {
   uint64_t allocated() const { return allocated_; }
 
  private:
+  // Frees every segment that is one free block (nothing allocated in it, nothing split off), in every pool.
+  void release_cached() {
+    std::map<uint32_t, uint32_t> blocks_per_segment;
+    for (const auto& [addr, b] : blocks_) ++blocks_per_segment[b.segment];
+    for (auto it = blocks_.begin(); it != blocks_.end();) {
+      const Block& b = it->second;
+      if (!b.used && blocks_per_segment[b.segment] == 1) {
+        pools_[{b.stream, b.small}].erase({b.size, it->first});
+        reserved_ -= b.size;
+        it = blocks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
   std::map<uint64_t, Block> blocks_;
   std::map<std::pair<int64_t, bool>, std::set<std::pair<uint64_t, uint64_t>>> pools_;
+  uint64_t cap_ = 0;
   uint64_t next_addr_ = 1ull << 50, reserved_ = 0, allocated_ = 0;
   uint32_t segments_ = 0;
 };
 
 }  // namespace
 
-AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes) {
+AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes, uint64_t cap) {
   // Events in step order: rows alive before the trace first (step 0), then each step's alloc or free.
   const uint32_t n = lt.count();
   std::vector<std::pair<uint32_t, int64_t>> order;  // (step, +row+1 alloc / -(row+1) free)
@@ -120,13 +147,18 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
   std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
     return x.first != y.first ? (x.first < y.first) : (x.second < 0) > (y.second < 0);
   });
-  Replay r;
+  Replay r(cap);
   AllocatorReplay out;
   std::vector<uint64_t> addr(n, 0);
   for (const auto& [step, e] : order) {
     if (e > 0) {
       const uint32_t i = static_cast<uint32_t>(e - 1);
       addr[i] = r.alloc(std::min<uint64_t>(sizes[i], kMaxRequest), lt.stream[i]);
+      if (addr[i] == 0) {
+        out.out_of_memory = true;
+        out.out_of_memory_step = step;
+        break;
+      }
       if (r.allocated() > out.peak_allocated) {
         out.peak_allocated = r.allocated();
         out.peak_allocated_step = step;
@@ -138,6 +170,20 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
     }
   }
   return out;
+}
+
+uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes) {
+  const AllocatorReplay free_run = replay_caching_allocator(lt, sizes);
+  // Never less than the allocated peak (nothing can be freed below it); bisect up to the uncapped reserved peak.
+  uint64_t lo = free_run.peak_allocated, hi = free_run.peak_reserved;
+  if (lo >= hi) return hi;
+  if (!replay_caching_allocator(lt, sizes, lo).out_of_memory) return lo;
+  while (hi - lo > (1ull << 20)) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (replay_caching_allocator(lt, sizes, mid).out_of_memory) lo = mid;
+    else hi = mid;
+  }
+  return hi;
 }
 
 }  // namespace allocscope

@@ -18,10 +18,10 @@ std::string scale(double x) {
   return b;
 }
 
-std::string verdict(const std::optional<GpuCapacity>& gpu, bool fits, uint64_t reserved) {
+std::string verdict(const std::optional<GpuCapacity>& gpu, bool fits, uint64_t needed) {
   if (!gpu) return "";
   return std::string(fits ? "FITS" : "DOES NOT FIT") + " on " + gpu->label + " (" + size(gpu->total_bytes) +
-         "): needs " + size(reserved) + " reserved plus the CUDA context\n";
+         "): needs at least " + size(needed) + " for the allocator plus the CUDA context\n";
 }
 
 Json gpu_json(const std::optional<GpuCapacity>& gpu) {
@@ -38,8 +38,9 @@ std::string to_text(const WhatIfReport& r) {
   o += "  peak allocated  " + rpad(size(r.measured_allocated), 10) + " -> " + rpad(size(r.predicted_allocated), 10) +
        "  (allocator blocks)\n";
   o += "  peak reserved   " + rpad(size(r.measured_reserved), 10) + " -> " + rpad(size(r.predicted_reserved), 10) + "\n";
+  o += "  least memory it runs in: " + size(r.predicted_needed) + " (short of memory, the allocator frees its cache)\n";
   o += "  grows with the batch at the peak: " + size(r.scaled_bytes_at_peak) + "\n";
-  const std::string v = verdict(r.gpu, r.fits, r.predicted_reserved);
+  const std::string v = verdict(r.gpu, r.fits, r.predicted_needed);
   if (!v.empty()) {
     o += "  " + v;
     o += r.max_batch_scale > 0 ? "  largest batch that fits: " + scale(r.max_batch_scale) + " the recorded one\n"
@@ -72,6 +73,7 @@ std::string to_json(const WhatIfReport& r) {
          {"measured_reserved", r.measured_reserved},
          {"predicted_allocated", r.predicted_allocated},
          {"predicted_reserved", r.predicted_reserved},
+         {"predicted_needed", r.predicted_needed},
          {"predicted_peak_step", r.predicted_peak_step},
          {"scaled_bytes_at_peak", r.scaled_bytes_at_peak},
          {"gpu", gpu_json(r.gpu)},
@@ -92,6 +94,7 @@ std::string to_text(const WhatIfFit& r) {
   std::snprintf(sizes, sizeof sizes, " at %g -> ", r.size_b);
   o += size(r.measured_allocated_b) + sizes + size(r.predicted_allocated) + "\n";
   o += "  peak reserved   -> " + size(r.predicted_reserved) + "\n";
+  o += "  least memory it runs in: " + size(r.predicted_needed) + " (short of memory, the allocator frees its cache)\n";
   o += "  allocations paired " + std::to_string(r.paired) + ", unpaired " + std::to_string(r.unpaired) + "\n";
   for (const WhatIfFit::Check& k : r.checks) {
     char line[200];
@@ -103,7 +106,7 @@ std::string to_text(const WhatIfFit& r) {
     }
     o += "\n";
   }
-  const std::string v = verdict(r.gpu, r.fits, r.predicted_reserved);
+  const std::string v = verdict(r.gpu, r.fits, r.predicted_needed);
   if (!v.empty()) o += "  " + v;
   for (const std::string& n : r.notes) o += "note: " + n + "\n";
   return o;
@@ -119,6 +122,7 @@ std::string to_json(const WhatIfFit& r) {
          {"measured_allocated_b", r.measured_allocated_b},
          {"predicted_allocated", r.predicted_allocated},
          {"predicted_reserved", r.predicted_reserved},
+         {"predicted_needed", r.predicted_needed},
          {"gpu", gpu_json(r.gpu)},
          {"fits", r.gpu ? Json(r.fits) : Json(nullptr)},
          {"notes", r.notes}};
