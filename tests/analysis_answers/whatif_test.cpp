@@ -155,11 +155,11 @@ TEST(WhatIf, OneSnapshotPredictsLargerBatchesWithin10Percent) {
       }
   std::printf("%d predictions from one snapshot, worst error %.3f\n", predictions, worst);
   EXPECT_GE(predictions, 15);
-  // On GPUs 15% above and below the need: two conservative misses (cnn_sgd_b16 -> 64, gpt_ckpt_adamw_b8 -> 32: the
-  // scaled trace of the small run fragments more than the large run did; two snapshots get both right).
+  // On GPUs 15% above and below the need: one conservative miss (gpt_ckpt_adamw_b8 -> 32: the scaled trace of the
+  // small run fragments more than the large run did; two snapshots get it right).
   std::printf("fits verdicts at 15%% from the need: %d of %d right (the reserved-peak rule: %d)\n",
               verdicts_15 - misses_15, verdicts_15, verdicts_15 - old_rule_misses_15);
-  EXPECT_LE(misses_15, 2);
+  EXPECT_LE(misses_15, 1);
 }
 
 // Two snapshots: the two smallest runs of a family predict the larger ones within 5%, and the GPT's two shortest
@@ -206,9 +206,10 @@ TEST(WhatIf, TwoSnapshotsPredictWithin5Percent) {
   }
 }
 
-// The allocator replay under a cap, at each run's own sizes, against the least memory the run trained in. Never more
-// than 1% below it (a "fits" that would run out of memory), and at most 12% above (the CNN: under pressure cuDNN
-// takes algorithms with smaller workspaces, which a snapshot without pressure cannot show).
+// The allocator replay under a cap, at each run's own sizes, against the least memory the run trained in: within 1%
+// below (a "fits" that would run out of memory) and 3% above. The CNN trains in less only because cuDNN, when a
+// workspace runs out of memory, tries its next algorithm: the replay does without such a workspace (optional_rows);
+// without that it read 3-11% high.
 TEST(WhatIf, LeastRoomEqualsWhatTheRunTrainedIn) {
   ASSERT_EQ(caps().size(), 26u);
   double worst = 0;
@@ -216,14 +217,15 @@ TEST(WhatIf, LeastRoomEqualsWhatTheRunTrainedIn) {
     const std::string name = c["name"];
     const LoadedRun* r = load(name);
     ASSERT_TRUE(r) << name;
-    const uint64_t least = least_allocator_room(r->lt, r->lt.size);
+    const std::vector<uint8_t> optional = optional_rows(r->s, r->lt);
+    const uint64_t least = least_allocator_room(r->lt, r->lt.size, &optional);
     const double measured = c["min_cap"].get<double>();
     const double ratio = static_cast<double>(least) / measured;
     worst = std::max(worst, std::fabs(ratio - 1));
     std::printf("%-26s least room %.3f of the measured (unconstrained reserved %.3f)\n", name.c_str(), ratio,
                 c["max_reserved"].get<double>() / measured);
     EXPECT_GT(ratio, 0.99) << name;
-    EXPECT_LT(ratio, 1.12) << name;
+    EXPECT_LT(ratio, 1.03) << name;
   }
   std::printf("worst %.3f\n", worst);
 }

@@ -35,12 +35,17 @@ struct AllocatorReplay {
   bool out_of_memory = false;
   uint32_t out_of_memory_step = 0;
 };
+// `optional` (per row, may be null): allocations the run does without when they do not fit (cuDNN tries its next
+// algorithm when a workspace runs out of memory): under the cap, one that fails is skipped instead of ending the run.
 AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes,
-                                         uint64_t cap = 0);
+                                         uint64_t cap = 0, const std::vector<uint8_t>* optional = nullptr);
+// The rows a run can do without under memory pressure (cuDNN workspaces), for `optional` above.
+std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt);
 // The least memory the allocator needs for the run (sizes as above): the smallest cap under which the replay does
 // not run out of memory, within 1 MiB. At most the uncapped peak reserved, and less when freeing cached segments
 // lets the run go on (tests/fixtures/whatif/whatif_caps.json: runs that trained in up to 35% less).
-uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes);
+uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes,
+                              const std::vector<uint8_t>* optional = nullptr);
 
 // The terms of the usual estimate (parameters + optimizer state + max(gradients + optimizer scratch, activations)),
 // measured at one step.

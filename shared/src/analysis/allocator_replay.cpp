@@ -133,7 +133,8 @@ class Replay {
 
 }  // namespace
 
-AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes, uint64_t cap) {
+AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes, uint64_t cap,
+                                         const std::vector<uint8_t>* optional) {
   // Events in step order: rows alive before the trace first (step 0), then each step's alloc or free.
   const uint32_t n = lt.count();
   std::vector<std::pair<uint32_t, int64_t>> order;  // (step, +row+1 alloc / -(row+1) free)
@@ -155,6 +156,7 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
       const uint32_t i = static_cast<uint32_t>(e - 1);
       addr[i] = r.alloc(std::min<uint64_t>(sizes[i], kMaxRequest), lt.stream[i]);
       if (addr[i] == 0) {
+        if (optional && i < optional->size() && (*optional)[i]) continue;  // done without; its free is a no-op
         out.out_of_memory = true;
         out.out_of_memory_step = step;
         break;
@@ -172,15 +174,23 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
   return out;
 }
 
-uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes) {
+uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes,
+                              const std::vector<uint8_t>* optional) {
   const AllocatorReplay free_run = replay_caching_allocator(lt, sizes);
-  // Never less than the allocated peak (nothing can be freed below it); bisect up to the uncapped reserved peak.
+  // Never less than the allocated peak without the optional rows (nothing can be freed below it); bisect up to the
+  // uncapped reserved peak.
   uint64_t lo = free_run.peak_allocated, hi = free_run.peak_reserved;
+  if (optional) {
+    std::vector<uint64_t> without(sizes);
+    for (size_t i = 0; i < without.size() && i < optional->size(); ++i)
+      if ((*optional)[i]) without[i] = 0;
+    lo = replay_caching_allocator(lt, without).peak_allocated;
+  }
   if (lo >= hi) return hi;
-  if (!replay_caching_allocator(lt, sizes, lo).out_of_memory) return lo;
+  if (!replay_caching_allocator(lt, sizes, lo, optional).out_of_memory) return lo;
   while (hi - lo > (1ull << 20)) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    if (replay_caching_allocator(lt, sizes, mid).out_of_memory) lo = mid;
+    if (replay_caching_allocator(lt, sizes, mid, optional).out_of_memory) lo = mid;
     else hi = mid;
   }
   return hi;

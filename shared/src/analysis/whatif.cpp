@@ -47,6 +47,13 @@ uint8_t flags_at(const std::vector<uint8_t>& f, StackId id) { return id < f.size
 
 }  // namespace
 
+std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt) {
+  const std::vector<uint8_t> flags = stack_flags(s, lt);
+  std::vector<uint8_t> out(lt.count(), 0);
+  for (uint32_t i = 0; i < lt.count(); ++i) out[i] = (flags_at(flags, lt.stack[i]) & kCudnnWorkspace) ? 1 : 0;
+  return out;
+}
+
 std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c) {
   std::unordered_set<uint64_t> param_sizes;
   for (uint32_t i = 0; i < lt.count(); ++i)
@@ -150,18 +157,19 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   r.predicted_allocated = predicted.peak_allocated;
   r.predicted_reserved = predicted.peak_reserved;
   r.predicted_peak_step = predicted.peak_allocated_step;
-  r.predicted_needed = least_allocator_room(lt, sizes);
+  const std::vector<uint8_t> optional = optional_rows(s, lt);
+  r.predicted_needed = least_allocator_room(lt, sizes, &optional);
 
   if (options.gpu) {
     r.gpu = options.gpu;
     const uint64_t room = allocator_room(*options.gpu);
     // Not the unconstrained reserved peak: short of memory, PyTorch frees its cache and goes on (measured: runs
     // trained in up to 35% less than that peak). The replay under the GPU's room says whether it still runs out.
-    r.fits = !replay_caching_allocator(lt, sizes, room).out_of_memory;
+    r.fits = !replay_caching_allocator(lt, sizes, room, &optional).out_of_memory;
     // The largest batch scale (the sequence scale held) that fits: what it needs only grows with the batch, so
     // bisect.
     auto fits_at = [&](double b) {
-      return !replay_caching_allocator(lt, scaled_sizes(lt, grows, b * options.seq), room).out_of_memory;
+      return !replay_caching_allocator(lt, scaled_sizes(lt, grows, b * options.seq), room, &optional).out_of_memory;
     };
     double lo = 0, hi = 1;
     if (fits_at(1e-6)) {
@@ -252,10 +260,11 @@ Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, cons
   const AllocatorReplay p = replay_caching_allocator(lb, sizes);
   out.predicted_allocated = p.peak_allocated;
   out.predicted_reserved = p.peak_reserved;
-  out.predicted_needed = least_allocator_room(lb, sizes);
+  const std::vector<uint8_t> optional = optional_rows(b, lb);
+  out.predicted_needed = least_allocator_room(lb, sizes, &optional);
   if (gpu) {
     out.gpu = gpu;
-    out.fits = !replay_caching_allocator(lb, sizes, allocator_room(*gpu)).out_of_memory;
+    out.fits = !replay_caching_allocator(lb, sizes, allocator_room(*gpu), &optional).out_of_memory;
   }
   if (out.unpaired) out.notes.push_back(std::to_string(out.unpaired) + " allocations of the second snapshot have no "
                                         "partner in the first and keep their size");
