@@ -25,7 +25,8 @@ namespace allocscope {
 // PyTorch's caching allocator replayed over a device's allocations with the sizes given (per lifetimes row; 0: not
 // allocated): its size classes (512-byte rounding; blocks up to 1 MiB in 2 MiB segments, up to 10 MiB in 20 MiB
 // segments, larger in their own rounded to 2 MiB), best-fit reuse, splitting and merging of cached blocks per stream,
-// and no release to the driver. Returns the highest reserved (segment) bytes and the highest allocated (block) bytes.
+// and no release to the driver unless capped (below). Returns the highest reserved (segment) bytes and the highest
+// allocated (block) bytes.
 // With `cap` (bytes the allocator may reserve; 0: no cap), a segment that would cross it first frees the cached
 // segments nothing uses, as PyTorch does before it gives up; `out_of_memory` says the run did not fit even then.
 struct AllocatorReplay {
@@ -41,9 +42,11 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
                                          uint64_t cap = 0, const std::vector<uint8_t>* optional = nullptr);
 // The rows a run can do without under memory pressure (cuDNN workspaces), for `optional` above.
 std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt);
-// The least memory the allocator needs for the run (sizes as above): the smallest cap under which the replay does
-// not run out of memory, within 1 MiB. At most the uncapped peak reserved, and less when freeing cached segments
-// lets the run go on (tests/fixtures/whatif/whatif_caps.json: runs that trained in up to 35% less).
+// The least memory the allocator needs for the run (sizes as above): a cap, found by bisection to within 1 MiB, under
+// which the replay does not run out of memory while 1 MiB less does. At most the uncapped peak reserved, and less
+// when freeing cached segments lets the run go on (tests/fixtures/whatif/whatif_caps.json: runs that trained in up
+// to 35% less). Running out is not strictly monotone in the cap (where segments get released changes how they
+// fragment), so a verdict also replays at the GPU's own room (WhatIfReport::fits).
 uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes,
                               const std::vector<uint8_t>* optional = nullptr);
 
@@ -70,11 +73,13 @@ struct WhatIfReport {
   // Measured (this snapshot) and predicted (after scaling), in the allocator's block bytes.
   uint64_t measured_allocated = 0, measured_reserved = 0;
   uint64_t predicted_allocated = 0, predicted_reserved = 0;
-  // The least the allocator needs (least_allocator_room): with a GPU, it fits when this plus the context does.
+  // The least the allocator needs (least_allocator_room). With a GPU, it fits when this plus the context does and
+  // the replay capped at the GPU's room does not run out of memory.
   uint64_t predicted_needed = 0;
   uint32_t predicted_peak_step = 0;
   uint64_t scaled_bytes_at_peak = 0;  // what scales, at the measured peak (requested bytes)
-  // With a GPU: whether the predicted reserved memory plus a CUDA context fits, and the largest batch scale that does.
+  // With a GPU: whether the run fits beside a CUDA context (predicted_needed above), and the largest batch scale that
+  // does.
   std::optional<GpuCapacity> gpu;
   bool fits = false;
   double max_batch_scale = 0;  // 0 when not even the fixed part fits

@@ -9,6 +9,7 @@
 // segments, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, CUDA graph pools.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -45,8 +46,8 @@ class Replay {
  public:
   explicit Replay(uint64_t cap) : cap_(cap) {}
 
-  // The block's address, or 0 when the cap leaves no room for the segment it needs (out of memory).
-  uint64_t alloc(uint64_t request, int64_t stream) {
+  // The block's address, or none when the cap leaves no room for the segment it needs (out of memory).
+  std::optional<uint64_t> alloc(uint64_t request, int64_t stream) {
     const uint64_t size = round_size(request);
     const bool small = size <= kSmallSize;
     auto& pool = pools_[{stream, small}];
@@ -55,7 +56,7 @@ class Replay {
       const uint64_t seg = segment_size(size);
       if (cap_ && reserved_ + seg > cap_) {
         release_cached();
-        if (reserved_ + seg > cap_) return 0;
+        if (reserved_ + seg > cap_) return std::nullopt;
       }
       // New segments at falling addresses, with a gap so they never merge: best fit breaks size ties by address,
       // and the driver tends to map each new segment below the last (with rising addresses, 4 of the 26 runs in
@@ -151,16 +152,19 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
   Replay r(cap);
   AllocatorReplay out;
   std::vector<uint64_t> addr(n, 0);
+  std::vector<uint8_t> held(n, 0);  // allocated (a skipped optional row is not, and its free does nothing)
   for (const auto& [step, e] : order) {
     if (e > 0) {
       const uint32_t i = static_cast<uint32_t>(e - 1);
-      addr[i] = r.alloc(std::min<uint64_t>(sizes[i], kMaxRequest), lt.stream[i]);
-      if (addr[i] == 0) {
+      std::optional<uint64_t> a = r.alloc(std::min<uint64_t>(sizes[i], kMaxRequest), lt.stream[i]);
+      if (!a) {
         if (optional && i < optional->size() && (*optional)[i]) continue;  // done without; its free is a no-op
         out.out_of_memory = true;
         out.out_of_memory_step = step;
         break;
       }
+      addr[i] = *a;
+      held[i] = 1;
       if (r.allocated() > out.peak_allocated) {
         out.peak_allocated = r.allocated();
         out.peak_allocated_step = step;
@@ -168,7 +172,7 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
       out.peak_reserved = std::max(out.peak_reserved, r.reserved());
     } else {
       const uint32_t i = static_cast<uint32_t>(-e - 1);
-      r.free(addr[i]);
+      if (held[i]) r.free(addr[i]);
     }
   }
   return out;

@@ -24,7 +24,7 @@ std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<
   return sizes;
 }
 
-enum StackFlag : uint8_t { kSeen = 1, kCudnnWorkspace = 2, kAutocastCast = 4 };
+enum StackFlag : uint8_t { kSeen = 1, kCudnnWorkspace = 2, kAutocastCast = 4, kCudnnConvWorkspace = 8 };
 
 // What a stack's C++ frames say beyond its category: a cuDNN workspace (its size follows the batch, unlike cuBLAS's
 // fixed one) or autocast's cast of an operand (a weight's cast does not grow with the batch; the input's does).
@@ -37,6 +37,9 @@ std::vector<uint8_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) {
     for (FrameId fr : s.stack(id)) {
       const std::string_view name = s.str(s.frames[fr].name);
       if (workspace_frame(name) == WorkspaceKind::kCudnn) f[id] |= kCudnnWorkspace;
+      // A convolution's workspace only: its out-of-memory is caught and the next cuDNN engine tried (Conv_v8.cpp's
+      // try_plans); attention's (run_cudnn_SDP) is not, and ends the run like any other allocation.
+      if (name.find("run_conv_plan") != std::string_view::npos) f[id] |= kCudnnConvWorkspace;
       if (name.find("autocast::cached_cast") != std::string_view::npos) f[id] |= kAutocastCast;
     }
   }
@@ -50,7 +53,7 @@ uint8_t flags_at(const std::vector<uint8_t>& f, StackId id) { return id < f.size
 std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt) {
   const std::vector<uint8_t> flags = stack_flags(s, lt);
   std::vector<uint8_t> out(lt.count(), 0);
-  for (uint32_t i = 0; i < lt.count(); ++i) out[i] = (flags_at(flags, lt.stack[i]) & kCudnnWorkspace) ? 1 : 0;
+  for (uint32_t i = 0; i < lt.count(); ++i) out[i] = (flags_at(flags, lt.stack[i]) & kCudnnConvWorkspace) ? 1 : 0;
   return out;
 }
 
@@ -165,7 +168,8 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     const uint64_t room = allocator_room(*options.gpu);
     // Not the unconstrained reserved peak: short of memory, PyTorch frees its cache and goes on (measured: runs
     // trained in up to 35% less than that peak). The replay under the GPU's room says whether it still runs out.
-    r.fits = !replay_caching_allocator(lt, sizes, room, &optional).out_of_memory;
+    // Conservative where the two disagree (running out of memory is not strictly monotone in the cap).
+    r.fits = r.predicted_needed <= room && !replay_caching_allocator(lt, sizes, room, &optional).out_of_memory;
     // The largest batch scale (the sequence scale held) that fits: what it needs only grows with the batch, so
     // bisect.
     auto fits_at = [&](double b) {
@@ -180,6 +184,9 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       }
       r.max_batch_scale = lo;
     }
+    // The largest batch agrees with the verdict on the batch asked about (the bisection tests other points).
+    if (r.fits) r.max_batch_scale = std::max(r.max_batch_scale, options.batch);
+    else if (r.max_batch_scale >= options.batch) r.max_batch_scale = options.batch * 0.995;
   }
   if (options.seq != 1.0)
     r.notes.push_back("sequence length scales activations linearly here; attention scores grow with its square: "
@@ -264,7 +271,8 @@ Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, cons
   out.predicted_needed = least_allocator_room(lb, sizes, &optional);
   if (gpu) {
     out.gpu = gpu;
-    out.fits = !replay_caching_allocator(lb, sizes, allocator_room(*gpu), &optional).out_of_memory;
+    const uint64_t room = allocator_room(*gpu);
+    out.fits = out.predicted_needed <= room && !replay_caching_allocator(lb, sizes, room, &optional).out_of_memory;
   }
   if (out.unpaired) out.notes.push_back(std::to_string(out.unpaired) + " allocations of the second snapshot have no "
                                         "partner in the first and keep their size");
