@@ -106,7 +106,7 @@ const RegisterVerb kRegister({
     "and reserved bytes when the batch (or sequence length) is X times the recorded one. Activations, inputs and\n"
     "the forward's and backward's temporaries scale; parameters, gradients, optimizer state, the optimizer's\n"
     "scratch and library workspaces do not. The trace is replayed with the new sizes, through a model of PyTorch's\n"
-    "caching allocator for reserved bytes. With --gpu: whether it fits (leaving 512 MiB for the CUDA context) and\n"
+    "caching allocator for reserved bytes. With --gpu: whether it fits (leaving 704 MiB for the CUDA context) and\n"
     "the largest batch scale that does. One snapshot sees sequence length as linear; attention scores grow with\n"
     "its square: give two snapshots.\n\n"
     "Two snapshots of the same loop at two batch sizes (or sequence lengths) SA and SB: each allocation is paired\n"

@@ -262,7 +262,9 @@ TEST(Outside, RecordWroteOneMergedSnapshotOnTheGpu) {
     // Both jobs end at their reserved peak: PyTorch's memory_reserved() at exit is its share at the peak.
     EXPECT_EQ(owners[Owner::kPyTorch], label["memory_reserved"].get<uint64_t>());
     EXPECT_GT(owners[Owner::kCublas], 0u);
-    if (std::string(job) == "nccl") EXPECT_EQ(owners[Owner::kNccl], 388ull << 20);
+    if (std::string(job) == "nccl") {
+      EXPECT_EQ(owners[Owner::kNccl], 388ull << 20);
+    }
     uint64_t outside = 0;
     for (const auto& [o, b] : d.owners_at_peak)
       if (o != Owner::kPyTorch) outside += b;

@@ -95,12 +95,15 @@ TEST(Sites, CapturesWithPythonFramesNameTheJobsLine) {
       }
       python += any_py;
       engine += !any_py && FrameFilter::site_text(s, l->ff.site(st)).rfind("backward: ", 0) == 0;
-      if (any_py) EXPECT_TRUE(script) << "a Python stack that does not reach the job's script";
-      if (any_py) EXPECT_TRUE(l->ff.has_user_frame(st));
+      if (any_py) {
+        EXPECT_TRUE(script) << "a Python stack that does not reach the job's script";
+        EXPECT_TRUE(l->ff.has_user_frame(st));
+      }
     }
     EXPECT_GT(python, 0u);
-    if (std::string_view(job) != "cupy" && std::string_view(job) != "jax")
+    if (std::string_view(job) != "cupy" && std::string_view(job) != "jax") {
       EXPECT_GT(engine, 0u);  // the backward pass's own threads
+    }
   }
 }
 
