@@ -194,9 +194,7 @@ Answer whatif_fit(const Request& r, std::span<Loaded* const> files) {
     if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1e9))
       return Answer::error(files[k]->name + ": its size must be a number above 0");
     const DeviceLifetimes* lt = lifetimes_of(*files[k], r.i64("device", -1));
-    if (lt && lt->event_count == 0) lt = nullptr;
-    for (const DeviceLifetimes& d : all_lifetimes(*files[k]).devices)
-      if (!lt && d.event_count > 0) lt = &d;
+    if (!lt || lt->event_count == 0) lt = all_lifetimes(*files[k]).first_traced();
     if (!lt) return Answer::error(files[k]->name + ": no device with a trace");
     runs.push_back({&files[k]->snapshot, lt, v.get<double>()});
   }

@@ -25,8 +25,9 @@ bool parse_positive(const std::string& text, double* out) {
 
 // The device to answer for: --device, else the first with a trace.
 const DeviceLifetimes* pick(const Lifetimes& all, const Args& args) {
+  if (!args.has("device")) return all.first_traced();
   for (const DeviceLifetimes& d : all.devices)
-    if (args.has("device") ? std::to_string(d.device) == args.get("device") : d.event_count > 0) return &d;
+    if (std::to_string(d.device) == args.get("device")) return &d;
   return nullptr;
 }
 

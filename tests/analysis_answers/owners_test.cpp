@@ -135,7 +135,9 @@ TEST(Owners, PyTorchsOwnSnapshotIsWhatTheCaptureCallsPyTorchs) {
     // What the capture has beyond PyTorch's: other libraries' buffers, none the user's own.
     for (const Segment& seg : cap->s.segments) {
       const Owner o = owners.owner(seg.stack);
-      if (o != Owner::kPyTorch) EXPECT_TRUE(is_library_owner(o)) << owner_name(o);
+      if (o != Owner::kPyTorch) {
+        EXPECT_TRUE(is_library_owner(o)) << owner_name(o);
+      }
     }
   }
 }

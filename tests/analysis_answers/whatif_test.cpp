@@ -25,19 +25,22 @@ namespace {
 
 std::string dir() { return std::string(ALLOCSCOPE_FIXTURES) + "/whatif/"; }
 
-const nlohmann::json& runs() {
-  static const nlohmann::json j = [] {
-    std::ifstream f(dir() + "whatif_runs.json");
-    return f ? nlohmann::json::parse(f) : nlohmann::json::array();
-  }();
-  return j;
+nlohmann::json read_array(const std::string& file) {
+  std::ifstream f(dir() + file);
+  return f ? nlohmann::json::parse(f) : nlohmann::json::array();
 }
 
-const nlohmann::json* run_named(const std::string& name) {
-  for (const auto& r : runs())
+const nlohmann::json* entry_named(const nlohmann::json& list, const std::string& name) {
+  for (const auto& r : list)
     if (r["name"] == name) return &r;
   return nullptr;
 }
+
+const nlohmann::json& runs() {
+  static const nlohmann::json j = read_array("whatif_runs.json");
+  return j;
+}
+const nlohmann::json* run_named(const std::string& name) { return entry_named(runs(), name); }
 
 struct LoadedRun {
   Snapshot s;
@@ -97,17 +100,10 @@ std::string name_of(const Family& f, int b) { return f.prefix + std::to_string(b
 // repeated under set_per_process_memory_fraction, the cap bisected to where it trains and 0.3% below where it does
 // not).
 const nlohmann::json& caps() {
-  static const nlohmann::json j = [] {
-    std::ifstream f(dir() + "whatif_caps.json");
-    return f ? nlohmann::json::parse(f) : nlohmann::json::array();
-  }();
+  static const nlohmann::json j = read_array("whatif_caps.json");
   return j;
 }
-const nlohmann::json* cap_named(const std::string& name) {
-  for (const auto& r : caps())
-    if (r["name"] == name) return &r;
-  return nullptr;
-}
+const nlohmann::json* cap_named(const std::string& name) { return entry_named(caps(), name); }
 
 // One snapshot, batch scaled up to 4x: the predicted peak allocated within 10% of the measured run's, and the
 // fits verdict right on GPUs 20% above and below the least memory the run really trained in.

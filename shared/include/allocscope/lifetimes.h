@@ -77,6 +77,7 @@ struct DeviceLifetimes {
 struct Lifetimes {
   std::vector<DeviceLifetimes> devices;
   const DeviceLifetimes* device(int64_t ordinal) const;
+  const DeviceLifetimes* first_traced() const;  // the first device whose trace has events, or null
 };
 
 DeviceLifetimes build_device_lifetimes(const Snapshot& snapshot, int64_t device);

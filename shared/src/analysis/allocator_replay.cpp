@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "allocscope/whatif.h"
 
@@ -64,7 +65,8 @@ class Replay {
       next_addr_ -= seg + kRoundLarge;
       const uint64_t addr = next_addr_;
       reserved_ += seg;
-      blocks_[addr] = Block{seg, segments_++, false, small, stream};
+      blocks_[addr] = Block{seg, static_cast<uint32_t>(segment_bytes_.size()), false, small, stream};
+      segment_bytes_.push_back(seg);
       it = pool.insert({seg, addr}).first;
     }
     const uint64_t addr = it->second;
@@ -109,13 +111,12 @@ class Replay {
   uint64_t allocated() const { return allocated_; }
 
  private:
-  // Frees every segment that is one free block (nothing allocated in it, nothing split off), in every pool.
+  // Frees every segment that is one free block (nothing allocated in it, nothing split off), in every pool: a free
+  // block as large as its segment (segments never merge with each other).
   void release_cached() {
-    std::map<uint32_t, uint32_t> blocks_per_segment;
-    for (const auto& [addr, b] : blocks_) ++blocks_per_segment[b.segment];
     for (auto it = blocks_.begin(); it != blocks_.end();) {
       const Block& b = it->second;
-      if (!b.used && blocks_per_segment[b.segment] == 1) {
+      if (!b.used && b.size == segment_bytes_[b.segment]) {
         pools_[{b.stream, b.small}].erase({b.size, it->first});
         reserved_ -= b.size;
         it = blocks_.erase(it);
@@ -129,7 +130,7 @@ class Replay {
   std::map<std::pair<int64_t, bool>, std::set<std::pair<uint64_t, uint64_t>>> pools_;
   uint64_t cap_ = 0;
   uint64_t next_addr_ = 1ull << 50, reserved_ = 0, allocated_ = 0;
-  uint32_t segments_ = 0;
+  std::vector<uint64_t> segment_bytes_;  // per segment: its size
 };
 
 }  // namespace

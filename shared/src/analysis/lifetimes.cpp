@@ -27,6 +27,12 @@ const DeviceLifetimes* Lifetimes::device(int64_t ordinal) const {
   return nullptr;
 }
 
+const DeviceLifetimes* Lifetimes::first_traced() const {
+  for (const auto& d : devices)
+    if (d.event_count > 0) return &d;
+  return nullptr;
+}
+
 DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
   DeviceLifetimes out;
   out.device = device;

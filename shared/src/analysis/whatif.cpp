@@ -200,9 +200,13 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   return r;
 }
 
-Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b,
-                              const DeviceLifetimes& lb, double size_a, double size_b, double target,
-                              const std::optional<GpuCapacity>& gpu) {
+namespace {
+
+// what_if_fit; `with_needs` = false skips the least-memory bisection (a dozen replays) for fits only read for their
+// allocated peak (what_if_fit_runs' checks).
+Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b, const DeviceLifetimes& lb,
+                           double size_a, double size_b, double target, const std::optional<GpuCapacity>& gpu,
+                           bool with_needs) {
   if (!(size_a > 0 && size_b > 0 && target > 0) || size_a == size_b)
     return Error{"the two sizes must be positive and different, and the target positive"};
   // Rows are paired by their stack (frame texts, since stack ids are per file) in trace order: the same loop
@@ -268,7 +272,7 @@ Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, cons
   out.predicted_allocated = p.peak_allocated;
   out.predicted_reserved = p.peak_reserved;
   const std::vector<uint8_t> optional = optional_rows(b, lb);
-  out.predicted_needed = least_allocator_room(lb, sizes, &optional);
+  if (with_needs || gpu) out.predicted_needed = least_allocator_room(lb, sizes, &optional);
   if (gpu) {
     out.gpu = gpu;
     const uint64_t room = allocator_room(*gpu);
@@ -279,6 +283,14 @@ Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, cons
   out.notes.push_back("each allocation's size is fitted as c * size^k through the two snapshots; reserved is "
                       "modelled on PyTorch's caching allocator");
   return out;
+}
+
+}  // namespace
+
+Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b,
+                              const DeviceLifetimes& lb, double size_a, double size_b, double target,
+                              const std::optional<GpuCapacity>& gpu) {
+  return fit_pair(a, la, b, lb, size_a, size_b, target, gpu, /*with_needs=*/true);
 }
 
 Result<WhatIfFit> what_if_fit_runs(std::vector<WhatIfRun> runs, double target, const std::optional<GpuCapacity>& gpu) {
@@ -299,8 +311,8 @@ Result<WhatIfFit> what_if_fit_runs(std::vector<WhatIfRun> runs, double target, c
   WhatIfFit out = std::move(fit).value();
   for (const WhatIfRun& r : runs) out.sizes.push_back(r.size);
   for (size_t i = 2; i < runs.size(); ++i) {
-    auto c = what_if_fit(*runs[i - 2].snapshot, *runs[i - 2].lifetimes, *runs[i - 1].snapshot, *runs[i - 1].lifetimes,
-                         runs[i - 2].size, runs[i - 1].size, runs[i].size, std::nullopt);
+    auto c = fit_pair(*runs[i - 2].snapshot, *runs[i - 2].lifetimes, *runs[i - 1].snapshot, *runs[i - 1].lifetimes,
+                      runs[i - 2].size, runs[i - 1].size, runs[i].size, std::nullopt, /*with_needs=*/false);
     if (!c.ok()) {  // the prediction stands; only this check could not be made
       char note[120];
       std::snprintf(note, sizeof note, "the check from %g and %g to %g could not be made: ", runs[i - 2].size,
