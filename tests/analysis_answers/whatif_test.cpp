@@ -288,6 +288,15 @@ TEST(WhatIf, SeveralSnapshotsFitOnThePairNearestTheTarget) {
   EXPECT_FALSE(what_if_fit_runs({{&x->s, &x->lt, 256}}, 512, std::nullopt).ok());
 }
 
+// The room "fits" leaves beside the allocator covers the CUDA context measured after a training step's libraries
+// (generators/measure_context.py on the H100: init, a matmul, a convolution, all of them with autocast and attention).
+TEST(WhatIf, ContextRoomCoversTheMeasuredContexts) {
+  const nlohmann::json stages = read_array("context_h100.json");
+  ASSERT_EQ(stages.size(), 4u);
+  for (const auto& st : stages)
+    EXPECT_GE(kTypicalContextBytes, st["context_bytes"].get<uint64_t>()) << st["stage"];
+}
+
 // Sequence length from one snapshot is linear, so it misses attention's square; the answer says so.
 TEST(WhatIf, OneSnapshotSaysSequenceScalingIsLinear) {
   const LoadedRun* base = load("gpt_adamw_b8_s256");
