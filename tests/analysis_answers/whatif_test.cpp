@@ -106,9 +106,9 @@ const nlohmann::json& caps() {
 const nlohmann::json* cap_named(const std::string& name) { return entry_named(caps(), name); }
 
 // One snapshot, batch scaled up to 4x: the predicted peak allocated within 10% of the measured run's, and the
-// fits verdict right on GPUs 20% above and below the least memory the run really trained in.
+// fits verdict right on GPUs 15% above and below the least memory the run really trained in (and how often at 10%).
 TEST(WhatIf, OneSnapshotPredictsLargerBatchesWithin10Percent) {
-  int predictions = 0, verdicts_15 = 0, misses_15 = 0, old_rule_misses_15 = 0;
+  int predictions = 0, verdicts_15 = 0, misses_15 = 0, old_rule_misses_15 = 0, verdicts_10 = 0, misses_10 = 0;
   double worst = 0;
   for (const Family& f : kFamilies)
     for (int from : f.batches)
@@ -132,11 +132,19 @@ TEST(WhatIf, OneSnapshotPredictsLargerBatchesWithin10Percent) {
         ASSERT_TRUE(cap) << name_of(f, to);
         const double needed = (*cap)["min_cap"].get<double>();
         std::printf("    least room predicted %.3f of the measured need\n", static_cast<double>(r.predicted_needed) / needed);
-        for (double margin : {1.2, 0.8, 1.15, 0.85}) {
+        for (double margin : {1.2, 0.8, 1.15, 0.85, 1.1, 0.9}) {
           o.gpu = GpuCapacity{static_cast<uint64_t>(needed * margin) + kTypicalContextBytes, "test", false};
           const WhatIfReport v = what_if(base->s, base->lt, base->c, o);
           if (margin == 1.2 || margin == 0.8) {
             EXPECT_EQ(v.fits, margin > 1) << name_of(f, from) << " -> " << to << " on " << margin << "x its need";
+            continue;
+          }
+          if (margin == 1.1 || margin == 0.9) {
+            ++verdicts_10;
+            if (v.fits != (margin > 1)) {
+              ++misses_10;
+              std::printf("    verdict wrong on %.2fx its need\n", margin);
+            }
             continue;
           }
           ++verdicts_15;
@@ -151,11 +159,12 @@ TEST(WhatIf, OneSnapshotPredictsLargerBatchesWithin10Percent) {
       }
   std::printf("%d predictions from one snapshot, worst error %.3f\n", predictions, worst);
   EXPECT_GE(predictions, 15);
-  // On GPUs 15% above and below the need: one conservative miss (gpt_ckpt_adamw_b8 -> 32: the scaled trace of the
-  // small run fragments more than the large run did; two snapshots get it right).
-  std::printf("fits verdicts at 15%% from the need: %d of %d right (the reserved-peak rule: %d)\n",
-              verdicts_15 - misses_15, verdicts_15, verdicts_15 - old_rule_misses_15);
-  EXPECT_LE(misses_15, 1);
+  // On GPUs 15% above and below the need, every verdict right. Until 2026-11-25 one was not (gpt_ckpt_adamw_b8 ->
+  // 32): its activations' gradients, 4 and 16 MiB at batch 8 like its weights, were not scaled (whatif.cpp).
+  std::printf("fits verdicts at 15%% from the need: %d of %d right (the reserved-peak rule: %d); at 10%%: %d of %d\n",
+              verdicts_15 - misses_15, verdicts_15, verdicts_15 - old_rule_misses_15, verdicts_10 - misses_10,
+              verdicts_10);
+  EXPECT_EQ(misses_15, 0);
 }
 
 // Two snapshots: the two smallest runs of a family predict the larger ones within 5%, and the GPT's two shortest
@@ -178,6 +187,7 @@ TEST(WhatIf, TwoSnapshotsPredictWithin5Percent) {
     if (c.a == "mlp_sgd_amp_b256" && c.target == "mlp_sgd_amp_b2048") c.tolerance = 0.08;
   cases.push_back({"gpt_adamw_b8_s128", "gpt_adamw_b8_s256", "gpt_adamw_b8_s512", 128, 256, 512});
   cases.push_back({"gpt_adamw_b8_s128", "gpt_adamw_b8_s256", "gpt_adamw_b8_s1024", 128, 256, 1024});
+  int verdicts_10 = 0, misses_10 = 0;
   for (const Case& c : cases) {
     const LoadedRun* a = load(c.a);
     const LoadedRun* b = load(c.b);
@@ -193,13 +203,23 @@ TEST(WhatIf, TwoSnapshotsPredictWithin5Percent) {
     // The fits verdict on GPUs 15% above and below the least memory the target run trained in.
     const nlohmann::json* cap = cap_named(c.target);
     ASSERT_TRUE(cap) << c.target;
-    for (double margin : {1.15, 0.85}) {
+    // At 10%, counted and printed (docs/analyses.md).
+    for (double margin : {1.15, 0.85, 1.1, 0.9}) {
       const GpuCapacity gpu{static_cast<uint64_t>((*cap)["min_cap"].get<double>() * margin) + kTypicalContextBytes, "test", false};
       auto v = what_if_fit(a->s, a->lt, b->s, b->lt, c.sa, c.sb, c.st, gpu);
       ASSERT_TRUE(v.ok());
+      if (margin == 1.1 || margin == 0.9) {
+        ++verdicts_10;
+        if (v.value().fits != (margin > 1)) {
+          ++misses_10;
+          std::printf("    verdict wrong on %.2fx its need\n", margin);
+        }
+        continue;
+      }
       EXPECT_EQ(v.value().fits, margin > 1) << c.a << " + " << c.b << " -> " << c.target << " on " << margin << "x its need";
     }
   }
+  std::printf("fits verdicts at 10%% from the need: %d of %d right\n", verdicts_10 - misses_10, verdicts_10);
 }
 
 // The allocator replay under a cap, at each run's own sizes, against the least memory the run trained in: within 1%

@@ -3,8 +3,9 @@
 //
 // One snapshot: every allocation is kept with its lifetime; those that grow with the batch (activations, inputs,
 // the forward's and backward's temporaries) are scaled, the rest (parameters, gradients, optimizer state and the
-// optimizer's scratch, workspaces, weight-sized backward buffers) are not; the trace is replayed with the new sizes
-// for the allocated peak, and through a model of PyTorch's caching allocator for the reserved peak.
+// optimizer's scratch, workspaces, backward buffers of a weight's size and no activation's) are not; the trace is
+// replayed with the new sizes for the allocated peak, and through a model of PyTorch's caching allocator for the
+// reserved peak.
 // Two snapshots of the same loop at two sizes: allocations are paired in trace order and each one's size is fitted as
 // c * size^k, which also follows attention's quadratic terms that one snapshot cannot see.
 #pragma once
