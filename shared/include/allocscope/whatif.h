@@ -113,6 +113,11 @@ struct WhatIfFit {
   std::vector<double> sizes;
   std::vector<Check> checks;
 };
+// The rows of `lb` paired with rows of `la` (-1: none), as the fit above pairs them: by stack, in trace order, a
+// lookahead of 64 skipping what one run has and the other lacks. Also how batch_dependent_rows is checked against a
+// second real run (whatif_test.cpp).
+std::vector<int64_t> pair_allocations(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b,
+                                      const DeviceLifetimes& lb);
 Result<WhatIfFit> what_if_fit(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b,
                               const DeviceLifetimes& lb, double size_a, double size_b, double target,
                               const std::optional<GpuCapacity>& gpu);

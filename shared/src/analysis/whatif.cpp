@@ -24,7 +24,8 @@ std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<
   return sizes;
 }
 
-enum StackFlag : uint8_t { kSeen = 1, kCudnnWorkspace = 2, kAutocastCast = 4, kCudnnConvWorkspace = 8 };
+enum StackFlag : uint8_t { kSeen = 1, kCudnnWorkspace = 2, kAutocastCast = 4, kCudnnConvWorkspace = 8, kReduceStaging = 16,
+                         kWeightGrad = 32, kInputGrad = 64 };
 
 // What a stack's C++ frames say beyond its category: a cuDNN workspace (its size follows the batch, unlike cuBLAS's
 // fixed one) or autocast's cast of an operand (a weight's cast does not grow with the batch; the input's does).
@@ -41,6 +42,13 @@ std::vector<uint8_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) {
       // try_plans); attention's (run_cudnn_SDP) is not, and ends the run like any other allocation.
       if (name.find("run_conv_plan") != std::string_view::npos) f[id] |= kCudnnConvWorkspace;
       if (name.find("autocast::cached_cast") != std::string_view::npos) f[id] |= kAutocastCast;
+      // A reduction split over several blocks stages partial sums in a buffer sized by its input (reducing a
+      // broadcast gradient over the batch: a GPT's position embedding, a bias).
+      if (name.find("gpu_reduce_kernel") != std::string_view::npos) f[id] |= kReduceStaging;
+      // Autograd's formula for a matmul's gradients (FunctionsManual.cpp): a linear layer's weight is mat2
+      // (addmm(bias, input, weight.t()), and x @ W), its input mat1.
+      if (name.find("mm_mat2_backward") != std::string_view::npos) f[id] |= kWeightGrad;
+      if (name.find("mm_mat1_backward") != std::string_view::npos) f[id] |= kInputGrad;
     }
   }
   return f;
@@ -58,14 +66,32 @@ std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt)
 }
 
 std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c) {
-  std::unordered_set<uint64_t> param_sizes;
-  for (uint32_t i = 0; i < lt.count(); ++i)
-    if (c.category[i] == Category::kParameter) param_sizes.insert(lt.size[i]);
+  const uint32_t n = lt.count();
   const std::vector<uint8_t> flags = stack_flags(s, lt);
-  std::vector<uint8_t> grows(lt.count(), 0);
-  // Sizes of what the forward made and the batch grows: a gradient of an activation has the activation's size.
+  std::unordered_set<uint64_t> param_sizes;
+  bool autocast = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (c.category[i] == Category::kParameter) param_sizes.insert(lt.size[i]);
+    if (flags_at(flags, lt.stack[i]) & kAutocastCast) autocast = true;
+  }
+  // Sizes of what the forward made other than casts: a gradient of an activation, or an activation's cast, has the
+  // size of an activation (or half of it).
   std::unordered_set<uint64_t> activation_sizes;
-  for (uint32_t i = 0; i < lt.count(); ++i) {
+  for (uint32_t i = 0; i < n; ++i)
+    if ((c.category[i] == Category::kActivation || c.category[i] == Category::kInput) &&
+        !(flags_at(flags, lt.stack[i]) & kAutocastCast))
+      activation_sizes.insert(lt.size[i]);
+  // Shapes made of powers of two often give an activation a weight's size (a GPT at batch 8 x 256 tokens x 512 wide:
+  // 4 MiB, as its 512x2048 weights); then the activation wins. A weight's cast is made once per forward, and with
+  // `zero_grad(set_to_none=True)`, PyTorch's default, a weight's gradient contribution becomes its .grad (a gradient,
+  // not autograd_detail), so an activation is the likelier. Taking such rows for weights read gpt_ckpt_adamw_b8 ->
+  // b32's reserved 17% high (tests/fixtures/whatif: every allocation paired with the larger run's grows exactly as
+  // the batch or not at all, which is how whatif_test.cpp checks this rule).
+  auto weight_sized = [&](uint64_t b, bool half) {
+    return !activation_sizes.count(b) && (param_sizes.count(b) || (half && param_sizes.count(2 * b)));
+  };
+  std::vector<uint8_t> grows(n, 0);
+  for (uint32_t i = 0; i < n; ++i) {
     const uint8_t f = flags_at(flags, lt.stack[i]);
     if (f & kCudnnWorkspace) {
       grows[i] = 1;
@@ -74,23 +100,22 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
     switch (c.category[i]) {
       case Category::kActivation:
       case Category::kInput:
-        // An autocast copy of a weight (half or the same size as a parameter) stays; of the input, it grows.
-        grows[i] = !((f & kAutocastCast) && (param_sizes.count(lt.size[i]) || param_sizes.count(2 * lt.size[i])));
-        if (grows[i]) activation_sizes.insert(lt.size[i]);
+        // An autocast copy of a weight stays; of an activation, it grows. A cast changes the element's size: an fp32
+        // weight's copy for a bf16 op is half the weight, a bf16 weight's for an fp32 op twice it.
+        grows[i] = !((f & kAutocastCast) &&
+                     (param_sizes.count(2 * lt.size[i]) || (lt.size[i] % 2 == 0 && param_sizes.count(lt.size[i] / 2))));
         break;
       // The optimizer step's scratch has the parameters' shapes; the forward's and backward's follows the batch.
       case Category::kTemporary: grows[i] = c.reason[i] != CategoryReason::kOptimizerFrame; break;
+      // A weight-gradient contribution has its parameter's size (half of it under autocast); a gradient of an
+      // activation, the activation's; a reduction's staging buffer, its input's.
+      case Category::kAutogradDetail:
+        if (f & (kWeightGrad | kInputGrad)) grows[i] = (f & kInputGrad) != 0;
+        else grows[i] = (f & kReduceStaging) || !weight_sized(lt.size[i], autocast);
+        break;
       default: break;
     }
   }
-  // A weight-gradient contribution has its parameter's size; a gradient of an activation, the activation's. Shapes
-  // made of powers of two often give both the same size (a GPT at batch 8 x 256 tokens x 512 wide: 4 MiB, as its
-  // 512x2048 weights), and then the activation wins: with `zero_grad(set_to_none=True)`, PyTorch's default, a
-  // weight's contribution becomes its .grad (a gradient, not this category), so here it is rarer. Taking such rows
-  // for weights read gpt_ckpt_adamw_b8 -> b32's reserved 17% high (tests/fixtures/whatif).
-  for (uint32_t i = 0; i < lt.count(); ++i)
-    if (c.category[i] == Category::kAutogradDetail && !(flags_at(flags, lt.stack[i]) & kCudnnWorkspace))
-      grows[i] = !param_sizes.count(lt.size[i]) || activation_sizes.count(lt.size[i]);
   return grows;
 }
 
@@ -209,15 +234,8 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   return r;
 }
 
-namespace {
-
-// what_if_fit; `with_needs` = false skips the least-memory bisection (a dozen replays) for fits only read for their
-// allocated peak (what_if_fit_runs' checks).
-Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b, const DeviceLifetimes& lb,
-                           double size_a, double size_b, double target, const std::optional<GpuCapacity>& gpu,
-                           bool with_needs) {
-  if (!(size_a > 0 && size_b > 0 && target > 0) || size_a == size_b)
-    return Error{"the two sizes must be positive and different, and the target positive"};
+std::vector<int64_t> pair_allocations(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b,
+                                      const DeviceLifetimes& lb) {
   // Rows are paired by their stack (frame texts, since stack ids are per file) in trace order: the same loop
   // allocates the same sequence at any batch size, give or take a cached workspace.
   auto keys = [](const Snapshot& s, const DeviceLifetimes& lt) {
@@ -236,10 +254,6 @@ Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const S
   };
   const std::vector<size_t> ka = keys(a, la), kb = keys(b, lb);
   std::vector<int64_t> pair(lb.count(), -1);  // row of B -> row of A
-  WhatIfFit out;
-  out.size_a = size_a;
-  out.size_b = size_b;
-  out.target = target;
   constexpr uint32_t kLookahead = 64;
   for (uint32_t i = 0, j = 0; i < la.count() && j < lb.count();) {
     if (ka[i] == kb[j]) {
@@ -256,6 +270,23 @@ Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const S
     else if (dj <= kLookahead) j += dj;
     else ++i, ++j;
   }
+  return pair;
+}
+
+namespace {
+
+// what_if_fit; `with_needs` = false skips the least-memory bisection (a dozen replays) for fits only read for their
+// allocated peak (what_if_fit_runs' checks).
+Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b, const DeviceLifetimes& lb,
+                           double size_a, double size_b, double target, const std::optional<GpuCapacity>& gpu,
+                           bool with_needs) {
+  if (!(size_a > 0 && size_b > 0 && target > 0) || size_a == size_b)
+    return Error{"the two sizes must be positive and different, and the target positive"};
+  const std::vector<int64_t> pair = pair_allocations(a, la, b, lb);  // row of B -> row of A
+  WhatIfFit out;
+  out.size_a = size_a;
+  out.size_b = size_b;
+  out.target = target;
   std::vector<uint64_t> sizes(lb.size);
   const double span = std::log(size_b / size_a);
   const std::vector<uint8_t> flags = stack_flags(b, lb);
