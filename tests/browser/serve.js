@@ -11,9 +11,10 @@ const TYPES = {
   '.svg': 'image/svg+xml', '.pickle': 'application/octet-stream', '.gz': 'application/octet-stream',
 };
 
-function serve(roots) {
+function serve(roots, headers) {
   // roots: {urlPrefix: directory}, longest prefix wins; a key without a trailing slash maps that one path to a file
-  // (the memory test swaps in the capped wasm build that way).
+  // (the memory test swaps in the capped wasm build that way). headers: added to every file served (a host's
+  // Content-Security-Policy).
   const prefixes = Object.keys(roots).sort((a, b) => b.length - a.length);
   const requests = [];
   const server = http.createServer((req, res) => {
@@ -34,7 +35,7 @@ function serve(roots) {
       return;
     }
     res.writeHead(200, { 'content-type': TYPES[path.extname(file)] || 'application/octet-stream',
-                         'cache-control': 'no-store' });
+                         'cache-control': 'no-store', ...(headers || {}) });
     fs.createReadStream(file).pipe(res);
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {

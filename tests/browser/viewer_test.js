@@ -51,6 +51,12 @@ async function openViaInput(page, files) {
   return waitState(page, ['ready', 'error'], 120000);
 }
 
+// After a load ends, only the engine's worker is left (playwright lists the inflater's, a worker's worker, too).
+async function inflaterGone(page) {
+  for (let i = 0; i < 100 && page.workers().length > 1; ++i) await new Promise((r) => setTimeout(r, 50));
+  return page.workers().length === 1;
+}
+
 async function shellTests(browser, origin) {
   console.log('shell');
   const { context, page, watch } = await watchedPage(browser, origin);
@@ -84,6 +90,15 @@ async function shellTests(browser, origin) {
   eq(await openViaInput(page, cut), 'error', 'a gzip cut short ends in data-state=error');
   const cutMsg = await page.textContent('#error-message');
   ok(/cut\.pickle\.gz/.test(cutMsg) && /does not inflate|byte \d+/.test(cutMsg), `it says so: "${cutMsg}"`);
+  ok(await inflaterGone(page), 'the inflater worker is gone after the failed inflate');
+  // A gzip that inflates well but is not a pickle (24 MiB of text): the parse fails at once while the inflater's
+  // worker still has most of the file to go; the load must stop it, not leave it inflating.
+  const gzText = path.join(artifacts, 'text.pickle.gz');
+  fs.writeFileSync(gzText, require('zlib').gzipSync(Buffer.alloc(24 << 20, 'not a pickle, just text. ')));
+  eq(await openViaInput(page, gzText), 'error', 'a gzip of text ends in data-state=error');
+  const textMsg = await page.textContent('#error-message');
+  ok(/text\.pickle\.gz/.test(textMsg) && /byte 0/.test(textMsg), `it names the byte the parse stopped at: "${textMsg}"`);
+  ok(await inflaterGone(page), 'the inflater worker is stopped when the parse fails first');
 
   // Snapshot strings are text, never HTML: frame names, file names, annotations and settings full of markup.
   const evil = path.join(artifacts, 'markup.pickle');
@@ -297,6 +312,29 @@ async function bugTest(browser, origin) {
   await context.close();
 }
 
+// A host whose Content-Security-Policy forbids blob: workers (worker-src 'self', sent as a header, which applies to
+// the engine's worker too): gzip cannot inflate on a worker of its own there, so it inflates inline on the engine's
+// worker, and the file opens with the same facts PyTorch's tools give.
+async function strictHostTest(browser, roots) {
+  console.log('strict host (no blob: workers)');
+  const { server, origin } = await serve(roots, { 'content-security-policy': "worker-src 'self'" });
+  try {
+    const { context, page, watch } = await watchedPage(browser, origin);
+    await fresh(page, origin + '/app/#view=overview');
+    await waitState(page, ['empty']);
+    eq(await openViaInput(page, path.join(fixturesDir, 'gpt2_cpp.pickle.gz')), 'ready', 'a .gz opens on a host that forbids blob: workers');
+    eq(await page.workers()[0].evaluate(() => self.allocscopeEngine.lastInflate), 'inline', 'it inflated inline, on the engine\'s worker');
+    const facts = golden('gpt2_cpp', 'facts.json');
+    const shown = await readFacts(page);
+    eq([shown.total_reserved, shown.total_allocated, shown.segments, shown.active_blocks, shown.actions],
+       [facts.total_reserved, facts.total_allocated, facts.segments, facts.active_blocks, facts.actions], 'gpt2_cpp facts there');
+    eq(watch.foreign, [], 'no request left the origin');
+    await context.close();
+  } finally {
+    server.close();
+  }
+}
+
 async function main() {
   const roots = { '/app/': siteDir, '/fixtures/': fixturesDir, '/': siteDir };
   if (cappedDir) Object.assign(roots, { '/capped/': siteDir, '/capped/allocscope.js': path.join(cappedDir, 'allocscope.js'),
@@ -305,6 +343,7 @@ async function main() {
   const browser = await launch();
   try {
     if (!group || group === 'shell') await shellTests(browser, origin);
+    if (!group || group === 'shell') await strictHostTest(browser, roots);
     if (!group || group === 'fixtures') await fixtureTests(browser, origin);
     if (group === 'big') await bigTest(browser, origin);
     if (group === 'memory') await memoryTest(browser, origin);
