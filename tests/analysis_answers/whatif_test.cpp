@@ -362,6 +362,30 @@ TEST(WhatIf, ContextRoomCoversTheMeasuredContexts) {
     EXPECT_GE(kTypicalContextBytes, st["context_bytes"].get<uint64_t>()) << st["stage"];
 }
 
+// Past twice the recorded size the answer says kernels may change (the bf16 MLP from 256 and 512 to 2048 reads 7%
+// low for buffers only batch 1024 and up allocate); within it, it does not cry wolf.
+TEST(WhatIf, FarTargetsSayKernelsMayChange) {
+  auto says = [](const std::vector<std::string>& notes) {
+    return std::any_of(notes.begin(), notes.end(),
+                       [](const std::string& n) { return n.find("nearest recorded size") != std::string::npos; });
+  };
+  const LoadedRun* a = load("mlp_sgd_amp_b256");
+  const LoadedRun* b = load("mlp_sgd_amp_b512");
+  ASSERT_TRUE(a && b);
+  WhatIfOptions o;
+  o.batch = 2;
+  EXPECT_FALSE(says(what_if(b->s, b->lt, b->c, o).notes));
+  o.batch = 4;
+  EXPECT_TRUE(says(what_if(b->s, b->lt, b->c, o).notes));
+  auto near = what_if_fit(a->s, a->lt, b->s, b->lt, 256, 512, 1024, std::nullopt);
+  auto far = what_if_fit(a->s, a->lt, b->s, b->lt, 256, 512, 2048, std::nullopt);
+  auto below = what_if_fit(a->s, a->lt, b->s, b->lt, 256, 512, 64, std::nullopt);
+  ASSERT_TRUE(near.ok() && far.ok() && below.ok());
+  EXPECT_FALSE(says(near.value().notes));
+  EXPECT_TRUE(says(far.value().notes));
+  EXPECT_TRUE(says(below.value().notes));
+}
+
 // Sequence length from one snapshot is linear, so it misses attention's square; the answer says so.
 TEST(WhatIf, OneSnapshotSaysSequenceScalingIsLinear) {
   const LoadedRun* base = load("gpt_adamw_b8_s256");
