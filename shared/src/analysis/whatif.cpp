@@ -1,10 +1,14 @@
 // What-if predictions (whatif.h): scale what grows with the batch, replay, and ask the allocator model for reserved.
 #include "allocscope/whatif.h"
 
+#include "allocscope/iterations.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace allocscope {
@@ -104,6 +108,35 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
   auto weight_sized = [&](uint64_t b, bool half) {
     return !activation_sizes.count(b) && (param_sizes.count(b) || (half && param_sizes.count(2 * b)));
   };
+  // An autocast copy of a weight: half a weight's size (an fp32 weight for a bf16 op) or twice it (a bf16 weight for
+  // an fp32 op). Autocast caches a weight's copy for the forward, so a step makes at most one per weight: where a step
+  // makes more copies of a size than there are weights of its source's size, they are activations' (GPT-2 widths at
+  // batch 4: nine 3 MiB copies a step, and one 6 MiB weight, the position embedding, which is never cast). Without
+  // iterations to count in, any weight of the source's size decides.
+  std::unordered_map<uint64_t, uint32_t> params_of_size;
+  for (uint32_t i = 0; i < n; ++i)
+    if (c.category[i] == Category::kParameter) ++params_of_size[lt.size[i]];
+  std::unordered_map<uint64_t, uint32_t> casts_per_step;  // size -> the most copies of it one iteration makes
+  if (autocast) {
+    const Iterations it = detect_iterations(s, lt);
+    if (it.source != Iterations::Source::kNone) {
+      std::map<std::pair<uint32_t, uint64_t>, uint32_t> counts;
+      for (uint32_t i = 0; i < n; ++i)
+        if ((flags_at(flags, lt.stack[i]) & kAutocastCast) && lt.alloc_event[i] != kNoEvent) {
+          const uint32_t k = ++counts[{it.region_of(lt.birth_step(i)), lt.size[i]}];
+          casts_per_step[lt.size[i]] = std::max(casts_per_step[lt.size[i]], k);
+        }
+    }
+  }
+  auto weight_cast = [&](uint64_t b) {
+    auto count = [&](uint64_t size) {
+      auto f = params_of_size.find(size);
+      return f == params_of_size.end() ? 0u : f->second;
+    };
+    const uint32_t sources = count(2 * b) + (b % 2 == 0 ? count(b / 2) : 0);
+    auto made = casts_per_step.find(b);
+    return sources > 0 && (made == casts_per_step.end() || made->second <= sources);
+  };
   std::vector<uint8_t> grows(n, 0);
   for (uint32_t i = 0; i < n; ++i) {
     const uint8_t f = flags_at(flags, lt.stack[i]);
@@ -114,10 +147,8 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
     switch (c.category[i]) {
       case Category::kActivation:
       case Category::kInput:
-        // An autocast copy of a weight stays; of an activation, it grows. A cast changes the element's size: an fp32
-        // weight's copy for a bf16 op is half the weight, a bf16 weight's for an fp32 op twice it.
-        grows[i] = !((f & kAutocastCast) &&
-                     (param_sizes.count(2 * lt.size[i]) || (lt.size[i] % 2 == 0 && param_sizes.count(lt.size[i] / 2))));
+        // An autocast copy of a weight stays; of an activation, it grows.
+        grows[i] = !((f & kAutocastCast) && weight_cast(lt.size[i]));
         break;
       // The optimizer step's scratch has the parameters' shapes; the forward's and backward's follows the batch.
       case Category::kTemporary: grows[i] = c.reason[i] != CategoryReason::kOptimizerFrame; break;
