@@ -376,6 +376,34 @@ TEST(WhatIf, ContextRoomCoversTheMeasuredContexts) {
     EXPECT_GE(kTypicalContextBytes, st["context_bytes"].get<uint64_t>()) << st["stage"];
 }
 
+// Under a memory cap, a convolution's cuDNN workspace that does not fit is done without (PyTorch's try_plans catches
+// the out-of-memory and tries the next engine), but attention's is not caught: the held-out GPT-2 runs ran cuDNN's
+// attention (scaled_dot_product_attention on the H100), and none of its workspaces may be taken as optional.
+TEST(WhatIf, OnlyConvolutionWorkspacesAreOptional) {
+  auto workspaces = [](const LoadedRun& r, const char* frame) {
+    uint32_t all = 0, optional = 0;
+    const std::vector<uint8_t> opt = optional_rows(r.s, r.lt);
+    for (uint32_t i = 0; i < r.lt.count(); ++i) {
+      bool hit = false;
+      for (FrameId f : r.s.stack(r.lt.stack[i]))
+        if (r.s.str(r.s.frames[f].name).find(frame) != std::string_view::npos) hit = true;
+      if (!hit) continue;
+      ++all;
+      optional += opt[i];
+    }
+    return std::make_pair(all, optional);
+  };
+  const LoadedRun* gpt2 = load("gpt2_amp_adamw_b4_s512");
+  const LoadedRun* cnn = load("cnn_sgd_b32");
+  ASSERT_TRUE(gpt2 && cnn);
+  const auto [sdp, sdp_optional] = workspaces(*gpt2, "run_cudnn_SDP");
+  EXPECT_GT(sdp, 0u) << "the fixture no longer holds cuDNN attention";
+  EXPECT_EQ(sdp_optional, 0u);
+  const auto [conv, conv_optional] = workspaces(*cnn, "run_conv_plan");
+  EXPECT_GT(conv, 0u);
+  EXPECT_EQ(conv_optional, conv);
+}
+
 // Past twice the recorded size the answer says kernels may change (the bf16 MLP from 256 and 512 to 2048 reads 7%
 // low for buffers only batch 1024 and up allocate); within it, it does not cry wolf.
 TEST(WhatIf, FarTargetsSayKernelsMayChange) {
