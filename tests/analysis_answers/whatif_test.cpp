@@ -93,7 +93,7 @@ const Family kFamilies[] = {
     {"cnn_sgd_b", "", {16, 32, 64, 128}},               {"gpt_adamw_b", "_s256", {4, 8, 16, 32}},
     {"gpt_ckpt_adamw_b", "_s256", {4, 8, 16, 32}},      {"gpt_amp_adamw_b", "_s256", {4, 8, 16}},
     // Held out: recorded after the scaling rules were set from the families above (GPT-2's widths, tied embedding,
-    // fused attention, 512 tokens).
+    // fused attention, 512 tokens); one rule was added for them afterwards (autocast copies counted per step).
     {"gpt2_amp_adamw_b", "_s512", {2, 4, 8, 16}},       {"gpt2_sgd_b", "_s512", {2, 4, 8}},
 };
 
@@ -168,15 +168,17 @@ TEST(WhatIf, OneSnapshotPredictsLargerBatchesWithin10Percent) {
               verdicts_15 - misses_15, verdicts_15, verdicts_15 - old_rule_misses_15, verdicts_10 - misses_10,
               verdicts_10);
   EXPECT_EQ(misses_15, 0);
+  EXPECT_EQ(misses_10, 0);
 }
 
 // What one snapshot scales, allocation by allocation, against a real run at a larger batch: each allocation paired
 // with the larger run's (by stack, in trace order) grows there exactly as the batch or not at all, so the real run
 // says which rows batch_dependent_rows should scale. cuDNN's workspaces are left out (their size jumps with the
 // algorithm chosen per shape). Before 2026-11-25 up to 9.7% of the bytes grew otherwise than predicted (activations
-// the size of a weight taken for weights, bf16 weight gradients and reductions' staging buffers missed); the rest
-// now is the bf16 GPT at batch 8 (activations' casts of a weight's cast size: 2.8%) and what is neither (a causal
-// mask, position ids: constant, made in the forward).
+// the size of a weight taken for weights, bf16 weight gradients and reductions' staging buffers missed); now every
+// pair is within 0.1% but the bf16 GPT at batch 8 -> 16 (2.2%: fc1's input and the fc1 and fc2 weights are all 2 MiB
+// copies of 4 MiB tensors made at one line), and what is left is neither kind (a causal mask, position ids: constant,
+// made in the forward).
 bool staging(const Snapshot& s, StackId stack) {
   for (FrameId f : s.stack(stack))
     if (s.str(s.frames[f].name).find("gpu_reduce_kernel") != std::string_view::npos) return true;
@@ -217,11 +219,16 @@ TEST(WhatIf, OneSnapshotScalesWhatTheLargerRunGrew) {
           }
         }
         ASSERT_GT(rows, 100u) << name_of(f, from) << " -> " << to;
+        uint32_t paired = 0;
+        for (int64_t p : pair) paired += p >= 0;
+        // Most allocations pair (the bf16 MLP from batch 1024 on has 24 of 162 that smaller runs lack).
+        EXPECT_GT(paired, b->lt.count() * 8 / 10) << name_of(f, from) << " -> " << to << ": the runs should pair";
         const double share = wrong / bytes;
         worst = std::max(worst, share);
         std::printf("%-26s -> b%-5d %4u of %5u allocations, %5.2f%% of the bytes, grow otherwise than predicted\n",
                     name_of(f, from).c_str(), to, wrong_rows, rows, 100 * share);
-        EXPECT_LT(share, 0.03) << name_of(f, from) << " -> " << to;
+        const bool known = name_of(f, from) == "gpt_amp_adamw_b8_s256";  // the ambiguous copies above
+        EXPECT_LT(share, known ? 0.03 : 0.002) << name_of(f, from) << " -> " << to;
       }
   std::printf("worst %.2f%% of the bytes\n", 100 * worst);
 }
@@ -279,6 +286,7 @@ TEST(WhatIf, TwoSnapshotsPredictWithin5Percent) {
     }
   }
   std::printf("fits verdicts at 10%% from the need: %d of %d right\n", verdicts_10 - misses_10, verdicts_10);
+  EXPECT_EQ(misses_10, 0);
 }
 
 // The allocator replay under a cap, at each run's own sizes, against the least memory the run trained in: within 1%
@@ -378,7 +386,9 @@ TEST(WhatIf, ContextRoomCoversTheMeasuredContexts) {
 
 // Under a memory cap, a convolution's cuDNN workspace that does not fit is done without (PyTorch's try_plans catches
 // the out-of-memory and tries the next engine), but attention's is not caught: the held-out GPT-2 runs ran cuDNN's
-// attention (scaled_dot_product_attention on the H100), and none of its workspaces may be taken as optional.
+// attention (scaled_dot_product_attention on the H100), and none of its workspaces may be taken as optional. A guard
+// on the rule's frame matching, with a fixture that holds both kinds; the evidence that the rule is right is the
+// least memory the runs trained in (LeastRoomEqualsWhatTheRunTrainedIn).
 TEST(WhatIf, OnlyConvolutionWorkspacesAreOptional) {
   auto workspaces = [](const LoadedRun& r, const char* frame) {
     uint32_t all = 0, optional = 0;

@@ -318,8 +318,11 @@ async function bugTest(browser, origin) {
 async function strictHostTest(browser, roots) {
   console.log('strict host (no blob: workers)');
   const { server, origin } = await serve(roots, { 'content-security-policy': "worker-src 'self'" });
+  let context = null;
   try {
-    const { context, page, watch } = await watchedPage(browser, origin);
+    const w = await watchedPage(browser, origin);
+    context = w.context;
+    const { page, watch } = w;
     await fresh(page, origin + '/app/#view=overview');
     await waitState(page, ['empty']);
     eq(await openViaInput(page, path.join(fixturesDir, 'gpt2_cpp.pickle.gz')), 'ready', 'a .gz opens on a host that forbids blob: workers');
@@ -329,8 +332,8 @@ async function strictHostTest(browser, roots) {
     eq([shown.total_reserved, shown.total_allocated, shown.segments, shown.active_blocks, shown.actions],
        [facts.total_reserved, facts.total_allocated, facts.segments, facts.active_blocks, facts.actions], 'gpt2_cpp facts there');
     eq(watch.foreign, [], 'no request left the origin');
-    await context.close();
   } finally {
+    if (context) await context.close();
     server.close();
   }
 }

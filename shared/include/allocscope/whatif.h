@@ -88,7 +88,8 @@ struct WhatIfReport {
   std::vector<uint64_t> predicted_total;  // with_totals: requested bytes alive at each step, sizes scaled
 };
 
-// Which rows grow with the batch (1) and which do not (0), from their categories, reasons and frames.
+// Which rows grow with the batch (1) and which do not (0), from their categories, reasons, frames and sizes (a size
+// that is a weight's and no activation's; autocast's copies counted per iteration).
 std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c);
 
 WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, const WhatIfOptions& options);

@@ -28,11 +28,20 @@ std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<
   return sizes;
 }
 
-enum StackFlag : uint8_t { kSeen = 1, kCudnnWorkspace = 2, kAutocastCast = 4, kCudnnConvWorkspace = 8, kReduceStaging = 16,
-                         kWeightGrad = 32, kInputGrad = 64 };
+enum StackFlag : uint8_t {
+  kSeen = 1,
+  kCudnnWorkspace = 2,
+  kAutocastCast = 4,
+  kCudnnConvWorkspace = 8,
+  kReduceStaging = 16,
+  kMat2Grad = 32,
+  kMat1Grad = 64,
+};
 
 // What a stack's C++ frames say beyond its category: a cuDNN workspace (its size follows the batch, unlike cuBLAS's
-// fixed one) or autocast's cast of an operand (a weight's cast does not grow with the batch; the input's does).
+// fixed one), a convolution's among them (optional under a cap), autocast's cast of an operand (a weight's cast does
+// not grow with the batch; the input's does), a reduction's staging buffer, and which operand of a matmul a gradient
+// is for.
 std::vector<uint8_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) {
   std::vector<uint8_t> f(s.stacks.size(), 0);
   for (uint32_t i = 0; i < lt.count(); ++i) {
@@ -50,9 +59,9 @@ std::vector<uint8_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) {
       // broadcast gradient over the batch: a GPT's position embedding, a bias).
       if (name.find("gpu_reduce_kernel") != std::string_view::npos) f[id] |= kReduceStaging;
       // Autograd's formula for a matmul's gradients (FunctionsManual.cpp): a linear layer's weight is mat2
-      // (addmm(bias, input, weight.t()), and x @ W), its input mat1.
-      if (name.find("mm_mat2_backward") != std::string_view::npos) f[id] |= kWeightGrad;
-      if (name.find("mm_mat1_backward") != std::string_view::npos) f[id] |= kInputGrad;
+      // (addmm(bias, input, weight.t()), and x @ W), its input mat1; W @ x or two activations are otherwise.
+      if (name.find("mm_mat2_backward") != std::string_view::npos) f[id] |= kMat2Grad;
+      if (name.find("mm_mat1_backward") != std::string_view::npos) f[id] |= kMat1Grad;
     }
   }
   return f;
@@ -105,8 +114,10 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
   // not autograd_detail), so an activation is the likelier. Taking such rows for weights read gpt_ckpt_adamw_b8 ->
   // b32's reserved 17% high (tests/fixtures/whatif: every allocation paired with the larger run's grows exactly as
   // the batch or not at all, which is how whatif_test.cpp checks this rule).
-  auto weight_sized = [&](uint64_t b, bool half) {
-    return !activation_sizes.count(b) && (param_sizes.count(b) || (half && param_sizes.count(2 * b)));
+  // Twice a size, or 0 where that would not fit in 64 bits (a hostile size): no parameter has size 0.
+  auto twice = [](uint64_t b) { return b <= UINT64_MAX / 2 ? 2 * b : 0; };
+  auto weight_size = [&](uint64_t b, bool allow_half) {
+    return param_sizes.count(b) || (allow_half && param_sizes.count(twice(b)));
   };
   // An autocast copy of a weight: half a weight's size (an fp32 weight for a bf16 op) or twice it (a bf16 weight for
   // an fp32 op). Autocast caches a weight's copy for the forward, so a step makes at most one per weight: where a step
@@ -133,7 +144,7 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
       auto f = params_of_size.find(size);
       return f == params_of_size.end() ? 0u : f->second;
     };
-    const uint32_t sources = count(2 * b) + (b % 2 == 0 ? count(b / 2) : 0);
+    const uint32_t sources = count(twice(b)) + (b % 2 == 0 ? count(b / 2) : 0);
     auto made = casts_per_step.find(b);
     return sources > 0 && (made == casts_per_step.end() || made->second <= sources);
   };
@@ -153,11 +164,17 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
       // The optimizer step's scratch has the parameters' shapes; the forward's and backward's follows the batch.
       case Category::kTemporary: grows[i] = c.reason[i] != CategoryReason::kOptimizerFrame; break;
       // A weight-gradient contribution has its parameter's size (half of it under autocast); a gradient of an
-      // activation, the activation's; a reduction's staging buffer, its input's.
-      case Category::kAutogradDetail:
-        if (f & (kWeightGrad | kInputGrad)) grows[i] = (f & kInputGrad) != 0;
-        else grows[i] = (f & kReduceStaging) || !weight_sized(lt.size[i], autocast);
+      // activation, the activation's; a reduction's staging buffer, its input's. Where the size is both a weight's
+      // and an activation's, a matmul's frame says which operand the gradient is for, and otherwise the activation
+      // wins.
+      case Category::kAutogradDetail: {
+        const uint64_t b = lt.size[i];
+        const bool weight = weight_size(b, autocast), activation = activation_sizes.count(b) > 0;
+        if (f & kReduceStaging) grows[i] = 1;
+        else if (weight && activation && (f & (kMat1Grad | kMat2Grad))) grows[i] = (f & kMat1Grad) != 0;
+        else grows[i] = !weight || activation;
         break;
+      }
       default: break;
     }
   }
@@ -267,7 +284,9 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     if (r.fits) r.max_batch_scale = std::max(r.max_batch_scale, options.batch);
     else if (r.max_batch_scale >= options.batch) r.max_batch_scale = options.batch * 0.995;
   }
-  note_extrapolation(options.batch * options.seq, &r.notes);
+  // The scale farther from 1 (a longer sequence at a smaller batch is still far from what was recorded).
+  const bool batch_farther = std::fabs(std::log(options.batch)) >= std::fabs(std::log(options.seq));
+  note_extrapolation(batch_farther ? options.batch : options.seq, &r.notes);
   if (options.seq != 1.0)
     r.notes.push_back("sequence length scales activations linearly here; attention scores grow with its square: "
                       "give two snapshots at two lengths (whatif A B --sizes ...) to follow them");
@@ -288,6 +307,10 @@ std::vector<int64_t> pair_allocations(const Snapshot& a, const DeviceLifetimes& 
     std::vector<size_t> k(lt.count());
     for (uint32_t i = 0; i < lt.count(); ++i) {
       size_t h = static_cast<size_t>(lt.origin[i]) * 0x9e3779b97f4a7c15ull;
+      if (lt.stack[i] >= s.stacks.size()) {  // lifetimes of another snapshot: no frames to key on
+        k[i] = h;
+        continue;
+      }
       for (FrameId f : s.stack(lt.stack[i])) {
         const Frame& fr = s.frames[f];
         h = h * 1000003u ^ std::hash<std::string_view>()(s.str(fr.name));
