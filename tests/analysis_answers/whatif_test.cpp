@@ -95,6 +95,8 @@ const Family kFamilies[] = {
     // Held out: recorded after the scaling rules were set from the families above (GPT-2's widths, tied embedding,
     // fused attention, 512 tokens); one rule was added for them afterwards (autocast copies counted per step).
     {"gpt2_amp_adamw_b", "_s512", {2, 4, 8, 16}},       {"gpt2_sgd_b", "_s512", {2, 4, 8}},
+    // and under torch.compile (recorded after every rule above).
+    {"gpt2c_amp_adamw_b", "_s512", {2, 4, 8}},
 };
 
 std::string name_of(const Family& f, int b) { return f.prefix + std::to_string(b) + f.suffix; }
@@ -192,6 +194,10 @@ TEST(WhatIf, OneSnapshotScalesWhatTheLargerRunGrew) {
       for (int to : f.batches) {
         const int from = f.batches[i];
         if (to <= from || to > 4 * from) continue;
+        // Not for torch.compile's runs: their generated code keys every buffer of a graph alike (its file and lines
+        // change with the shapes), so pairing by order can match a buffer with its neighbour, and a mismatch says
+        // nothing. Their peaks, above, are the check.
+        if (std::string(f.prefix).rfind("gpt2c_", 0) == 0) continue;
         const LoadedRun* a = load(name_of(f, from));
         const LoadedRun* b = load(name_of(f, to));
         ASSERT_TRUE(a && b);
@@ -294,7 +300,7 @@ TEST(WhatIf, TwoSnapshotsPredictWithin5Percent) {
 // workspace runs out of memory, tries its next algorithm: the replay does without such a workspace (optional_rows);
 // without that it read 3-11% high.
 TEST(WhatIf, LeastRoomEqualsWhatTheRunTrainedIn) {
-  ASSERT_EQ(caps().size(), 33u);
+  ASSERT_EQ(caps().size(), 36u);
   double worst = 0;
   for (const auto& c : caps()) {
     const std::string name = c["name"];

@@ -115,7 +115,8 @@ struct WhatIfFit {
   std::vector<Check> checks;
 };
 // The rows of `lb` paired with rows of `la` (-1: none), as the fit above pairs them: by stack, in trace order, a
-// lookahead of 64 skipping what one run has and the other lacks. Also how batch_dependent_rows is checked against a
+// lookahead of 64 skipping what one run has and the other lacks; frames in torch.compile's generated code count by
+// their function only (their files and lines change with the shapes). Also how batch_dependent_rows is checked against a
 // second real run (whatif_test.cpp).
 std::vector<int64_t> pair_allocations(const Snapshot& a, const DeviceLifetimes& la, const Snapshot& b,
                                       const DeviceLifetimes& lb);

@@ -36,6 +36,7 @@ enum StackFlag : uint8_t {
   kReduceStaging = 16,
   kMat2Grad = 32,
   kMat1Grad = 64,
+  kGenerated = 128,  // torch.compile's generated code (Inductor) made it
 };
 
 // What a stack's C++ frames say beyond its category: a cuDNN workspace (its size follows the batch, unlike cuBLAS's
@@ -62,6 +63,7 @@ std::vector<uint8_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) {
       // (addmm(bias, input, weight.t()), and x @ W), its input mat1; W @ x or two activations are otherwise.
       if (name.find("mm_mat2_backward") != std::string_view::npos) f[id] |= kMat2Grad;
       if (name.find("mm_mat1_backward") != std::string_view::npos) f[id] |= kMat1Grad;
+      if (s.str(s.frames[fr].filename).find("torchinductor_") != std::string_view::npos) f[id] |= kGenerated;
     }
   }
   return f;
@@ -95,19 +97,20 @@ std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt)
 std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c) {
   const uint32_t n = lt.count();
   const std::vector<uint8_t> flags = stack_flags(s, lt);
+  // A copy of an operand, which may be a weight's: autocast's (a cached_cast frame), or any buffer the forward of a
+  // torch.compile'd graph makes (Inductor fuses the casts into its kernels: nothing in the stack tells a weight's bf16
+  // copy from an activation).
+  auto copy = [&](uint32_t i) {
+    const uint8_t f = flags_at(flags, lt.stack[i]);
+    return (f & kAutocastCast) ||
+           ((f & kGenerated) && (c.category[i] == Category::kActivation || c.category[i] == Category::kInput));
+  };
   std::unordered_set<uint64_t> param_sizes;
-  bool autocast = false;
+  bool autocast = false;  // half-precision copies possible (a compiled graph may run under autocast unseen)
   for (uint32_t i = 0; i < n; ++i) {
     if (c.category[i] == Category::kParameter) param_sizes.insert(lt.size[i]);
-    if (flags_at(flags, lt.stack[i]) & kAutocastCast) autocast = true;
+    if (flags_at(flags, lt.stack[i]) & (kAutocastCast | kGenerated)) autocast = true;
   }
-  // Sizes of what the forward made other than casts: a gradient of an activation, or an activation's cast, has the
-  // size of an activation (or half of it).
-  std::unordered_set<uint64_t> activation_sizes;
-  for (uint32_t i = 0; i < n; ++i)
-    if ((c.category[i] == Category::kActivation || c.category[i] == Category::kInput) &&
-        !(flags_at(flags, lt.stack[i]) & kAutocastCast))
-      activation_sizes.insert(lt.size[i]);
   // Shapes made of powers of two often give an activation a weight's size (a GPT at batch 8 x 256 tokens x 512 wide:
   // 4 MiB, as its 512x2048 weights); then the activation wins. A weight's cast is made once per forward, and with
   // `zero_grad(set_to_none=True)`, PyTorch's default, a weight's gradient contribution becomes its .grad (a gradient,
@@ -133,7 +136,7 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
     if (it.source != Iterations::Source::kNone) {
       std::map<std::pair<uint32_t, uint64_t>, uint32_t> counts;
       for (uint32_t i = 0; i < n; ++i)
-        if ((flags_at(flags, lt.stack[i]) & kAutocastCast) && lt.alloc_event[i] != kNoEvent) {
+        if (copy(i) && lt.alloc_event[i] != kNoEvent) {
           const uint32_t k = ++counts[{it.region_of(lt.birth_step(i)), lt.size[i]}];
           casts_per_step[lt.size[i]] = std::max(casts_per_step[lt.size[i]], k);
         }
@@ -148,6 +151,12 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
     auto made = casts_per_step.find(b);
     return sources > 0 && (made == casts_per_step.end() || made->second <= sources);
   };
+  // Sizes of what the forward made other than weights' copies: a gradient of an activation has an activation's size.
+  std::unordered_set<uint64_t> activation_sizes;
+  for (uint32_t i = 0; i < n; ++i)
+    if ((c.category[i] == Category::kActivation || c.category[i] == Category::kInput) &&
+        !(copy(i) && weight_cast(lt.size[i])))
+      activation_sizes.insert(lt.size[i]);
   std::vector<uint8_t> grows(n, 0);
   for (uint32_t i = 0; i < n; ++i) {
     const uint8_t f = flags_at(flags, lt.stack[i]);
@@ -158,8 +167,8 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
     switch (c.category[i]) {
       case Category::kActivation:
       case Category::kInput:
-        // An autocast copy of a weight stays; of an activation, it grows.
-        grows[i] = !((f & kAutocastCast) && weight_cast(lt.size[i]));
+        // A copy of a weight stays; of an activation, it grows.
+        grows[i] = !(copy(i) && weight_cast(lt.size[i]));
         break;
       // The optimizer step's scratch has the parameters' shapes; the forward's and backward's follows the batch.
       case Category::kTemporary: grows[i] = c.reason[i] != CategoryReason::kOptimizerFrame; break;
@@ -314,7 +323,12 @@ std::vector<int64_t> pair_allocations(const Snapshot& a, const DeviceLifetimes& 
       for (FrameId f : s.stack(lt.stack[i])) {
         const Frame& fr = s.frames[f];
         h = h * 1000003u ^ std::hash<std::string_view>()(s.str(fr.name));
-        h = h * 1000003u ^ std::hash<std::string_view>()(s.str(fr.filename));
+        // torch.compile's generated code lives in files named by a hash of the graph (torchinductor_USER/xx/cx...py),
+        // and its lines move when the shapes change a kernel's code: there the function alone is kept, and the
+        // graph's allocations pair in order.
+        const std::string_view file = s.str(fr.filename);
+        if (file.find("torchinductor_") != std::string_view::npos) continue;
+        h = h * 1000003u ^ std::hash<std::string_view>()(file);
         h = h * 1000003u ^ static_cast<size_t>(fr.line);
       }
       k[i] = h;
