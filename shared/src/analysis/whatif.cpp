@@ -28,6 +28,19 @@ std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<
   return sizes;
 }
 
+// torch.compile's generated code (Inductor): a file in its cache, /tmp/torchinductor_USER by default, or wherever
+// TORCHINDUCTOR_CACHE_DIR puts it, named by the code's hash: DIR/xy/cxy<49 more of [a-z0-9]>.py.
+bool generated_code_file(std::string_view path) {
+  if (path.find("torchinductor_") != std::string_view::npos) return true;
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos || slash < 3 || path[slash - 3] != '/') return false;
+  const std::string_view base = path.substr(slash + 1), dir = path.substr(slash - 2, 2);
+  if (base.size() != 55 || base[0] != 'c' || base.substr(52) != ".py" || base.substr(1, 2) != dir) return false;
+  for (size_t k = 1; k < 52; ++k)
+    if (!((base[k] >= 'a' && base[k] <= 'z') || (base[k] >= '0' && base[k] <= '9'))) return false;
+  return true;
+}
+
 enum StackFlag : uint8_t {
   kSeen = 1,
   kCudnnWorkspace = 2,
@@ -63,13 +76,14 @@ std::vector<uint8_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) {
       // (addmm(bias, input, weight.t()), and x @ W), its input mat1; W @ x or two activations are otherwise.
       if (name.find("mm_mat2_backward") != std::string_view::npos) f[id] |= kMat2Grad;
       if (name.find("mm_mat1_backward") != std::string_view::npos) f[id] |= kMat1Grad;
-      if (s.str(s.frames[fr].filename).find("torchinductor_") != std::string_view::npos) f[id] |= kGenerated;
+      if (generated_code_file(s.str(s.frames[fr].filename))) f[id] |= kGenerated;
     }
   }
   return f;
 }
 
 uint8_t flags_at(const std::vector<uint8_t>& f, StackId id) { return id < f.size() ? f[id] : 0; }
+
 
 // Said when the prediction reaches more than twice (or under half) the size a snapshot was recorded at: PyTorch picks
 // some kernels by shape, and those can allocate what no recorded run did.
@@ -106,10 +120,10 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
            ((f & kGenerated) && (c.category[i] == Category::kActivation || c.category[i] == Category::kInput));
   };
   std::unordered_set<uint64_t> param_sizes;
-  bool autocast = false;  // half-precision copies possible (a compiled graph may run under autocast unseen)
+  bool autocast = false;  // half-precision copies possible (a compiled forward may run under autocast unseen)
   for (uint32_t i = 0; i < n; ++i) {
     if (c.category[i] == Category::kParameter) param_sizes.insert(lt.size[i]);
-    if (flags_at(flags, lt.stack[i]) & (kAutocastCast | kGenerated)) autocast = true;
+    if (copy(i)) autocast = true;
   }
   // Shapes made of powers of two often give an activation a weight's size (a GPT at batch 8 x 256 tokens x 512 wide:
   // 4 MiB, as its 512x2048 weights); then the activation wins. A weight's cast is made once per forward, and with
@@ -142,20 +156,25 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
         }
     }
   }
-  auto weight_cast = [&](uint64_t b) {
+  // `seen_cast`: autocast's own (a cached_cast frame); otherwise a compiled forward's buffer, which is taken for a
+  // weight's copy only when it is counted within iterations and half a weight (fp32 to bf16, what autocast does
+  // under compile): by size alone, an fp32 compiled model's activations would pass for copies and the prediction
+  // would come out low.
+  auto weight_cast = [&](uint64_t b, bool seen_cast) {
     auto count = [&](uint64_t size) {
       auto f = params_of_size.find(size);
       return f == params_of_size.end() ? 0u : f->second;
     };
-    const uint32_t sources = count(twice(b)) + (b % 2 == 0 ? count(b / 2) : 0);
+    const uint32_t sources = count(twice(b)) + (seen_cast && b % 2 == 0 ? count(b / 2) : 0);
     auto made = casts_per_step.find(b);
+    if (!seen_cast && made == casts_per_step.end()) return false;
     return sources > 0 && (made == casts_per_step.end() || made->second <= sources);
   };
   // Sizes of what the forward made other than weights' copies: a gradient of an activation has an activation's size.
   std::unordered_set<uint64_t> activation_sizes;
   for (uint32_t i = 0; i < n; ++i)
     if ((c.category[i] == Category::kActivation || c.category[i] == Category::kInput) &&
-        !(copy(i) && weight_cast(lt.size[i])))
+        !(flags_at(flags, lt.stack[i]) & kAutocastCast) && !(copy(i) && weight_cast(lt.size[i], false)))
       activation_sizes.insert(lt.size[i]);
   std::vector<uint8_t> grows(n, 0);
   for (uint32_t i = 0; i < n; ++i) {
@@ -168,7 +187,7 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
       case Category::kActivation:
       case Category::kInput:
         // A copy of a weight stays; of an activation, it grows.
-        grows[i] = !(copy(i) && weight_cast(lt.size[i]));
+        grows[i] = !(copy(i) && weight_cast(lt.size[i], (f & kAutocastCast) != 0));
         break;
       // The optimizer step's scratch has the parameters' shapes; the forward's and backward's follows the batch.
       case Category::kTemporary: grows[i] = c.reason[i] != CategoryReason::kOptimizerFrame; break;
@@ -327,7 +346,7 @@ std::vector<int64_t> pair_allocations(const Snapshot& a, const DeviceLifetimes& 
         // and its lines move when the shapes change a kernel's code: there the function alone is kept, and the
         // graph's allocations pair in order.
         const std::string_view file = s.str(fr.filename);
-        if (file.find("torchinductor_") != std::string_view::npos) continue;
+        if (generated_code_file(file)) continue;
         h = h * 1000003u ^ std::hash<std::string_view>()(file);
         h = h * 1000003u ^ static_cast<size_t>(fr.line);
       }
