@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "allocscope/categories.h"
@@ -388,6 +389,59 @@ TEST(WhatIf, ContextRoomCoversTheMeasuredContexts) {
   ASSERT_EQ(stages.size(), 4u);
   for (const auto& st : stages)
     EXPECT_GE(kTypicalContextBytes, st["context_bytes"].get<uint64_t>()) << st["stage"];
+}
+
+// The same check without pairing, for torch.compile's runs too (whose buffers cannot be paired one by one): the sizes
+// one snapshot predicts, as a multiset, against the sizes the larger run allocated. Left out on both sides: what
+// launch heuristics size (cuDNN workspaces, reductions' staging buffers) and the compiler's first-step autotuning.
+// Bytes of the larger run that no predicted allocation matches within 1% grew otherwise than predicted: at most 1.3%
+// (the compiled GPT-2 at batch 2) but for the bf16 GPT at batch 8 (its ambiguous copies, 2.9%).
+// torch.compile's autotuning in the first step (Inductor benchmarking its kernels' configs: Triton's 50 MiB buffer
+// that flushes the H100's L2, copies of the kernels' arguments): a third of the compiled runs' allocations, a
+// different number at each batch, gone after the first step.
+bool autotuning(const Snapshot& s, StackId stack) {
+  for (FrameId f : s.stack(stack)) {
+    const Frame& fr = s.frames[f];
+    if (s.str(fr.filename).find("/_inductor/") != std::string_view::npos &&
+        s.str(fr.name).find("bench") != std::string_view::npos)
+      return true;
+  }
+  return false;
+}
+
+TEST(WhatIf, OneSnapshotPredictsTheSizesTheLargerRunAllocated) {
+  for (const Family& f : kFamilies)
+    for (size_t i = 0; i < 2; ++i)
+      for (int to : f.batches) {
+        const int from = f.batches[i];
+        if (to <= from || to > 4 * from) continue;
+        const LoadedRun* a = load(name_of(f, from));
+        const LoadedRun* b = load(name_of(f, to));
+        ASSERT_TRUE(a && b);
+        const std::vector<uint8_t> grows = batch_dependent_rows(a->s, a->lt, a->c);
+        const double scale = static_cast<double>(to) / from;
+        std::multiset<uint64_t> predicted;
+        for (uint32_t r = 0; r < a->lt.count(); ++r)
+          if (a->lt.alloc_event[r] != kNoEvent && a->c.reason[r] != CategoryReason::kWorkspace && !autotuning(a->s, a->lt.stack[r]) &&
+              !staging(a->s, a->lt.stack[r]))
+            predicted.insert(static_cast<uint64_t>(std::llround(static_cast<double>(a->lt.size[r]) * (grows[r] ? scale : 1.0))));
+        double bytes = 0, unmatched = 0;
+        for (uint32_t j = 0; j < b->lt.count(); ++j) {
+          if (b->lt.alloc_event[j] == kNoEvent || b->c.reason[j] == CategoryReason::kWorkspace || autotuning(b->s, b->lt.stack[j]) ||
+              staging(b->s, b->lt.stack[j]))
+            continue;
+          const uint64_t real = b->lt.size[j];
+          bytes += static_cast<double>(real);
+          auto it = predicted.lower_bound(real - real / 100);
+          if (it != predicted.end() && *it <= real + real / 100) predicted.erase(it);
+          else unmatched += static_cast<double>(real);
+        }
+        const double share = unmatched / bytes;
+        std::printf("%-26s -> b%-5d %5.2f%% of the larger run's bytes have no predicted size\n", name_of(f, from).c_str(),
+                    to, 100 * share);
+        const bool known = name_of(f, from) == "gpt_amp_adamw_b8_s256";
+        EXPECT_LT(share, known ? 0.03 : 0.015) << name_of(f, from) << " -> " << to;
+      }
 }
 
 // Under a memory cap, a convolution's cuDNN workspace that does not fit is done without (PyTorch's try_plans catches
