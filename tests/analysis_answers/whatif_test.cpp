@@ -391,11 +391,6 @@ TEST(WhatIf, ContextRoomCoversTheMeasuredContexts) {
     EXPECT_GE(kTypicalContextBytes, st["context_bytes"].get<uint64_t>()) << st["stage"];
 }
 
-// The same check without pairing, for torch.compile's runs too (whose buffers cannot be paired one by one): the sizes
-// one snapshot predicts, as a multiset, against the sizes the larger run allocated. Left out on both sides: what
-// launch heuristics size (cuDNN workspaces, reductions' staging buffers) and the compiler's first-step autotuning.
-// Bytes of the larger run that no predicted allocation matches within 1% grew otherwise than predicted: at most 1.3%
-// (the compiled GPT-2 at batch 2) but for the bf16 GPT at batch 8 (its ambiguous copies, 2.9%).
 // torch.compile's autotuning in the first step (Inductor benchmarking its kernels' configs: Triton's 50 MiB buffer
 // that flushes the H100's L2, copies of the kernels' arguments): a third of the compiled runs' allocations, a
 // different number at each batch, gone after the first step.
@@ -409,6 +404,12 @@ bool autotuning(const Snapshot& s, StackId stack) {
   return false;
 }
 
+// The same check without pairing, for torch.compile's runs too (whose buffers cannot be paired one by one): the sizes
+// one snapshot predicts, as a multiset, against the sizes the larger run allocated. Left out on both sides: what
+// launch heuristics size (cuDNN workspaces, reductions' staging buffers) and the compiler's first-step autotuning.
+// Bytes of the larger run that no predicted allocation matches within 1%, and predicted bytes that match nothing it
+// allocated: at most 0.35% each, but for the compiled GPT-2 at batch 2 (1.2% and 2.8%) and the bf16 GPT at batch 8
+// (its ambiguous copies, 2.9% and 2.2%).
 TEST(WhatIf, OneSnapshotPredictsTheSizesTheLargerRunAllocated) {
   for (const Family& f : kFamilies)
     for (size_t i = 0; i < 2; ++i)
@@ -425,6 +426,8 @@ TEST(WhatIf, OneSnapshotPredictsTheSizesTheLargerRunAllocated) {
           if (a->lt.alloc_event[r] != kNoEvent && a->c.reason[r] != CategoryReason::kWorkspace && !autotuning(a->s, a->lt.stack[r]) &&
               !staging(a->s, a->lt.stack[r]))
             predicted.insert(static_cast<uint64_t>(std::llround(static_cast<double>(a->lt.size[r]) * (grows[r] ? scale : 1.0))));
+        double predicted_bytes = 0;
+        for (uint64_t x : predicted) predicted_bytes += static_cast<double>(x);
         double bytes = 0, unmatched = 0;
         for (uint32_t j = 0; j < b->lt.count(); ++j) {
           if (b->lt.alloc_event[j] == kNoEvent || b->c.reason[j] == CategoryReason::kWorkspace || autotuning(b->s, b->lt.stack[j]) ||
@@ -436,11 +439,18 @@ TEST(WhatIf, OneSnapshotPredictsTheSizesTheLargerRunAllocated) {
           if (it != predicted.end() && *it <= real + real / 100) predicted.erase(it);
           else unmatched += static_cast<double>(real);
         }
-        const double share = unmatched / bytes;
-        std::printf("%-26s -> b%-5d %5.2f%% of the larger run's bytes have no predicted size\n", name_of(f, from).c_str(),
-                    to, 100 * share);
+        // Both ways: what the larger run allocated that was not predicted, and what was predicted that it did not.
+        double left = 0;
+        for (uint64_t x : predicted) left += static_cast<double>(x);
+        const double share = unmatched / bytes, left_share = left / predicted_bytes;
+        std::printf("%-26s -> b%-5d %5.2f%% of the larger run's bytes have no predicted size, %5.2f%% of the predicted "
+                    "bytes no real one\n", name_of(f, from).c_str(), to, 100 * share, 100 * left_share);
         const bool known = name_of(f, from) == "gpt_amp_adamw_b8_s256";
-        EXPECT_LT(share, known ? 0.03 : 0.015) << name_of(f, from) << " -> " << to;
+        const bool compiled = std::string(f.prefix).rfind("gpt2c_", 0) == 0;
+        // The compiled runs' weight copies are recognised cautiously: what stays unrecognised is scaled, so they
+        // over-predict (up to 2.8% of the predicted bytes) rather than under-predict (1.2%).
+        EXPECT_LT(share, known ? 0.035 : compiled ? 0.015 : 0.006) << name_of(f, from) << " -> " << to;
+        EXPECT_LT(left_share, known || compiled ? 0.035 : 0.006) << name_of(f, from) << " -> " << to;
       }
 }
 

@@ -84,7 +84,6 @@ std::vector<uint8_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) {
 
 uint8_t flags_at(const std::vector<uint8_t>& f, StackId id) { return id < f.size() ? f[id] : 0; }
 
-
 // Said when the prediction reaches more than twice (or under half) the size a snapshot was recorded at: PyTorch picks
 // some kernels by shape, and those can allocate what no recorded run did.
 void note_extrapolation(double factor, std::vector<std::string>* notes) {
@@ -120,10 +119,10 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
            ((f & kGenerated) && (c.category[i] == Category::kActivation || c.category[i] == Category::kInput));
   };
   std::unordered_set<uint64_t> param_sizes;
-  bool autocast = false;  // half-precision copies possible (a compiled forward may run under autocast unseen)
+  bool copies = false;  // any copy to count
   for (uint32_t i = 0; i < n; ++i) {
     if (c.category[i] == Category::kParameter) param_sizes.insert(lt.size[i]);
-    if (copy(i)) autocast = true;
+    if (copy(i)) copies = true;
   }
   // Shapes made of powers of two often give an activation a weight's size (a GPT at batch 8 x 256 tokens x 512 wide:
   // 4 MiB, as its 512x2048 weights); then the activation wins. A weight's cast is made once per forward, and with
@@ -145,7 +144,7 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
   for (uint32_t i = 0; i < n; ++i)
     if (c.category[i] == Category::kParameter) ++params_of_size[lt.size[i]];
   std::unordered_map<uint64_t, uint32_t> casts_per_step;  // size -> the most copies of it one iteration makes
-  if (autocast) {
+  if (copies) {
     const Iterations it = detect_iterations(s, lt);
     if (it.source != Iterations::Source::kNone) {
       std::map<std::pair<uint32_t, uint64_t>, uint32_t> counts;
@@ -170,6 +169,14 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
     if (!seen_cast && made == casts_per_step.end()) return false;
     return sources > 0 && (made == casts_per_step.end() || made->second <= sources);
   };
+  // Half precision, so a weight's gradient may be half its size: autocast's casts seen, or a compiled forward's buffer
+  // taken for a weight's bf16 copy (an fp32 compiled model has none, and its gradients of half a weight's size are
+  // not taken for weights').
+  bool half = false;
+  for (uint32_t i = 0; i < n && !half; ++i) {
+    const uint8_t f = flags_at(flags, lt.stack[i]);
+    half = (f & kAutocastCast) || (copy(i) && weight_cast(lt.size[i], false));
+  }
   // Sizes of what the forward made other than weights' copies: a gradient of an activation has an activation's size.
   std::unordered_set<uint64_t> activation_sizes;
   for (uint32_t i = 0; i < n; ++i)
@@ -197,7 +204,7 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
       // wins.
       case Category::kAutogradDetail: {
         const uint64_t b = lt.size[i];
-        const bool weight = weight_size(b, autocast), activation = activation_sizes.count(b) > 0;
+        const bool weight = weight_size(b, half), activation = activation_sizes.count(b) > 0;
         if (f & kReduceStaging) grows[i] = 1;
         else if (weight && activation && (f & (kMat1Grad | kMat2Grad))) grows[i] = (f & kMat1Grad) != 0;
         else grows[i] = !weight || activation;
