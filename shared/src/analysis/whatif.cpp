@@ -110,40 +110,34 @@ std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt)
 std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c) {
   const uint32_t n = lt.count();
   const std::vector<uint8_t> flags = stack_flags(s, lt);
+  auto forward_made = [&](uint32_t i) {
+    return c.category[i] == Category::kActivation || c.category[i] == Category::kInput;
+  };
   // A copy of an operand, which may be a weight's: autocast's (a cached_cast frame), or any buffer the forward of a
   // torch.compile'd graph makes (Inductor fuses the casts into its kernels: nothing in the stack tells a weight's bf16
   // copy from an activation).
+  auto autocast_cast = [&](uint32_t i) { return (flags_at(flags, lt.stack[i]) & kAutocastCast) != 0; };
   auto copy = [&](uint32_t i) {
-    const uint8_t f = flags_at(flags, lt.stack[i]);
-    return (f & kAutocastCast) ||
-           ((f & kGenerated) && (c.category[i] == Category::kActivation || c.category[i] == Category::kInput));
+    return autocast_cast(i) || ((flags_at(flags, lt.stack[i]) & kGenerated) && forward_made(i));
   };
-  std::unordered_set<uint64_t> param_sizes;
-  bool copies = false;  // any copy to count
+  std::unordered_map<uint64_t, uint32_t> params_of_size;
+  bool copies = false;
   for (uint32_t i = 0; i < n; ++i) {
-    if (c.category[i] == Category::kParameter) param_sizes.insert(lt.size[i]);
-    if (copy(i)) copies = true;
+    if (c.category[i] == Category::kParameter) ++params_of_size[lt.size[i]];
+    copies = copies || copy(i);
   }
-  // Shapes made of powers of two often give an activation a weight's size (a GPT at batch 8 x 256 tokens x 512 wide:
-  // 4 MiB, as its 512x2048 weights); then the activation wins. A weight's cast is made once per forward, and with
-  // `zero_grad(set_to_none=True)`, PyTorch's default, a weight's gradient contribution becomes its .grad (a gradient,
-  // not autograd_detail), so an activation is the likelier. Taking such rows for weights read gpt_ckpt_adamw_b8 ->
-  // b32's reserved 17% high (tests/fixtures/whatif: every allocation paired with the larger run's grows exactly as
-  // the batch or not at all, which is how whatif_test.cpp checks this rule).
+  auto params = [&](uint64_t size) {
+    auto f = params_of_size.find(size);
+    return f == params_of_size.end() ? 0u : f->second;
+  };
   // Twice a size, or 0 where that would not fit in 64 bits (a hostile size): no parameter has size 0.
   auto twice = [](uint64_t b) { return b <= UINT64_MAX / 2 ? 2 * b : 0; };
-  auto weight_size = [&](uint64_t b, bool allow_half) {
-    return param_sizes.count(b) || (allow_half && param_sizes.count(twice(b)));
-  };
-  // An autocast copy of a weight: half a weight's size (an fp32 weight for a bf16 op) or twice it (a bf16 weight for
-  // an fp32 op). Autocast caches a weight's copy for the forward, so a step makes at most one per weight: where a step
-  // makes more copies of a size than there are weights of its source's size, they are activations' (GPT-2 widths at
-  // batch 4: nine 3 MiB copies a step, and one 6 MiB weight, the position embedding, which is never cast). Without
-  // iterations to count in, any weight of the source's size decides.
-  std::unordered_map<uint64_t, uint32_t> params_of_size;
-  for (uint32_t i = 0; i < n; ++i)
-    if (c.category[i] == Category::kParameter) ++params_of_size[lt.size[i]];
-  std::unordered_map<uint64_t, uint32_t> casts_per_step;  // size -> the most copies of it one iteration makes
+
+  // A copy of a weight: half a weight's size (an fp32 weight for a bf16 op) or twice it (a bf16 weight for an fp32
+  // op). Autocast caches a weight's copy for the forward, so a step makes at most one per weight: where a step makes
+  // more copies of a size than there are weights of its source's size, they are activations' (GPT-2 widths at batch
+  // 4: nine 3 MiB copies a step, and one 6 MiB weight, the position embedding, which is never cast).
+  std::unordered_map<uint64_t, uint32_t> copies_per_step;  // size -> the most copies of it one iteration makes
   if (copies) {
     const Iterations it = detect_iterations(s, lt);
     if (it.source != Iterations::Source::kNone) {
@@ -151,38 +145,30 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
       for (uint32_t i = 0; i < n; ++i)
         if (copy(i) && lt.alloc_event[i] != kNoEvent) {
           const uint32_t k = ++counts[{it.region_of(lt.birth_step(i)), lt.size[i]}];
-          casts_per_step[lt.size[i]] = std::max(casts_per_step[lt.size[i]], k);
+          copies_per_step[lt.size[i]] = std::max(copies_per_step[lt.size[i]], k);
         }
     }
   }
-  // `seen_cast`: autocast's own (a cached_cast frame); otherwise a compiled forward's buffer, which is taken for a
-  // weight's copy only when it is counted within iterations and half a weight (fp32 to bf16, what autocast does
+  // Autocast's own copies: without iterations to count in, any weight of the source's size decides. A compiled
+  // forward's buffer is a weight's copy only when it is counted and half a weight (fp32 to bf16, what autocast does
   // under compile): by size alone, an fp32 compiled model's activations would pass for copies and the prediction
   // would come out low.
-  auto weight_cast = [&](uint64_t b, bool seen_cast) {
-    auto count = [&](uint64_t size) {
-      auto f = params_of_size.find(size);
-      return f == params_of_size.end() ? 0u : f->second;
-    };
-    const uint32_t sources = count(twice(b)) + (seen_cast && b % 2 == 0 ? count(b / 2) : 0);
-    auto made = casts_per_step.find(b);
-    if (!seen_cast && made == casts_per_step.end()) return false;
-    return sources > 0 && (made == casts_per_step.end() || made->second <= sources);
-  };
-  // Half precision, so a weight's gradient may be half its size: autocast's casts seen, or a compiled forward's buffer
-  // taken for a weight's bf16 copy (an fp32 compiled model has none, and its gradients of half a weight's size are
-  // not taken for weights').
-  bool half = false;
-  for (uint32_t i = 0; i < n && !half; ++i) {
-    const uint8_t f = flags_at(flags, lt.stack[i]);
-    half = (f & kAutocastCast) || (copy(i) && weight_cast(lt.size[i], false));
+  std::vector<uint8_t> weight_copy(n, 0);
+  bool half = false;  // half precision: a weight's gradient may be half its size
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!copy(i)) continue;
+    const uint64_t b = lt.size[i];
+    const bool seen = autocast_cast(i);
+    const uint32_t sources = params(twice(b)) + (seen && b % 2 == 0 ? params(b / 2) : 0);
+    auto made = copies_per_step.find(b);
+    weight_copy[i] = made == copies_per_step.end() ? seen && sources > 0 : sources > 0 && made->second <= sources;
+    half = half || seen || weight_copy[i];
   }
-  // Sizes of what the forward made other than weights' copies: a gradient of an activation has an activation's size.
+  // Sizes of what the forward made other than copies (autocast's, or a compiled forward's taken for a weight's): a
+  // gradient of an activation has an activation's size.
   std::unordered_set<uint64_t> activation_sizes;
   for (uint32_t i = 0; i < n; ++i)
-    if ((c.category[i] == Category::kActivation || c.category[i] == Category::kInput) &&
-        !(flags_at(flags, lt.stack[i]) & kAutocastCast) && !(copy(i) && weight_cast(lt.size[i], false)))
-      activation_sizes.insert(lt.size[i]);
+    if (forward_made(i) && !autocast_cast(i) && !weight_copy[i]) activation_sizes.insert(lt.size[i]);
   std::vector<uint8_t> grows(n, 0);
   for (uint32_t i = 0; i < n; ++i) {
     const uint8_t f = flags_at(flags, lt.stack[i]);
@@ -193,18 +179,21 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
     switch (c.category[i]) {
       case Category::kActivation:
       case Category::kInput:
-        // A copy of a weight stays; of an activation, it grows.
-        grows[i] = !(copy(i) && weight_cast(lt.size[i], (f & kAutocastCast) != 0));
+        grows[i] = !weight_copy[i];  // a copy of a weight stays; of an activation, it grows
         break;
       // The optimizer step's scratch has the parameters' shapes; the forward's and backward's follows the batch.
       case Category::kTemporary: grows[i] = c.reason[i] != CategoryReason::kOptimizerFrame; break;
       // A weight-gradient contribution has its parameter's size (half of it under autocast); a gradient of an
       // activation, the activation's; a reduction's staging buffer, its input's. Where the size is both a weight's
       // and an activation's, a matmul's frame says which operand the gradient is for, and otherwise the activation
-      // wins.
+      // wins: shapes made of powers of two often give an activation a weight's size (a GPT at batch 8 x 256 tokens x
+      // 512 wide: 4 MiB, as its 512x2048 weights), and with `zero_grad(set_to_none=True)`, PyTorch's default, a
+      // weight's contribution becomes its .grad (a gradient, not this category), so the activation is the likelier.
+      // Taking such rows for weights read gpt_ckpt_adamw_b8 -> b32's reserved 17% high (tests/fixtures/whatif).
       case Category::kAutogradDetail: {
         const uint64_t b = lt.size[i];
-        const bool weight = weight_size(b, half), activation = activation_sizes.count(b) > 0;
+        const bool weight = params(b) > 0 || (half && params(twice(b)) > 0);
+        const bool activation = activation_sizes.count(b) > 0;
         if (f & kReduceStaging) grows[i] = 1;
         else if (weight && activation && (f & (kMat1Grad | kMat2Grad))) grows[i] = (f & kMat1Grad) != 0;
         else grows[i] = !weight || activation;
@@ -339,25 +328,31 @@ std::vector<int64_t> pair_allocations(const Snapshot& a, const DeviceLifetimes& 
   // Rows are paired by their stack (frame texts, since stack ids are per file) in trace order: the same loop
   // allocates the same sequence at any batch size, give or take a cached workspace.
   auto keys = [](const Snapshot& s, const DeviceLifetimes& lt) {
+    // Each stack's frames hashed once (rows share stacks by the thousand).
+    std::vector<size_t> of_stack(s.stacks.size(), 0);
+    std::vector<uint8_t> done(s.stacks.size(), 0);
     std::vector<size_t> k(lt.count());
     for (uint32_t i = 0; i < lt.count(); ++i) {
-      size_t h = static_cast<size_t>(lt.origin[i]) * 0x9e3779b97f4a7c15ull;
-      if (lt.stack[i] >= s.stacks.size()) {  // lifetimes of another snapshot: no frames to key on
-        k[i] = h;
-        continue;
+      const StackId id = lt.stack[i];
+      size_t h = 0;  // lifetimes of another snapshot (a stack id out of range): no frames to key on
+      if (id < s.stacks.size()) {
+        if (!done[id]) {
+          for (FrameId f : s.stack(id)) {
+            const Frame& fr = s.frames[f];
+            of_stack[id] = of_stack[id] * 1000003u ^ std::hash<std::string_view>()(s.str(fr.name));
+            // torch.compile's generated code lives in files named by a hash of the graph, and its lines move when
+            // the shapes change a kernel's code: there the function alone is kept, and a graph's allocations pair
+            // in order.
+            const std::string_view file = s.str(fr.filename);
+            if (generated_code_file(file)) continue;
+            of_stack[id] = of_stack[id] * 1000003u ^ std::hash<std::string_view>()(file);
+            of_stack[id] = of_stack[id] * 1000003u ^ static_cast<size_t>(fr.line);
+          }
+          done[id] = 1;
+        }
+        h = of_stack[id];
       }
-      for (FrameId f : s.stack(lt.stack[i])) {
-        const Frame& fr = s.frames[f];
-        h = h * 1000003u ^ std::hash<std::string_view>()(s.str(fr.name));
-        // torch.compile's generated code lives in files named by a hash of the graph (torchinductor_USER/xx/cx...py),
-        // and its lines move when the shapes change a kernel's code: there the function alone is kept, and the
-        // graph's allocations pair in order.
-        const std::string_view file = s.str(fr.filename);
-        if (generated_code_file(file)) continue;
-        h = h * 1000003u ^ std::hash<std::string_view>()(file);
-        h = h * 1000003u ^ static_cast<size_t>(fr.line);
-      }
-      k[i] = h;
+      k[i] = h * 0x9e3779b97f4a7c15ull ^ static_cast<size_t>(lt.origin[i]);
     }
     return k;
   };
