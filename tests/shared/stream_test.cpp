@@ -2,8 +2,11 @@
 // it whole, a cut input is reported at finish(), and error offsets count from the start of the whole input.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "allocscope/loader.h"
 #include "allocscope/pickle.h"
+#include "allocscope/writer.h"
 #include "fixtures.h"
 
 namespace allocscope {
@@ -61,6 +64,45 @@ TEST(Stream, LargerFixturesInOddChunks) {
     expect_same_model(whole.value(), r.value());
     EXPECT_EQ(r->source_bytes, bytes.size());
   }
+}
+
+// The reader decodes trace entries and frames on a fast path when a whole entry lies in its buffer (entry_fast,
+// machine.h), and opcode by opcode otherwise. Fed 7 bytes at a time it never has a whole entry, so this compares the
+// two paths on every real snapshot we keep: the model, written back out, must be the same byte for byte.
+TEST(Stream, FastAndGeneralPathsAgreeOnEveryFixture) {
+  namespace fs = std::filesystem;
+  size_t files = 0, fast_files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(ALLOCSCOPE_FIXTURES)) {
+    const std::string path = e.path().string();
+    const bool gz = path.ends_with(".pickle.gz");
+    if (!e.is_regular_file() || !(gz || path.ends_with(".pickle")) || path.find("gpt2_big_1M") != std::string::npos)
+      continue;
+    auto f = read_file(path);
+    ASSERT_TRUE(f.ok()) << path;
+    std::vector<uint8_t> bytes = gz ? gunzip(f.value()).value() : f.value();
+    if (bytes.size() > (24u << 20)) continue;  // seconds each at 7 bytes a feed
+    LoadOptions::PickleFacts facts;
+    LoadOptions opt;
+    opt.facts = &facts;
+    auto whole = load_snapshot(bytes, opt);
+    auto slow = load_in_chunks(bytes, 7);
+    ASSERT_EQ(whole.ok(), slow.ok()) << path << ": " << (whole.ok() ? slow : whole).error().describe();
+    if (!whole.ok()) {
+      EXPECT_EQ(whole.error().describe(), slow.error().describe()) << path;
+      continue;
+    }
+    ++files;
+    EXPECT_TRUE(write_snapshot(whole.value()) == write_snapshot(slow.value())) << path;
+    // Where a file has a trace, the fast path took nearly all of it (each distinct stack's first entry, and a
+    // frame list not repeated before, take the general path).
+    const size_t rows = whole->events.size_rows();
+    if (rows >= 1000) {
+      ++fast_files;
+      EXPECT_GT(facts.fast_dicts, rows / 2) << path << ": the fast path decoded " << facts.fast_dicts << " of " << rows;
+    }
+  }
+  EXPECT_GE(files, 60u);
+  EXPECT_GE(fast_files, 30u);
 }
 
 TEST(Stream, GzipLoadInflatesWhileParsing) {

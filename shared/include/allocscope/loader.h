@@ -24,6 +24,7 @@ struct LoadOptions {
   struct PickleFacts {
     uint64_t memo_slots = 0;    // memo slots the pickle used
     bool root_is_dict = false;  // its top-level object is a dict (PyTorch 2.1+), not a bare list of segments
+    uint64_t fast_dicts = 0;    // trace entries and frames the reader's fast path decoded (pickle.h)
   };
   PickleFacts* facts = nullptr;
 };

@@ -57,6 +57,8 @@ class Reader;
 
 // Streaming hook: called for each finished container just before it is inserted into a parent container (list append,
 // dict setitem, tuple/list/dict built from MARK). `key` is the dict key when the parent is a dict, else nullptr.
+// A dict finished by SETITEMS inside a list's MARK batch ("list MARK ... dict MARK pairs SETITEMS") is offered as soon
+// as SETITEMS completes it, with no key; an absorbed answer (a trace entry's row) is counted into that list at once.
 // Return true and set *out to replace the container (usually with a Value::handle); return an Error to abort.
 // The answer must depend only on the container's items and `key`: a list built from exactly the same run of memo
 // references as an earlier one (a repeated stack) may be given the earlier answer without being offered again.
@@ -64,6 +66,13 @@ class Consumer {
  public:
   virtual ~Consumer() = default;
   virtual Result<bool> consume(const Reader& reader, const Value& container, const Value* key, Value* out) = 0;
+  // The same offer for a dict the reader decoded without building it: `items` flat as items() gives them (scalars and
+  // handles only), `offset` where its EMPTY_DICT sits, no key. It must answer exactly as consume would for such a
+  // dict. Returning false (the default) or an error makes the reader build the dict and offer it through consume.
+  virtual Result<bool> consume_items(const Reader& reader, std::span<const Value> items, uint64_t offset, Value* out) {
+    (void)reader, (void)items, (void)offset, (void)out;
+    return false;
+  }
   // A replacement (a handle from consume) that a list need not hold: the list only counts a run of them whose
   // payloads ascend by one (Reader::absorbed). A snapshot's trace list holds millions of row handles that say no
   // more than "rows first..first+count": keeping them cost 16 bytes each, and twice that while the list grew.
@@ -111,6 +120,8 @@ class Reader {
   Absorbed absorbed(const Value& list) const;
   // Memo slots the pickle has used (after run/finish): where a pickle appended to this one may start its own.
   uint64_t memo_size() const;
+  // Dicts decoded by the fast path (Consumer::consume_items) rather than built: how often it applied.
+  uint64_t fast_dicts() const;
 
   struct Impl;  // the machine's storage (private to reader.cpp)
 

@@ -210,6 +210,8 @@ bool Machine::step() {
     case kEMPTY_DICT:
     case kEMPTY_LIST:
     case kEMPTY_SET: {
+      // A trace entry (or a frame) inside a list's batch: decoded whole and offered without a container.
+      if (op_ == kEMPTY_DICT && consumer_ && entry_fast()) continue;
       Value v;
       if (!new_node(op_ == kEMPTY_DICT ? Tag::kDict : op_ == kEMPTY_LIST ? Tag::kList : Tag::kSet, &v)) return false;
       if (!(push(v))) return false;
@@ -259,6 +261,7 @@ bool Machine::step() {
       size_t m = 0;
       if (!pop_mark(&m)) return false;
       if (!(setitems_range(m))) return false;
+      if (!offer_in_batch()) return false;
       continue;
     }
     case kMEMOIZE: if (!(memo_put(im_.memo.size()))) return false;

@@ -67,6 +67,7 @@ struct Reader::Impl {
   std::vector<size_t> marks;
   detail::MemoTable memo;
   detail::RunCache runs;
+  uint64_t fast_dicts = 0;  // dicts Machine::entry_fast decoded
   detail::ShortString short_strings[64];
   std::string scratch;
 };
@@ -304,17 +305,74 @@ class Machine {
       if (!prepare(ti, im_.stack[i], nullptr, &v)) return false;
       Node& t = im_.nodes[ti];
       if (consumer_ && !set_op && v.tag == Tag::kHandle && consumer_->absorbs(v)) {
-        if (t.absorbed == 0) {
-          t.absorbed_first = v.payload;
-        } else if (v.payload != t.absorbed_first + t.absorbed) {
-          return err("a list's entries are not in stream order (two lists' entries interleaved: not supported)");
-        }
-        ++t.absorbed;
+        if (!absorb(t, v)) return false;
         continue;
       }
       t.items.push_back(v);
     }
     im_.stack.truncate(first);
+    recycle();
+    return true;
+  }
+
+  // Counts an absorbed handle (Consumer::absorbs) into list `t`; its payloads must ascend by one.
+  bool absorb(Node& t, const Value& v) {
+    if (t.absorbed == 0) {
+      t.absorbed_first = v.payload;
+    } else if (v.payload != t.absorbed_first + t.absorbed) {
+      return err("a list's entries are not in stream order (two lists' entries interleaved: not supported)");
+    }
+    ++t.absorbed;
+    return true;
+  }
+
+  // The open list that the innermost MARK batch appends to ("list MARK ..."), if the value below that MARK is one.
+  bool batch_list(uint32_t* list) const {
+    if (im_.marks.empty()) return false;
+    const size_t m = im_.marks.back();
+    if (m == 0 || m > im_.stack.size()) return false;
+    const Value& l = im_.stack[m - 1];
+    if (l.tag != Tag::kList || l.payload >= im_.nodes.size()) return false;
+    const Node& n = im_.nodes[l.payload];
+    if (n.free || n.consumed || n.gen != l.aux) return false;
+    *list = static_cast<uint32_t>(l.payload);
+    return true;
+  }
+
+  // After SETITEMS: a dict on top of the stack inside a list's MARK batch is offered to the consumer now, with no
+  // key, as APPENDS would offer it later (Consumer, pickle.h). Offering it here is what lets the fast path
+  // (entry_fast) skip building trace entries, and both paths must agree wherever a chunk boundary falls.
+  bool offer_in_batch() {
+    if (!consumer_ || im_.stack.empty() || im_.stack.back().tag != Tag::kDict) return true;
+    uint32_t list = 0;
+    if (!batch_list(&list)) return true;
+    const Value v = im_.stack.back();
+    Node* np = nullptr;
+    if (!node_of(v, &np)) return false;
+    if (np->consumed) return true;
+    *pos_out_ = off();
+    Value out;
+    auto c = consumer_->consume(reader_, v, nullptr, &out);
+    if (!c.ok()) {
+      Error e = c.error();
+      if (e.offset == Error::kNoOffset) e.offset = off();
+      return fail(std::move(e));
+    }
+    if (!c.value()) return true;
+    Node& n = im_.nodes[v.payload];
+    n.consumed = true;
+    n.replacement = out;
+    if (n.memo_slot < im_.memo.size()) {
+      const Value m = im_.memo.get(n.memo_slot);
+      if (m.is_container() && m.payload == v.payload && m.aux == v.aux) im_.memo.set(n.memo_slot, out);
+    }
+    im_.to_recycle.push_back(static_cast<uint32_t>(v.payload));
+    if (out.tag == Tag::kHandle && consumer_->absorbs(out)) {
+      if (!absorb(im_.nodes[list], out)) return false;
+      im_.stack.pop_back();
+    } else {
+      im_.stack.back() = out;
+    }
     recycle();
     return true;
   }
@@ -409,14 +467,16 @@ class Machine {
     return push(v);
   }
 
-  bool push_string(const uint8_t* data, size_t n, Tag tag) {
+  bool push_string(const uint8_t* data, size_t n, Tag tag) { return push(string_value(data, n, tag)); }
+
+  Value string_value(const uint8_t* data, size_t n, Tag tag) {
     std::string_view s(reinterpret_cast<const char*>(data), n);
     // Short strings recur in every trace entry (a compile context of 'N/A', written anew each time): a small
     // direct-mapped cache of valid ones skips validation and the table lookup.
     ShortString* slot = nullptr;
     if (tag == Tag::kStr && n - 1 < sizeof(ShortString::bytes)) {
       slot = &im_.short_strings[(n * 31 + data[0] + data[n - 1] * 7) % std::size(im_.short_strings)];
-      if (slot->len == n && std::memcmp(slot->bytes, data, n) == 0) return push(Value{tag, 0, slot->id});
+      if (slot->len == n && std::memcmp(slot->bytes, data, n) == 0) return Value{tag, 0, slot->id};
     }
     if (tag == Tag::kStr && !utf8_valid(s)) {
       utf8_sanitize(s, &im_.scratch);
@@ -429,7 +489,7 @@ class Machine {
       std::memcpy(slot->bytes, data, n);
       slot->id = id;
     }
-    return push(Value{tag, 0, id});
+    return Value{tag, 0, id};
   }
 
   bool push_long(const uint8_t* b, size_t n) {
@@ -508,6 +568,19 @@ class Machine {
     return false;
   }
 
+  // The cached run of memo references that starts at `p` and ends at an APPENDS (at *run_end), or kNone.
+  uint32_t cached_run(const uint8_t* p, const uint8_t** run_end) const {
+    const uint8_t* q = p;
+    while (end_ - q >= 5) {  // a cheap scan for the end of the run; anything odd goes the slow way
+      if (*q == kBINGET) q += 2;
+      else if (*q == kLONG_BINGET) q += 5;
+      else break;
+    }
+    if (q >= end_ || *q != kAPPENDS) return RunCache::kNone;
+    *run_end = q;
+    return im_.runs.find(p, static_cast<size_t>(q - p));
+  }
+
   // The fast path of "MARK (BINGET|LONG_BINGET)+ APPENDS" when the list on top of the stack is open and every
   // reference is a scalar or handle: appends the memo values to the list and moves past APPENDS. Returns false,
   // having changed nothing, for any other shape (the general path then runs and reports errors as usual).
@@ -519,28 +592,20 @@ class Machine {
     materialize(n);  // a second run appended to one list (never seen in real files)
     const bool fresh = n.items.empty();
     // A run seen before (the same stack again): its exact bytes are its key.
-    const uint8_t* run_end = p_;
-    while (end_ - run_end >= 5) {  // a cheap scan for the end of the run; anything odd goes the slow way
-      if (*run_end == kBINGET) run_end += 2;
-      else if (*run_end == kLONG_BINGET) run_end += 5;
-      else break;
-    }
-    if (run_end < end_ && *run_end == kAPPENDS) {
-      const size_t len = static_cast<size_t>(run_end - p_);
-      if (const uint32_t e = im_.runs.find(p_, len); e != RunCache::kNone) {
-        const size_t count = im_.runs.count(e);
-        if (n.items.size() + count > lim_.max_container_items) return false;
-        if (fresh) {  // the list is exactly this run: leave its values in the cache until something must change them
-          n.run = e;
-          n.lazy = true;
-        } else {
-          const Value* vals = im_.runs.values(e);
-          n.items.append(vals, vals + count);
-          n.run = RunCache::kNone;
-        }
-        p_ = run_end + 1;
-        return true;
+    const uint8_t* run_end = nullptr;
+    if (const uint32_t e = cached_run(p_, &run_end); e != RunCache::kNone) {
+      const size_t count = im_.runs.count(e);
+      if (n.items.size() + count > lim_.max_container_items) return false;
+      if (fresh) {  // the list is exactly this run: leave its values in the cache until something must change them
+        n.run = e;
+        n.lazy = true;
+      } else {
+        const Value* vals = im_.runs.values(e);
+        n.items.append(vals, vals + count);
+        n.run = RunCache::kNone;
       }
+      p_ = run_end + 1;
+      return true;
     }
     const auto& memo = im_.memo;
     const uint64_t memo_size = memo.size();
@@ -571,6 +636,138 @@ class Machine {
     return true;
   }
 
+  // The fast path of a trace entry (or a frame) inside a list's MARK batch, entered at EMPTY_DICT (already read):
+  //   EMPTY_DICT MEMOIZE MARK (key value)+ SETITEMS
+  // with keys that are strings and values that are scalars, strings, memo references to scalars or handles, or a
+  // frame list that repeats a cached run. It decodes the pairs in place, without a container, a stack or a dispatch
+  // per opcode, and hands them to Consumer::consume_items: the same offer offer_in_batch makes at SETITEMS. Any
+  // other shape, a limit, a chunk boundary, or a consumer that declines or fails returns false having changed
+  // nothing the general path would not redo identically (strings interned in stream order), and the general path
+  // then runs from EMPTY_DICT. A 1M-event snapshot is 1M of these.
+  static constexpr size_t kPairs = 16;  // trace entries have at most 9 keys, frames 3
+  bool entry_fast() {
+    const uint8_t* const end = end_;
+    const uint8_t* q = p_;
+    if (end - q < 3 || q[0] != kMEMOIZE || q[1] != kMARK) return false;
+    uint32_t list = 0;
+    if (!batch_list(&list) || im_.marks.size() >= lim_.max_marks) return false;
+    const uint64_t at = off();
+    const uint64_t memo_size = im_.memo.size();
+    // New memo slots, in stream order: the dict's own first (its answer, once known).
+    Value* const fresh = fast_fresh_;
+    size_t n_fresh = 0;
+    auto memoize = [&](const uint8_t* op, const Value& v) {
+      const uint64_t idx = memo_size + n_fresh;
+      const uint64_t pos = im_.base + static_cast<uint64_t>(op - begin_);
+      if (idx >= std::min<uint64_t>(lim_.max_memo, pos / 2 + 320)) return false;  // memo_put's bound
+      fresh[n_fresh++] = v;
+      return true;
+    };
+    if (!memoize(q, Value{})) return false;
+    q += 2;
+    auto memo_ref_value = [&](uint64_t idx, Value* v) {  // only slots stored before this dict: scalars or handles
+      if (idx >= memo_size) return false;
+      *v = im_.memo.get(idx);
+      return !(v->tag == Tag::kNone ? v->aux == kUnsetMemo : v->is_container());
+    };
+    auto short_string = [&](Value* v) {  // SHORT_BINUNICODE, then an optional MEMOIZE
+      if (end - q < 2 || static_cast<size_t>(end - q - 2) < q[1]) return false;
+      *v = string_value(q + 2, q[1], Tag::kStr);
+      q += 2 + q[1];
+      return q >= end || *q != kMEMOIZE || (memoize(q, *v) && ++q);
+    };
+    Value* const kv = fast_kv_;
+    size_t n = 0;
+    for (;;) {
+      if (q >= end) return false;
+      if (*q == kSETITEMS) break;
+      if (n == 2 * kPairs) return false;
+      uint64_t idx;
+      Value& k = kv[n++];
+      if (*q == kSHORT_BINUNICODE) {
+        if (!short_string(&k)) return false;
+      } else if (!memo_ref(q, end, &idx) || !memo_ref_value(idx, &k) || k.tag != Tag::kStr) {
+        return false;
+      }
+      if (q >= end) return false;
+      Value& v = kv[n++];
+      switch (*q) {
+        case kBINGET:
+        case kLONG_BINGET:
+          if (!memo_ref(q, end, &idx) || !memo_ref_value(idx, &v)) return false;
+          break;
+        case kBININT1:
+          if (end - q < 2) return false;
+          v = Value::integer(q[1]);
+          q += 2;
+          break;
+        case kBININT2: {
+          if (end - q < 3) return false;
+          uint16_t x;
+          std::memcpy(&x, q + 1, 2);
+          v = Value::integer(x);
+          q += 3;
+          break;
+        }
+        case kBININT: {
+          if (end - q < 5) return false;
+          int32_t x;
+          std::memcpy(&x, q + 1, 4);
+          v = Value::integer(x);
+          q += 5;
+          break;
+        }
+        case kLONG1: {  // addresses and times: 1..8 bytes, little-endian two's complement
+          if (end - q < 2 || q[1] == 0 || q[1] > 8 || end - q - 2 < q[1]) return false;
+          const size_t w = q[1];
+          uint64_t x = 0;
+          if (end - q - 2 >= 8) std::memcpy(&x, q + 2, 8);  // one load; the shifts drop the bytes past the number
+          else std::memcpy(&x, q + 2, w);  // (a variable-length copy stalls the load that follows it)
+          const int shift = static_cast<int>(64 - 8 * w);
+          v = Value::integer(static_cast<int64_t>(x << shift) >> shift);
+          q += 2 + w;
+          break;
+        }
+        case kNONE: v = Value::none(); ++q; break;
+        case kNEWTRUE: v = Value::boolean(true); ++q; break;
+        case kNEWFALSE: v = Value::boolean(false); ++q; break;
+        case kSHORT_BINUNICODE:
+          if (!short_string(&v)) return false;
+          break;
+        case kEMPTY_LIST: {  // a frame list: EMPTY_LIST MEMOIZE MARK <a cached run> APPENDS, answered before
+          if (end - q < 4 || q[1] != kMEMOIZE || q[2] != kMARK) return false;
+          const uint8_t* run_end = nullptr;
+          const uint32_t e = cached_run(q + 3, &run_end);
+          if (e == RunCache::kNone || im_.runs.count(e) > lim_.max_container_items ||
+              !im_.runs.answer(e, k, &v) || !memoize(q + 1, v))
+            return false;
+          q = run_end + 1;
+          break;
+        }
+        default: return false;
+      }
+    }
+    // q is at SETITEMS. What the general path would have pushed must fit, as it would have had to.
+    if (im_.stack.size() + 1 + n > lim_.max_stack || n > lim_.max_container_items) return false;
+    const uint8_t* const setitems = q;
+    *pos_out_ = im_.base + static_cast<uint64_t>(setitems - begin_);
+    Value out;
+    auto c = consumer_->consume_items(reader_, std::span<const Value>(kv, n), at, &out);
+    if (!c.ok() || !c.value()) return false;  // the general path offers it again and reports any error itself
+    const bool absorbed = out.tag == Tag::kHandle && consumer_->absorbs(out);
+    if (absorbed) {
+      Node& t = im_.nodes[list];
+      if (t.absorbed != 0 && out.payload != t.absorbed_first + t.absorbed) return false;
+      absorb(t, out);
+    }
+    fresh[0] = out;
+    for (size_t i = 0; i < n_fresh; ++i) im_.memo.push_back(fresh[i]);
+    if (!absorbed) im_.stack.push_back(out);
+    ++im_.fast_dicts;
+    p_ = setitems + 1;
+    return true;
+  }
+
   Reader& reader_;
   Reader::Impl& im_;
   StringTable& strings_;
@@ -586,6 +783,9 @@ class Machine {
   bool need_more_ = false;
   Error error_;
   const std::function<void(uint64_t, uint64_t)>* progress_ = nullptr;
+  // entry_fast's scratch, kept here so a call does not construct its arrays every time.
+  Value fast_kv_[2 * kPairs];
+  Value fast_fresh_[1 + 2 * kPairs];
 };
 
 }  // namespace detail

@@ -30,6 +30,7 @@ Reader::Absorbed Reader::absorbed(const Value& v) const {
 }
 
 uint64_t Reader::memo_size() const { return impl_->memo.size(); }
+uint64_t Reader::fast_dicts() const { return impl_->fast_dicts; }
 
 uint64_t Reader::offset_of(const Value& v) const {
   if (!v.is_container() || v.payload >= impl_->nodes.size()) return Error::kNoOffset;
@@ -57,6 +58,7 @@ void Reader::begin(Consumer* consumer, uint64_t /*size_hint: the memo grows by b
   im.marks.clear();
   im.memo.clear();
   im.runs.reset();
+  im.fast_dicts = 0;
   for (auto& ss : im.short_strings) ss = {};
   im.stack.reserve(4096);
   pos_ = 0;

@@ -61,30 +61,7 @@ class Builder : public pickle::Consumer {
   }
 
   Result<bool> consume(const pickle::Reader& r, const Value& c, const Value* key, Value* out) override {
-    if (c.tag == Tag::kDict) {
-      auto items = r.items(c);
-      // Frames have 3 keys and trace entries about 8; anything large is something else (and must stay cheap to
-      // offer again when a crafted file references it many times).
-      if (items.size() > 2 * kMaxEntryKeys) return false;
-      // A frame is {name, filename, line}; a writer may add keys (counted as unknown), but never 'action'.
-      if (items.size() >= 6) {
-        FrameId f;
-        if (as_frame(items, &f)) {
-          *out = Value::handle(kFrameHandle, f);
-          return true;
-        }
-      }
-      // PyTorch writes 'action' first; other writers may not, so fall back to a lookup.
-      const bool entry = !key && !items.empty() &&
-                         ((items[0].tag == Tag::kStr && items[0].payload == keys_.action) || r.find(c, keys_.action));
-      if (entry) {
-        auto row = add_row(r, c);
-        if (!row.ok()) return row.error();
-        *out = Value::handle(kRowHandle, row.value());
-        return true;
-      }
-      return false;
-    }
+    if (c.tag == Tag::kDict) return consume_dict(r, r.items(c), r.offset_of(c), key, out);
     if (c.tag == Tag::kList && key && key->tag == Tag::kStr && key->payload == keys_.frames) {
       auto items = r.items(c);
       frame_buf_.resize(items.size());
@@ -102,12 +79,45 @@ class Builder : public pickle::Consumer {
     return false;
   }
 
+  // The reader's fast path offers an entry or a frame it never built as a container: the same answer as above.
+  Result<bool> consume_items(const pickle::Reader& r, std::span<const Value> items, uint64_t offset,
+                             Value* out) override {
+    return consume_dict(r, items, offset, nullptr, out);
+  }
+
   // Trace entries become row handles in stream order: the trace list counts them instead of holding them.
   bool absorbs(const Value& v) const override { return v.aux == kRowHandle; }
 
   Status finish(const pickle::Reader& r, const Value& root);
 
  private:
+  // A dict is a frame, a trace entry, or something the tree walk reads later (false). `offset`: where errors point.
+  Result<bool> consume_dict(const pickle::Reader& r, std::span<const Value> items, uint64_t offset, const Value* key,
+                            Value* out) {
+    // Frames have 3 keys and trace entries about 8; anything large is something else (and must stay cheap to
+    // offer again when a crafted file references it many times).
+    if (items.size() > 2 * kMaxEntryKeys) return false;
+    // A frame is {name, filename, line}; a writer may add keys (counted as unknown), but never 'action'.
+    if (items.size() >= 6) {
+      FrameId f;
+      if (as_frame(items, &f)) {
+        *out = Value::handle(kFrameHandle, f);
+        return true;
+      }
+    }
+    // PyTorch writes 'action' first; other writers may not, so fall back to a lookup.
+    if (key || items.empty() || !has_key(items, keys_.action)) return false;
+    auto row = add_row(r, items, offset);
+    if (!row.ok()) return row.error();
+    *out = Value::handle(kRowHandle, row.value());
+    return true;
+  }
+  static bool has_key(std::span<const Value> items, StringId key) {
+    for (size_t i = 0; i + 1 < items.size(); i += 2)
+      if (items[i].tag == Tag::kStr && items[i].payload == key) return true;
+    return false;
+  }
+
   bool as_frame(std::span<const Value> it, FrameId* out) {
     Frame f;
     int seen = 0;
@@ -135,11 +145,11 @@ class Builder : public pickle::Consumer {
     return true;
   }
 
-  Result<uint64_t> want_int(const pickle::Reader& r, const Value& entry, const Value& k, const Value& v) {
+  Result<uint64_t> want_int(const pickle::Reader& r, uint64_t where, const Value& k, const Value& v) {
     if (v.tag == Tag::kInt || v.tag == Tag::kUInt) return v.payload;
     if (v.tag == Tag::kBool) return v.payload;
     return Error{"trace entry field '" + std::string(r.str(k)) + "' is a " + type_of(v) + "; expected an int",
-                 r.offset_of(entry)};
+                 where};
   }
 
   StringId text_of(const pickle::Reader& r, const Value& v) {
@@ -148,9 +158,9 @@ class Builder : public pickle::Consumer {
     return s_->strings.intern(pickle::repr(r, v));
   }
 
-  Result<uint32_t> add_row(const pickle::Reader& r, const Value& entry) {
+  Result<uint32_t> add_row(const pickle::Reader& r, std::span<const Value> items, uint64_t where) {
     EventColumns& e = s_->events;
-    if (e.action.size() >= UINT32_MAX - 1) return Error{"more than 4 billion trace entries", r.offset_of(entry)};
+    if (e.action.size() >= UINT32_MAX - 1) return Error{"more than 4 billion trace entries", where};
     Action action = Action::kUnknown;
     uint64_t addr = 0, size = 0;
     int64_t stream = 0, time_us = 0;
@@ -158,11 +168,10 @@ class Builder : public pickle::Consumer {
     StringId cc = 0, um = 0;
     EntryKey order[kMaxEntryKeys];
     size_t n_keys = 0;
-    auto items = r.items(entry);
     for (size_t i = 0; i + 1 < items.size(); i += 2) {
       const Value& k = items[i];
       const Value& v = items[i + 1];
-      if (k.tag != Tag::kStr) return Error{"trace entry has a non-string key", r.offset_of(entry)};
+      if (k.tag != Tag::kStr) return Error{"trace entry has a non-string key", where};
       const StringId key = static_cast<StringId>(k.payload);
       const Field field = field_of(key);
       if (n_keys < kMaxEntryKeys)
@@ -170,24 +179,24 @@ class Builder : public pickle::Consumer {
       switch (field) {
         case kAction:
           if (v.tag != Tag::kStr)
-            return Error{"trace entry 'action' is a " + type_of(v) + "; expected a str", r.offset_of(entry)};
+            return Error{"trace entry 'action' is a " + type_of(v) + "; expected a str", where};
           action = action_of(r, v);
           break;
         case kAddr: {
-          auto x = want_int(r, entry, k, v);
+          auto x = want_int(r, where, k, v);
           if (!x.ok()) return x.error();
           addr = x.value();
           break;
         }
         case kSize: {
-          auto x = want_int(r, entry, k, v);
+          auto x = want_int(r, where, k, v);
           if (!x.ok()) return x.error();
           size = x.value();
           if (v.tag == Tag::kInt && v.as_int() < 0) ++negative_sizes_;
           break;
         }
         case kStream: {
-          auto x = want_int(r, entry, k, v);
+          auto x = want_int(r, where, k, v);
           if (!x.ok()) return x.error();
           stream = static_cast<int64_t>(x.value());
           break;
@@ -195,9 +204,9 @@ class Builder : public pickle::Consumer {
         case kTime:
           if (v.tag == Tag::kFloat) {
             if (!float_time(v.as_double(), &time_us))
-              return Error{"trace entry 'time_us' is not a finite number of microseconds", r.offset_of(entry)};
+              return Error{"trace entry 'time_us' is not a finite number of microseconds", where};
           } else {
-            auto x = want_int(r, entry, k, v);
+            auto x = want_int(r, where, k, v);
             if (!x.ok()) return x.error();
             time_us = static_cast<int64_t>(x.value());
           }
@@ -205,7 +214,7 @@ class Builder : public pickle::Consumer {
         case kFrames:
           if (v.tag == Tag::kHandle && v.aux == kStackHandle) stack = static_cast<StackId>(v.payload);
           else if (v.tag != Tag::kNone)
-            return Error{"trace entry 'frames' is a " + type_of(v) + "; expected a list of frames", r.offset_of(entry)};
+            return Error{"trace entry 'frames' is a " + type_of(v) + "; expected a list of frames", where};
           break;
         case kCompileContext: cc = text_of(r, v); break;
         case kUserMetadata: um = text_of(r, v); break;
