@@ -4,7 +4,13 @@
 // ThreadSanitizer (label "threads").
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 #include "allocscope/loader.h"
 #include "fixtures.h"
@@ -54,6 +60,54 @@ TEST(LoaderThreads, ManyChunksAndAPickleErrorMidway) {
   auto r = load_snapshot(regz.value());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().offset, Error::kNoOffset);
+  EXPECT_LE(r.error().offset, at + 4096) << r.error().describe();
+  EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();
+}
+
+// A plain pickle over 64 MB is read from its file on a second thread while this one parses (loader.cpp read_beside):
+// the same model as parsing its bytes in memory, progress to the last byte, and a bad byte early on stops the reader
+// too, with the offset of the bad byte.
+TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
+  auto raw = gunzip(file("gpt2_big_1M.pickle.gz"));
+  ASSERT_TRUE(raw.ok());
+  std::string path = (std::filesystem::temp_directory_path() / "allocscope_read_beside_XXXXXX").string();
+  const int fd = ::mkstemp(path.data());
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  struct Remove {
+    std::string p;
+    ~Remove() { std::remove(p.c_str()); }
+  } remove{path};
+  auto write_file = [&](const std::vector<uint8_t>& b) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    return static_cast<bool>(out);
+  };
+  ASSERT_TRUE(write_file(raw.value()));
+  uint64_t last_done = 0, last_total = 0;
+  LoadOptions opt;
+  opt.progress = [&](std::string_view phase, uint64_t done, uint64_t total) {
+    if (phase == "parse") last_done = done, last_total = total;
+  };
+  auto from_file = load_snapshot_file(path, opt);
+  auto from_bytes = load_snapshot(raw.value());
+  ASSERT_TRUE(from_file.ok()) << from_file.error().describe();
+  ASSERT_TRUE(from_bytes.ok());
+  EXPECT_EQ(from_file->events.action, from_bytes->events.action);
+  EXPECT_EQ(from_file->events.addr, from_bytes->events.addr);
+  EXPECT_EQ(from_file->events.time_us, from_bytes->events.time_us);
+  EXPECT_EQ(from_file->events.stack, from_bytes->events.stack);
+  EXPECT_EQ(from_file->stacks.size(), from_bytes->stacks.size());
+  EXPECT_EQ(from_file->source_bytes, raw->size());
+  EXPECT_EQ(last_done, raw->size());
+  EXPECT_EQ(last_total, raw->size());
+
+  std::vector<uint8_t> bad = raw.value();
+  const size_t at = 20u << 20;  // in the 6th chunk: the reader is still ahead, with most of the file to go
+  std::fill(bad.begin() + at, bad.begin() + at + 4096, 0xff);
+  ASSERT_TRUE(write_file(bad));
+  auto r = load_snapshot_file(path);
+  ASSERT_FALSE(r.ok());
   EXPECT_LE(r.error().offset, at + 4096) << r.error().describe();
   EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();
 }

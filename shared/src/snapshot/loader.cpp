@@ -101,67 +101,90 @@ Result<Snapshot> SnapshotStream::finish() {
   return std::move(s_->snap);
 }
 
-#if ALLOCSCOPE_HAVE_ZLIB
+#if ALLOCSCOPE_HAVE_ZLIB || ALLOCSCOPE_HAVE_MMAP
 namespace {
-// Inflates on a second thread while this one parses: inflating and parsing take about as long each (1M events:
-// 0.23 s and 0.22 s), so a .gz loads in about the time of one of them on two cores. Chunks of 4 MB travel through
-// a queue of at most three (memory stays bounded); an error on either side stops the other.
+// Chunks of input made on a second thread (inflated, or read from a file) while this one parses them: inflating and
+// parsing take about as long each (1M events: 0.23 s and 0.22 s), so a .gz loads in about the time of one of them
+// on two cores, and a plain file's reads and page faults leave the parser's core. Chunks of 4 MB travel through a
+// queue of at most three, their buffers reused (memory stays bounded); an error on either side stops the other.
+class ChunkPipe {
+ public:
+  static constexpr size_t kChunk = 4u << 20, kQueued = 3;
+  // Producer side: a buffer to fill (a used one when there is one), or false once the parser has stopped.
+  bool spare(std::vector<uint8_t>* buf) {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [&] { return stop_ || full_.size() < kQueued; });
+    if (stop_) return false;
+    if (!spare_.empty()) *buf = std::move(spare_.back()), spare_.pop_back();
+    return true;
+  }
+  void put(std::vector<uint8_t> buf) {
+    std::lock_guard<std::mutex> lock(mu_);
+    full_.push_back(std::move(buf));
+    changed_.notify_all();
+  }
+  void done(Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    produced_ = std::move(st);
+    done_ = true;
+    changed_.notify_all();
+  }
+  // Parser side: feeds every chunk to `stream` in order; the first error of either side.
+  Status drain(SnapshotStream& stream, std::thread& producer, const std::function<void(uint64_t)>& fed = {}) {
+    Status parsed;
+    for (;;) {
+      std::vector<uint8_t> buf;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        changed_.wait(lock, [&] { return done_ || !full_.empty(); });
+        if (full_.empty()) break;  // done and drained
+        buf = std::move(full_.front());
+        full_.pop_front();
+        changed_.notify_all();
+      }
+      parsed = stream.feed(buf);
+      if (parsed.ok() && fed) fed(stream.bytes_fed());
+      std::lock_guard<std::mutex> lock(mu_);
+      spare_.push_back(std::move(buf));
+      if (!parsed.ok()) {
+        stop_ = true;
+        changed_.notify_all();
+        break;
+      }
+    }
+    producer.join();
+    if (!parsed.ok()) return parsed;
+    return produced_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<std::vector<uint8_t>> full_;    // made, waiting to be parsed
+  std::vector<std::vector<uint8_t>> spare_;  // parsed, ready to be filled again
+  bool done_ = false, stop_ = false;
+  Status produced_;
+};
+
+#if ALLOCSCOPE_HAVE_ZLIB
 Status inflate_beside(std::span<const uint8_t> bytes, uint64_t max_out, SnapshotStream& stream,
                       const std::function<void(uint64_t, uint64_t)>& progress) {
-  constexpr size_t kChunk = 4u << 20, kQueued = 3;
-  std::mutex mu;
-  std::condition_variable changed;
-  std::deque<std::vector<uint8_t>> full;   // inflated, waiting to be parsed
-  std::vector<std::vector<uint8_t>> spare;  // parsed, ready to be filled again
-  bool done = false, stop = false;
-  Status inflated;
+  ChunkPipe pipe;
   std::thread inflater([&] {
-    Status st = gunzip_chunks(
+    pipe.done(gunzip_chunks(
         bytes, max_out,
         [&](std::span<const uint8_t> c) -> Status {
           std::vector<uint8_t> buf;
-          {
-            std::unique_lock<std::mutex> lock(mu);
-            changed.wait(lock, [&] { return stop || full.size() < kQueued; });
-            if (stop) return Error{"stopped"};
-            if (!spare.empty()) buf = std::move(spare.back()), spare.pop_back();
-          }
+          if (!pipe.spare(&buf)) return Error{"stopped"};
           buf.assign(c.begin(), c.end());
-          std::lock_guard<std::mutex> lock(mu);
-          full.push_back(std::move(buf));
-          changed.notify_all();
+          pipe.put(std::move(buf));
           return {};
         },
-        kChunk, progress);
-    std::lock_guard<std::mutex> lock(mu);
-    inflated = std::move(st);
-    done = true;
-    changed.notify_all();
+        ChunkPipe::kChunk, progress));
   });
-  Status parsed;
-  for (;;) {
-    std::vector<uint8_t> buf;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      changed.wait(lock, [&] { return done || !full.empty(); });
-      if (full.empty()) break;  // done and drained
-      buf = std::move(full.front());
-      full.pop_front();
-      changed.notify_all();
-    }
-    parsed = stream.feed(buf);
-    std::lock_guard<std::mutex> lock(mu);
-    spare.push_back(std::move(buf));
-    if (!parsed.ok()) {
-      stop = true;
-      changed.notify_all();
-      break;
-    }
-  }
-  inflater.join();
-  if (!parsed.ok()) return parsed;
-  return inflated;
+  return pipe.drain(stream, inflater);
 }
+#endif
 }  // namespace
 #endif
 
@@ -212,6 +235,7 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
 namespace {
 
 #if ALLOCSCOPE_HAVE_MMAP
+// Pickles larger than this are read beside the parser (read_beside); smaller ones, and gzip, are mapped.
 constexpr size_t kWindow = 64u << 20;
 
 // A file mapped read-only, or nothing (a pipe, /proc, an empty file: read_file takes those). Reading a 160 MB snapshot
@@ -241,24 +265,7 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   bool ok() const { return data_ != nullptr; }
-  // Gives back the pages of [at, at+n) (page-aligned inward); they stay in the page cache, not in our memory.
-  void drop(size_t at, size_t n) const {
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    const size_t from = (at + page - 1) / page * page, to = (at + n) / page * page;
-    if (to > from) ::madvise(const_cast<uint8_t*>(data_) + from, to - from, MADV_DONTNEED);
-  }
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
-  // Faults [at, at+n) in with one call where the kernel can (Linux 5.14+), instead of one fault per page as the
-  // parser reaches it; a kernel without it faults them in as read.
-  void populate(size_t at, size_t n) const {
-#ifdef MADV_POPULATE_READ
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    const size_t from = at / page * page;
-    ::madvise(const_cast<uint8_t*>(data_) + from, at + n - from, MADV_POPULATE_READ);
-#else
-    (void)at, (void)n;
-#endif
-  }
 
  private:
   const uint8_t* data_ = nullptr;
@@ -268,25 +275,60 @@ class MappedFile {
 
 }  // namespace
 
+#if ALLOCSCOPE_HAVE_MMAP
+namespace {
+// A large pickle is read in 4 MB chunks on a second thread while this one parses them: the file never counts whole
+// in the process's memory (a 1.8 GB snapshot loads in the model's ~0.5 GB plus a few chunks), and the reads and their
+// page-cache copies leave the parser's core (mapping it cost the parser its page faults, the populate calls and the
+// mapping's teardown, ~15% of a 1M-event `summary`).
+Result<Snapshot> read_beside(int fd, uint64_t size, const std::string& path, const LoadOptions& options) {
+  SnapshotStream stream(options, size);
+  ChunkPipe pipe;
+  std::thread reader([&] {
+    Status read;
+    for (uint64_t at = 0; at < size;) {
+      std::vector<uint8_t> buf;
+      if (!pipe.spare(&buf)) break;
+      buf.resize(static_cast<size_t>(std::min<uint64_t>(ChunkPipe::kChunk, size - at)));
+      const ssize_t got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(at));
+      if (got <= 0) {
+        read = Error{"cannot read '" + path + "' at byte " + std::to_string(at) + " of " + std::to_string(size) +
+                         (got == 0 ? " (the file shrank while it was read)" : ""),
+                     at};
+        break;
+      }
+      buf.resize(static_cast<size_t>(got));
+      at += static_cast<uint64_t>(got);
+      pipe.put(std::move(buf));
+    }
+    pipe.done(std::move(read));
+  });
+  std::function<void(uint64_t)> fed;
+  if (options.progress) fed = [&](uint64_t done) { options.progress("parse", done, size); };
+  ALLOCSCOPE_RETURN_IF_ERROR(pipe.drain(stream, reader, fed));
+  return stream.finish();
+}
+}  // namespace
+#endif
+
 Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& options) {
 #if ALLOCSCOPE_HAVE_MMAP
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    struct stat st;
+    uint8_t magic[2] = {0, 0};
+    const bool big_pickle = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                            static_cast<uint64_t>(st.st_size) > kWindow && ::pread(fd, magic, 2, 0) == 2 &&
+                            !is_gzip(magic);
+    if (big_pickle) {
+      auto loaded = read_beside(fd, static_cast<uint64_t>(st.st_size), path, options);
+      ::close(fd);
+      return loaded;
+    }
+    ::close(fd);
+  }
   {
     const MappedFile mapped(path);
-    if (mapped.ok()) {
-      const std::span<const uint8_t> all = mapped.bytes();
-      if (all.size() <= kWindow || is_gzip(all)) return load_snapshot(all, options);
-      // A large pickle is parsed a window at a time and each window's pages are dropped once parsed, so the file
-      // never counts whole in the process's memory: a 1.8 GB snapshot loads in the model's ~0.5 GB plus a window.
-      SnapshotStream stream(options, all.size());
-      for (size_t at = 0; at < all.size(); at += kWindow) {
-        const size_t n = std::min(kWindow, all.size() - at);
-        mapped.populate(at, n);
-        ALLOCSCOPE_RETURN_IF_ERROR(stream.feed(all.subspan(at, n)));
-        mapped.drop(at, n);
-        if (options.progress) options.progress("parse", at + n, all.size());
-      }
-      return stream.finish();
-    }
+    if (mapped.ok()) return load_snapshot(mapped.bytes(), options);
   }
 #endif
   auto data = read_file(path);
