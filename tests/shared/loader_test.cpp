@@ -191,5 +191,35 @@ TEST(Loader, FrameLinesAbove2To63AreKept) {
   EXPECT_GT(huge, 0u);
 }
 
+// Every shape CPython's pickler gives a list holds its own entries (tests/fixtures/pickler_layouts, written by
+// Python's pickle with protocols 2 and 4; gen_pickler_layouts.py). A one-entry trace is `EMPTY_LIST entry APPEND`
+// with no MARK of its own, inside device_traces' batch: offering that entry as if it were device_traces' own item
+// once sent it to the wrong list, and the file failed to load. Entry i of device d has addr d * 1,000,000 + i.
+TEST(Loader, EveryListShapeCPythonWrites) {
+  const std::map<std::string, std::vector<uint32_t>> layouts = {
+      {"one_entry_first", {1, 3}}, {"one_entry_last", {3, 1}}, {"one_entry_each", {1, 1, 1}},
+      {"batch_plus_one", {1001, 2}}};
+  for (const auto& [name, counts] : layouts) {
+    for (const char* proto : {"_p2", "_p4"}) {
+      const std::string file = "pickler_layouts/" + name + proto + ".pickle";
+      auto r = load_snapshot_file(testing::fixture(file));
+      ASSERT_TRUE(r.ok()) << file << ": " << r.error().describe();
+      const Snapshot& s = *r;
+      ASSERT_EQ(s.devices.size(), counts.size()) << file;
+      for (size_t d = 0; d < counts.size(); ++d) {
+        ASSERT_EQ(s.devices[d].count(), counts[d]) << file << " device " << d;
+        for (uint32_t i = 0; i < counts[d]; ++i) {
+          const uint32_t row = s.devices[d].begin + i;
+          EXPECT_EQ(s.events.addr[row], d * 1000000 + i) << file << " device " << d << " entry " << i;
+          EXPECT_EQ(s.events.size[row], 512u * (i + 1)) << file;
+          EXPECT_EQ(s.events.action[row], i % 2 ? Action::kFreeCompleted : Action::kAlloc) << file;
+          ASSERT_EQ(s.stack(s.events.stack[row]).size(), 5u) << file;
+          EXPECT_EQ(s.str(s.frames[s.stack(s.events.stack[row])[0]].name), i % 2 ? "train_step" : "forward") << file;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace allocscope

@@ -57,8 +57,10 @@ class Reader;
 
 // Streaming hook: called for each finished container just before it is inserted into a parent container (list append,
 // dict setitem, tuple/list/dict built from MARK). `key` is the dict key when the parent is a dict, else nullptr.
-// A dict finished by SETITEMS inside a list's MARK batch ("list MARK ... dict MARK pairs SETITEMS") is offered as soon
-// as SETITEMS completes it, with no key; an absorbed answer (a trace entry's row) is counted into that list at once.
+// One exception to "just before": a dict finished by SETITEMS while it is the only value on its list's batch MARK
+// ("list MARK dict" — a trace entry, the ones before it having been absorbed) is offered as soon as SETITEMS
+// completes it, with no key, as APPENDS would; an absorbed answer (a trace entry's row) is counted into that list
+// at once.
 // Return true and set *out to replace the container (usually with a Value::handle); return an Error to abort.
 // The answer must depend only on the container's items and `key`: a list built from exactly the same run of memo
 // references as an earlier one (a repeated stack) may be given the earlier answer without being offered again.

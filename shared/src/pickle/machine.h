@@ -326,11 +326,17 @@ class Machine {
     return true;
   }
 
-  // The open list that the innermost MARK batch appends to ("list MARK ..."), if the value below that MARK is one.
-  bool batch_list(uint32_t* list) const {
+  // The open list of the innermost MARK batch ("list MARK ..."), when `above` values sit on that MARK: the dict
+  // being finished (1), or none yet (0). Only a dict alone on its list's MARK is an item of that list for sure:
+  // CPython writes a one-item list as "EMPTY_LIST item APPEND" with no MARK of its own (a one-entry device trace
+  // inside device_traces' batch), a one-key dict as "EMPTY_DICT key value SETITEM", and a tuple as "MARK items
+  // TUPLE" whose MARK may share the list's position. Entries of a trace batch are each alone on the MARK, since the
+  // ones before them were absorbed. Checking only the top keeps this O(1) whatever the batch holds.
+  bool batch_list(size_t above, uint32_t* list) const {
     if (im_.marks.empty()) return false;
     const size_t m = im_.marks.back();
-    if (m == 0 || m > im_.stack.size()) return false;
+    if (m == 0 || im_.stack.size() != m + above) return false;
+    if (im_.marks.size() >= 2 && im_.marks[im_.marks.size() - 2] == m) return false;
     const Value& l = im_.stack[m - 1];
     if (l.tag != Tag::kList || l.payload >= im_.nodes.size()) return false;
     const Node& n = im_.nodes[l.payload];
@@ -339,13 +345,13 @@ class Machine {
     return true;
   }
 
-  // After SETITEMS: a dict on top of the stack inside a list's MARK batch is offered to the consumer now, with no
-  // key, as APPENDS would offer it later (Consumer, pickle.h). Offering it here is what lets the fast path
-  // (entry_fast) skip building trace entries, and both paths must agree wherever a chunk boundary falls.
+  // After SETITEMS: a dict alone on its list's batch MARK (batch_list) is offered to the consumer now, with no key,
+  // as APPENDS would offer it later (Consumer, pickle.h). Offering it here is what lets the fast path (entry_fast)
+  // skip building trace entries, and both paths must agree wherever a chunk boundary falls.
   bool offer_in_batch() {
     if (!consumer_ || im_.stack.empty() || im_.stack.back().tag != Tag::kDict) return true;
     uint32_t list = 0;
-    if (!batch_list(&list)) return true;
+    if (!batch_list(1, &list)) return true;
     const Value v = im_.stack.back();
     Node* np = nullptr;
     if (!node_of(v, &np)) return false;
@@ -469,6 +475,13 @@ class Machine {
 
   bool push_string(const uint8_t* data, size_t n, Tag tag) { return push(string_value(data, n, tag)); }
 
+  // A few bytes compared inline: memcmp is a call, and every trace entry compares its 'N/A'.
+  static bool same_short(const char* a, const uint8_t* b, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (static_cast<uint8_t>(a[i]) != b[i]) return false;
+    return true;
+  }
+
   Value string_value(const uint8_t* data, size_t n, Tag tag) {
     std::string_view s(reinterpret_cast<const char*>(data), n);
     // Short strings recur in every trace entry (a compile context of 'N/A', written anew each time): a small
@@ -476,7 +489,7 @@ class Machine {
     ShortString* slot = nullptr;
     if (tag == Tag::kStr && n - 1 < sizeof(ShortString::bytes)) {
       slot = &im_.short_strings[(n * 31 + data[0] + data[n - 1] * 7) % std::size(im_.short_strings)];
-      if (slot->len == n && std::memcmp(slot->bytes, data, n) == 0) return Value{tag, 0, slot->id};
+      if (slot->len == n && same_short(slot->bytes, data, n)) return Value{tag, 0, slot->id};
     }
     if (tag == Tag::kStr && !utf8_valid(s)) {
       utf8_sanitize(s, &im_.scratch);
@@ -637,25 +650,41 @@ class Machine {
   }
 
   // The fast path of a trace entry (or a frame) inside a list's MARK batch, entered at EMPTY_DICT (already read):
-  //   EMPTY_DICT MEMOIZE MARK (key value)+ SETITEMS
-  // with keys that are strings and values that are scalars, strings, memo references to scalars or handles, or a
-  // frame list that repeats a cached run. It decodes the pairs in place, without a container, a stack or a dispatch
+  //   EMPTY_DICT <store> MARK (key value)+ SETITEMS
+  // where <store> is MEMOIZE (protocol 4) or BINPUT/LONG_BINPUT of the next memo slot (protocol 2), with keys that
+  // are strings and values that are scalars, strings, memo references to scalars or handles, or a frame list that
+  // repeats a cached run. It decodes the pairs in place, without a container, a stack or a dispatch
   // per opcode, and hands them to Consumer::consume_items: the same offer offer_in_batch makes at SETITEMS. Any
-  // other shape, a limit, a chunk boundary, or a consumer that declines or fails returns false having changed
-  // nothing the general path would not redo identically (strings interned in stream order), and the general path
-  // then runs from EMPTY_DICT. A 1M-event snapshot is 1M of these.
+  // other shape, a limit, a chunk boundary, or a consumer that declines returns false having changed nothing the
+  // general path would not redo identically (strings interned in stream order), and the general path then runs
+  // from EMPTY_DICT. A consumer error, or a row out of stream order, also falls back after the consumer counted
+  // the row: the general path then fails with the same error, so nothing of that load survives. A 1M-event
+  // snapshot is 1M of these.
   static constexpr size_t kPairs = 16;  // trace entries have at most 9 keys, frames 3
   bool entry_fast() {
     const uint8_t* const end = end_;
     const uint8_t* q = p_;
-    if (end - q < 3 || q[0] != kMEMOIZE || q[1] != kMARK) return false;
-    uint32_t list = 0;
-    if (!batch_list(&list) || im_.marks.size() >= lim_.max_marks) return false;
-    const uint64_t at = off();
     const uint64_t memo_size = im_.memo.size();
+    // The memo store after a new object: MEMOIZE (protocol 4), or BINPUT/LONG_BINPUT of the next slot (protocol 2,
+    // as PyTorch's C++ pickler and our writer emit it; any other slot goes the general way). Its length, or 0.
+    size_t n_fresh = 0;
+    auto store_len = [&](const uint8_t* op) -> size_t {
+      if (op >= end) return 0;
+      if (*op == kMEMOIZE) return 1;
+      const uint64_t next = memo_size + n_fresh;
+      if (*op == kBINPUT) return end - op >= 2 && op[1] == next ? 2 : 0;
+      if (*op != kLONG_BINPUT || end - op < 5) return 0;
+      uint32_t idx;
+      std::memcpy(&idx, op + 1, 4);
+      return idx == next ? 5 : 0;
+    };
+    const size_t dict_store = store_len(q);
+    if (!dict_store || end - q <= static_cast<ptrdiff_t>(dict_store) || q[dict_store] != kMARK) return false;
+    uint32_t list = 0;
+    if (!batch_list(0, &list) || im_.marks.size() >= lim_.max_marks) return false;
+    const uint64_t at = off();
     // New memo slots, in stream order: the dict's own first (its answer, once known).
     Value* const fresh = fast_fresh_;
-    size_t n_fresh = 0;
     auto memoize = [&](const uint8_t* op, const Value& v) {
       const uint64_t idx = memo_size + n_fresh;
       const uint64_t pos = im_.base + static_cast<uint64_t>(op - begin_);
@@ -664,17 +693,25 @@ class Machine {
       return true;
     };
     if (!memoize(q, Value{})) return false;
-    q += 2;
+    q += dict_store + 1;
     auto memo_ref_value = [&](uint64_t idx, Value* v) {  // only slots stored before this dict: scalars or handles
       if (idx >= memo_size) return false;
       *v = im_.memo.get(idx);
       return !(v->tag == Tag::kNone ? v->aux == kUnsetMemo : v->is_container());
     };
-    auto short_string = [&](Value* v) {  // SHORT_BINUNICODE, then an optional MEMOIZE
-      if (end - q < 2 || static_cast<size_t>(end - q - 2) < q[1]) return false;
-      *v = string_value(q + 2, q[1], Tag::kStr);
-      q += 2 + q[1];
-      return q >= end || *q != kMEMOIZE || (memoize(q, *v) && ++q);
+    auto string = [&](Value* v) {  // SHORT_BINUNICODE or BINUNICODE, then an optional memo store
+      const size_t head = *q == kSHORT_BINUNICODE ? 2 : 5;
+      if (end - q < static_cast<ptrdiff_t>(head)) return false;
+      uint32_t n = q[1];
+      if (head == 5) std::memcpy(&n, q + 1, 4);
+      if (static_cast<uint64_t>(end - q) - head < n) return false;
+      *v = string_value(q + head, n, Tag::kStr);
+      q += head + n;
+      if (q >= end || (*q != kMEMOIZE && *q != kBINPUT && *q != kLONG_BINPUT)) return true;
+      const size_t len = store_len(q);  // a store into any other slot goes the general way
+      if (!len || !memoize(q, *v)) return false;
+      q += len;
+      return true;
     };
     Value* const kv = fast_kv_;
     size_t n = 0;
@@ -684,8 +721,8 @@ class Machine {
       if (n == 2 * kPairs) return false;
       uint64_t idx;
       Value& k = kv[n++];
-      if (*q == kSHORT_BINUNICODE) {
-        if (!short_string(&k)) return false;
+      if (*q == kSHORT_BINUNICODE || *q == kBINUNICODE) {
+        if (!string(&k)) return false;
       } else if (!memo_ref(q, end, &idx) || !memo_ref_value(idx, &k) || k.tag != Tag::kStr) {
         return false;
       }
@@ -732,12 +769,14 @@ class Machine {
         case kNEWTRUE: v = Value::boolean(true); ++q; break;
         case kNEWFALSE: v = Value::boolean(false); ++q; break;
         case kSHORT_BINUNICODE:
-          if (!short_string(&v)) return false;
+        case kBINUNICODE:
+          if (!string(&v)) return false;
           break;
-        case kEMPTY_LIST: {  // a frame list: EMPTY_LIST MEMOIZE MARK <a cached run> APPENDS, answered before
-          if (end - q < 4 || q[1] != kMEMOIZE || q[2] != kMARK) return false;
+        case kEMPTY_LIST: {  // a frame list: EMPTY_LIST <memo store> MARK <a cached run> APPENDS, answered before
+          const size_t len = store_len(q + 1);
+          if (!len || end - q <= static_cast<ptrdiff_t>(len + 1) || q[len + 1] != kMARK) return false;
           const uint8_t* run_end = nullptr;
-          const uint32_t e = cached_run(q + 3, &run_end);
+          const uint32_t e = cached_run(q + len + 2, &run_end);
           if (e == RunCache::kNone || im_.runs.count(e) > lim_.max_container_items ||
               !im_.runs.answer(e, k, &v) || !memoize(q + 1, v))
             return false;

@@ -145,11 +145,14 @@ class Builder : public pickle::Consumer {
     return true;
   }
 
-  Result<uint64_t> want_int(const pickle::Reader& r, uint64_t where, const Value& k, const Value& v) {
-    if (v.tag == Tag::kInt || v.tag == Tag::kUInt) return v.payload;
-    if (v.tag == Tag::kBool) return v.payload;
-    return Error{"trace entry field '" + std::string(r.str(k)) + "' is a " + type_of(v) + "; expected an int",
-                 where};
+  // An int field's value (a bool counts, as in Python); on the hot path, so no Result is built.
+  static bool int_of(const Value& v, uint64_t* out) {
+    if (v.tag != Tag::kInt && v.tag != Tag::kUInt && v.tag != Tag::kBool) return false;
+    *out = v.payload;
+    return true;
+  }
+  [[gnu::cold]] static Error not_int(const pickle::Reader& r, uint64_t where, const Value& k, const Value& v) {
+    return Error{"trace entry field '" + std::string(r.str(k)) + "' is a " + type_of(v) + "; expected an int", where};
   }
 
   StringId text_of(const pickle::Reader& r, const Value& v) {
@@ -182,23 +185,17 @@ class Builder : public pickle::Consumer {
             return Error{"trace entry 'action' is a " + type_of(v) + "; expected a str", where};
           action = action_of(r, v);
           break;
-        case kAddr: {
-          auto x = want_int(r, where, k, v);
-          if (!x.ok()) return x.error();
-          addr = x.value();
+        case kAddr:
+          if (!int_of(v, &addr)) return not_int(r, where, k, v);
           break;
-        }
-        case kSize: {
-          auto x = want_int(r, where, k, v);
-          if (!x.ok()) return x.error();
-          size = x.value();
+        case kSize:
+          if (!int_of(v, &size)) return not_int(r, where, k, v);
           if (v.tag == Tag::kInt && v.as_int() < 0) ++negative_sizes_;
           break;
-        }
         case kStream: {
-          auto x = want_int(r, where, k, v);
-          if (!x.ok()) return x.error();
-          stream = static_cast<int64_t>(x.value());
+          uint64_t x;
+          if (!int_of(v, &x)) return not_int(r, where, k, v);
+          stream = static_cast<int64_t>(x);
           break;
         }
         case kTime:
@@ -206,9 +203,9 @@ class Builder : public pickle::Consumer {
             if (!float_time(v.as_double(), &time_us))
               return Error{"trace entry 'time_us' is not a finite number of microseconds", where};
           } else {
-            auto x = want_int(r, where, k, v);
-            if (!x.ok()) return x.error();
-            time_us = static_cast<int64_t>(x.value());
+            uint64_t x;
+            if (!int_of(v, &x)) return not_int(r, where, k, v);
+            time_us = static_cast<int64_t>(x);
           }
           break;
         case kFrames:
