@@ -194,13 +194,16 @@ TEST(Loader, FrameLinesAbove2To63AreKept) {
 // Every shape CPython's pickler gives a list holds its own entries (tests/fixtures/pickler_layouts, written by
 // Python's pickle with protocols 2 and 4; gen_pickler_layouts.py). A one-entry trace is `EMPTY_LIST entry APPEND`
 // with no MARK of its own, inside device_traces' batch: offering that entry as if it were device_traces' own item
-// once sent it to the wrong list, and the file failed to load. Entry i of device d has addr d * 1,000,000 + i.
+// once sent it to the wrong list, and the file failed to load. The same snapshots in the layout of PyTorch's C++
+// pickler (_cpp) memoize each entry after its items ("SETITEMS BINPUT"), after the loader has already counted the
+// entry into its list: that failed too ("expected a value to memoize, found a MARK"). Entry i of device d has addr
+// d * 1,000,000 + i.
 TEST(Loader, EveryListShapeCPythonWrites) {
   const std::map<std::string, std::vector<uint32_t>> layouts = {
       {"one_entry_first", {1, 3}}, {"one_entry_last", {3, 1}}, {"one_entry_each", {1, 1, 1}},
       {"batch_plus_one", {1001, 2}}};
   for (const auto& [name, counts] : layouts) {
-    for (const char* proto : {"_p2", "_p4"}) {
+    for (const char* proto : {"_p2", "_p4", "_cpp"}) {
       const std::string file = "pickler_layouts/" + name + proto + ".pickle";
       auto r = load_snapshot_file(testing::fixture(file));
       ASSERT_TRUE(r.ok()) << file << ": " << r.error().describe();

@@ -68,6 +68,11 @@ struct Reader::Impl {
   detail::MemoTable memo;
   detail::RunCache runs;
   uint64_t fast_dicts = 0;  // dicts Machine::entry_fast decoded
+  // A trace entry absorbed at SETITEMS leaves the stack, but PyTorch's C++ pickler memoizes a shared dict after its
+  // items ("EMPTY_DICT MARK ... SETITEMS BINPUT n"): a memo store at exactly this input offset stores the entry's
+  // row instead (and moves this past itself, for a second store). UINT64_MAX: none pending.
+  uint64_t absorbed_end = UINT64_MAX;
+  Value absorbed_value;
   detail::ShortString short_strings[64];
   std::string scratch;
 };
@@ -376,6 +381,8 @@ class Machine {
     if (out.tag == Tag::kHandle && consumer_->absorbs(out)) {
       if (!absorb(im_.nodes[list], out)) return false;
       im_.stack.pop_back();
+      im_.absorbed_end = off() + 1;  // just past this SETITEMS
+      im_.absorbed_value = out;
     } else {
       im_.stack.back() = out;
     }
@@ -435,9 +442,14 @@ class Machine {
   }
 
   [[gnu::always_inline]] bool memo_put(uint64_t idx) {
-    if (im_.stack.empty() || (!im_.marks.empty() && im_.marks.back() == im_.stack.size()))
-      return err("expected a value to memoize, found " +
-                 std::string(!im_.marks.empty() && im_.marks.back() == im_.stack.size() ? "a MARK" : "an empty stack"));
+    const Value* top = nullptr;
+    if (__builtin_expect(im_.stack.empty() || (!im_.marks.empty() && im_.marks.back() == im_.stack.size()), 0)) {
+      if (off() != im_.absorbed_end)
+        return err("expected a value to memoize, found " +
+                   std::string(!im_.marks.empty() && im_.marks.back() == im_.stack.size() ? "a MARK" : "an empty stack"));
+      top = &im_.absorbed_value;  // the entry SETITEMS just absorbed (see Reader::Impl::absorbed_end)
+      im_.absorbed_end = im_.base + static_cast<uint64_t>(p_ - begin_);
+    }
     // Every memo store costs at least two bytes of input, so a real pickle never has more slots than half the bytes
     // read so far (plus the sequential slack below). The bound depends only on the position, so a whole-buffer load
     // and a streamed one agree.
@@ -448,7 +460,7 @@ class Machine {
     if (idx > im_.memo.size() + 256)
       return err("memo index " + std::to_string(idx) + " is far beyond the " + std::to_string(im_.memo.size()) +
                  " slots in use (expected sequential memo slots)");
-    const Value& v = im_.stack.back();
+    const Value& v = top ? *top : im_.stack.back();
     if (idx == im_.memo.size()) {
       im_.memo.push_back(v);  // the common case: MEMOIZE / sequential BINPUT
     } else {
@@ -678,8 +690,9 @@ class Machine {
       std::memcpy(&idx, op + 1, 4);
       return idx == next ? 5 : 0;
     };
+    // PyTorch's C++ pickler and our writer store nothing here (a shared dict is stored after SETITEMS).
     const size_t dict_store = store_len(q);
-    if (!dict_store || end - q <= static_cast<ptrdiff_t>(dict_store) || q[dict_store] != kMARK) return false;
+    if (end - q <= static_cast<ptrdiff_t>(dict_store) || q[dict_store] != kMARK) return false;
     uint32_t list = 0;
     if (!batch_list(0, &list) || im_.marks.size() >= lim_.max_marks) return false;
     const uint64_t at = off();
@@ -689,10 +702,11 @@ class Machine {
       const uint64_t idx = memo_size + n_fresh;
       const uint64_t pos = im_.base + static_cast<uint64_t>(op - begin_);
       if (idx >= std::min<uint64_t>(lim_.max_memo, pos / 2 + 320)) return false;  // memo_put's bound
+      if (n_fresh == std::size(fast_fresh_)) return false;  // cannot happen (at most 3 per pair), but stay in bounds
       fresh[n_fresh++] = v;
       return true;
     };
-    if (!memoize(q, Value{})) return false;
+    if (dict_store && !memoize(q, Value{})) return false;
     q += dict_store + 1;
     auto memo_ref_value = [&](uint64_t idx, Value* v) {  // only slots stored before this dict: scalars or handles
       if (idx >= memo_size) return false;
@@ -772,15 +786,20 @@ class Machine {
         case kBINUNICODE:
           if (!string(&v)) return false;
           break;
-        case kEMPTY_LIST: {  // a frame list: EMPTY_LIST <memo store> MARK <a cached run> APPENDS, answered before
+        case kEMPTY_LIST: {  // a frame list: EMPTY_LIST [store] MARK <a cached run> APPENDS [store], answered before
           const size_t len = store_len(q + 1);
-          if (!len || end - q <= static_cast<ptrdiff_t>(len + 1) || q[len + 1] != kMARK) return false;
+          if (end - q <= static_cast<ptrdiff_t>(len + 1) || q[len + 1] != kMARK) return false;
           const uint8_t* run_end = nullptr;
           const uint32_t e = cached_run(q + len + 2, &run_end);
-          if (e == RunCache::kNone || im_.runs.count(e) > lim_.max_container_items ||
-              !im_.runs.answer(e, k, &v) || !memoize(q + 1, v))
+          if (e == RunCache::kNone || im_.runs.count(e) > lim_.max_container_items || !im_.runs.answer(e, k, &v) ||
+              (len && !memoize(q + 1, v)))
             return false;
           q = run_end + 1;
+          // The C++ pickler stores a shared list after its items: the list is this answer by then too.
+          if (const size_t after = store_len(q)) {
+            if (!memoize(q, v)) return false;
+            q += after;
+          }
           break;
         }
         default: return false;
@@ -799,9 +818,14 @@ class Machine {
       if (t.absorbed != 0 && out.payload != t.absorbed_first + t.absorbed) return false;
       absorb(t, out);
     }
-    fresh[0] = out;
+    if (dict_store) fresh[0] = out;
     for (size_t i = 0; i < n_fresh; ++i) im_.memo.push_back(fresh[i]);
-    if (!absorbed) im_.stack.push_back(out);
+    if (absorbed) {
+      im_.absorbed_end = im_.base + static_cast<uint64_t>(setitems + 1 - begin_);  // as offer_in_batch leaves it
+      im_.absorbed_value = out;
+    } else {
+      im_.stack.push_back(out);
+    }
     ++im_.fast_dicts;
     p_ = setitems + 1;
     return true;
@@ -824,7 +848,7 @@ class Machine {
   const std::function<void(uint64_t, uint64_t)>* progress_ = nullptr;
   // entry_fast's scratch, kept here so a call does not construct its arrays every time.
   Value fast_kv_[2 * kPairs];
-  Value fast_fresh_[1 + 2 * kPairs];
+  Value fast_fresh_[1 + 3 * kPairs];  // the dict, then per pair a key's store and a frame list's two
 };
 
 }  // namespace detail

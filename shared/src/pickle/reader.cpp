@@ -59,6 +59,7 @@ void Reader::begin(Consumer* consumer, uint64_t /*size_hint: the memo grows by b
   im.memo.clear();
   im.runs.reset();
   im.fast_dicts = 0;
+  im.absorbed_end = UINT64_MAX;
   for (auto& ss : im.short_strings) ss = {};
   im.stack.reserve(4096);
   pos_ = 0;
