@@ -336,7 +336,10 @@ class Machine {
   // CPython writes a one-item list as "EMPTY_LIST item APPEND" with no MARK of its own (a one-entry device trace
   // inside device_traces' batch), a one-key dict as "EMPTY_DICT key value SETITEM", and a tuple as "MARK items
   // TUPLE" whose MARK may share the list's position. Entries of a trace batch are each alone on the MARK, since the
-  // ones before them were absorbed. Checking only the top keeps this O(1) whatever the batch holds.
+  // ones before them were absorbed. Checking only the top keeps this O(1) whatever the batch holds. What it cannot
+  // see is the opcode after the dict: a dict that opens a TUPLE1-3 (no MARK) as a batch's first item is taken as the
+  // list's own. No snapshot writer puts dicts in tuples; such a file is read differently, the same way streamed or
+  // whole.
   bool batch_list(size_t above, uint32_t* list) const {
     if (im_.marks.empty()) return false;
     const size_t m = im_.marks.back();
