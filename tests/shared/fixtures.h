@@ -45,6 +45,7 @@ inline const std::vector<std::pair<std::string, std::string>>& all_fixtures() {
       {"ddp_rank1", "ddp_rank1.pickle"},
       {"gpt2_cpp", "gpt2_cpp.pickle.gz"},
       {"gpt2_big_1M", "gpt2_big_1M.pickle.gz"},
+      {"torch211_cpp_pickler", "torch211_cpp_pickler.pickle.gz"},
     };
     for (auto& e : external_fixtures()) v.push_back(e);
     return v;
