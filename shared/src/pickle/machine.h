@@ -693,7 +693,7 @@ class Machine {
       std::memcpy(&idx, op + 1, 4);
       return idx == next ? 5 : 0;
     };
-    // PyTorch's C++ pickler and our writer store nothing here (a shared dict is stored after SETITEMS).
+    // PyTorch's C++ pickler stores nothing here (it stores a shared dict after SETITEMS); our writer uses BINPUT.
     const size_t dict_store = store_len(q);
     if (end - q <= static_cast<ptrdiff_t>(dict_store) || q[dict_store] != kMARK) return false;
     uint32_t list = 0;
@@ -798,9 +798,11 @@ class Machine {
               (len && !memoize(q + 1, v)))
             return false;
           q = run_end + 1;
-          // The C++ pickler stores a shared list after its items: the list is this answer by then too.
+          // The C++ pickler stores a shared list after its items: the list is this answer by then too. Stored both
+          // before and after (no writer does that), the general path keeps only the last slot's node link, so the
+          // first slot would keep the list itself: leave that to the general path.
           if (const size_t after = store_len(q)) {
-            if (!memoize(q, v)) return false;
+            if (len || !memoize(q, v)) return false;
             q += after;
           }
           break;
