@@ -107,11 +107,8 @@ bool Machine::step() {
       if (!have(n)) return truncated(n);
       const uint8_t* b = p_;
       p_ += n;
-      if (n - 1 < 8 && have(8 - n)) {  // addresses and times: 1..8 bytes, read as one word and sign-extended
-        uint64_t w;
-        std::memcpy(&w, b, 8);
-        const int shift = static_cast<int>(64 - 8 * n);
-        if (!push(Value::integer(static_cast<int64_t>(w << shift) >> shift))) return false;
+      if (n - 1 < 8) {  // addresses and times: 1..8 bytes
+        if (!push(Value::integer(small_long(b, n, static_cast<size_t>(end_ - b))))) return false;
         continue;
       }
       if (!(push_long(b, n))) return false;

@@ -189,6 +189,30 @@ class Machine {
     return true;
   }
 
+  // Offers container `v` to the consumer (*taken: whether it answered, in *out); false on its error, with an offset.
+  bool consume_now(const Value& v, const Value* key, Value* out, bool* taken) {
+    *pos_out_ = off();
+    auto c = consumer_->consume(reader_, v, key, out);
+    if (!c.ok()) {
+      Error e = c.error();
+      if (e.offset == Error::kNoOffset) e.offset = off();
+      return fail(std::move(e));
+    }
+    *taken = c.value();
+    return true;
+  }
+  // Container `v` is now `out`: later references see the answer (memo included), and its node is recycled.
+  void settle(const Value& v, const Value& out) {
+    Node& n = im_.nodes[v.payload];
+    n.consumed = true;
+    n.replacement = out;
+    if (n.memo_slot < im_.memo.size()) {
+      const Value m = im_.memo.get(n.memo_slot);
+      if (m.is_container() && m.payload == v.payload && m.aux == v.aux) im_.memo.set(n.memo_slot, out);
+    }
+    im_.to_recycle.push_back(static_cast<uint32_t>(v.payload));
+  }
+
   // Prepares `v` for insertion into `parent`: resolves consumed nodes, offers finished containers to the consumer,
   // and enforces the nesting limit.
   [[gnu::always_inline]] bool prepare(uint32_t parent_idx, Value v, const Value* key, Value* result) {
@@ -202,29 +226,15 @@ class Machine {
       return true;
     }
     if (consumer_) {
-      *pos_out_ = off();
       Value out;
       const uint32_t run = n.run;
       bool taken = key && run != RunCache::kNone && im_.runs.answer(run, *key, &out);
       if (!taken) {
-        auto c = consumer_->consume(reader_, v, key, &out);
-        if (!c.ok()) {
-          Error e = c.error();
-          if (e.offset == Error::kNoOffset) e.offset = off();
-          return fail(std::move(e));
-        }
-        taken = c.value();
+        if (!consume_now(v, key, &out, &taken)) return false;
         if (taken && key && run != RunCache::kNone) im_.runs.remember(run, *key, out);
       }
       if (taken) {
-        Node& n2 = im_.nodes[v.payload];  // the consumer may not add nodes, but stay safe
-        n2.consumed = true;
-        n2.replacement = out;
-        if (n2.memo_slot < im_.memo.size()) {
-          const Value m = im_.memo.get(n2.memo_slot);
-          if (m.is_container() && m.payload == v.payload && m.aux == v.aux) im_.memo.set(n2.memo_slot, out);
-        }
-        im_.to_recycle.push_back(static_cast<uint32_t>(v.payload));
+        settle(v, out);
         *result = out;
         return true;
       }
@@ -321,12 +331,13 @@ class Machine {
   }
 
   // Counts an absorbed handle (Consumer::absorbs) into list `t`; its payloads must ascend by one.
+  static bool absorbable(const Node& t, const Value& v) {
+    return t.absorbed == 0 || v.payload == t.absorbed_first + t.absorbed;
+  }
   bool absorb(Node& t, const Value& v) {
-    if (t.absorbed == 0) {
-      t.absorbed_first = v.payload;
-    } else if (v.payload != t.absorbed_first + t.absorbed) {
+    if (!absorbable(t, v))
       return err("a list's entries are not in stream order (two lists' entries interleaved: not supported)");
-    }
+    if (t.absorbed == 0) t.absorbed_first = v.payload;
     ++t.absorbed;
     return true;
   }
@@ -364,23 +375,11 @@ class Machine {
     Node* np = nullptr;
     if (!node_of(v, &np)) return false;
     if (np->consumed) return true;
-    *pos_out_ = off();
     Value out;
-    auto c = consumer_->consume(reader_, v, nullptr, &out);
-    if (!c.ok()) {
-      Error e = c.error();
-      if (e.offset == Error::kNoOffset) e.offset = off();
-      return fail(std::move(e));
-    }
-    if (!c.value()) return true;
-    Node& n = im_.nodes[v.payload];
-    n.consumed = true;
-    n.replacement = out;
-    if (n.memo_slot < im_.memo.size()) {
-      const Value m = im_.memo.get(n.memo_slot);
-      if (m.is_container() && m.payload == v.payload && m.aux == v.aux) im_.memo.set(n.memo_slot, out);
-    }
-    im_.to_recycle.push_back(static_cast<uint32_t>(v.payload));
+    bool taken = false;
+    if (!consume_now(v, nullptr, &out, &taken)) return false;
+    if (!taken) return true;
+    settle(v, out);
     if (out.tag == Tag::kHandle && consumer_->absorbs(out)) {
       if (!absorb(im_.nodes[list], out)) return false;
       im_.stack.pop_back();
@@ -444,6 +443,10 @@ class Machine {
     return push(target);
   }
 
+  // Every memo store costs at least two bytes of input, so a real pickle never has more slots than half the bytes
+  // read before the store at `pos` (plus sequential slack): memo_put's bound, and entry_fast's.
+  uint64_t memo_cap(uint64_t pos) const { return std::min<uint64_t>(lim_.max_memo, pos / 2 + 320); }
+
   [[gnu::always_inline]] bool memo_put(uint64_t idx) {
     const Value* top = nullptr;
     if (__builtin_expect(im_.stack.empty() || (!im_.marks.empty() && im_.marks.back() == im_.stack.size()), 0)) {
@@ -453,10 +456,8 @@ class Machine {
       top = &im_.absorbed_value;  // the entry SETITEMS just absorbed (see Reader::Impl::absorbed_end)
       im_.absorbed_end = im_.base + static_cast<uint64_t>(p_ - begin_);
     }
-    // Every memo store costs at least two bytes of input, so a real pickle never has more slots than half the bytes
-    // read so far (plus the sequential slack below). The bound depends only on the position, so a whole-buffer load
-    // and a streamed one agree.
-    const uint64_t cap = std::min<uint64_t>(lim_.max_memo, off() / 2 + 320);
+    // The bound depends only on the position, so a whole-buffer load and a streamed one agree.
+    const uint64_t cap = memo_cap(off());
     if (idx >= cap)
       return err("memo index " + std::to_string(idx) + " exceeds what the first " + std::to_string(off()) +
                  " bytes of a pickle can hold (expected at most " + std::to_string(cap) + " slots)");
@@ -518,6 +519,15 @@ class Machine {
       slot->id = id;
     }
     return Value{tag, 0, id};
+  }
+
+  // A LONG1 of 1..8 bytes (addresses, times): little-endian two's complement, sign-extended. With 8 bytes `avail`
+  // it is one load and the shifts drop what lies past the number; a variable-length copy stalls the load after it.
+  static int64_t small_long(const uint8_t* b, size_t n, size_t avail) {
+    uint64_t w = 0;
+    std::memcpy(&w, b, avail >= 8 ? 8 : n);
+    const int shift = static_cast<int>(64 - 8 * n);
+    return static_cast<int64_t>(w << shift) >> shift;
   }
 
   bool push_long(const uint8_t* b, size_t n) {
@@ -704,7 +714,7 @@ class Machine {
     auto memoize = [&](const uint8_t* op, const Value& v) {
       const uint64_t idx = memo_size + n_fresh;
       const uint64_t pos = im_.base + static_cast<uint64_t>(op - begin_);
-      if (idx >= std::min<uint64_t>(lim_.max_memo, pos / 2 + 320)) return false;  // memo_put's bound
+      if (idx >= memo_cap(pos)) return false;
       if (n_fresh == std::size(fast_fresh_)) return false;  // cannot happen (at most 3 per pair), but stay in bounds
       fresh[n_fresh++] = v;
       return true;
@@ -773,13 +783,8 @@ class Machine {
         }
         case kLONG1: {  // addresses and times: 1..8 bytes, little-endian two's complement
           if (end - q < 2 || q[1] == 0 || q[1] > 8 || end - q - 2 < q[1]) return false;
-          const size_t w = q[1];
-          uint64_t x = 0;
-          if (end - q - 2 >= 8) std::memcpy(&x, q + 2, 8);  // one load; the shifts drop the bytes past the number
-          else std::memcpy(&x, q + 2, w);  // (a variable-length copy stalls the load that follows it)
-          const int shift = static_cast<int>(64 - 8 * w);
-          v = Value::integer(static_cast<int64_t>(x << shift) >> shift);
-          q += 2 + w;
+          v = Value::integer(small_long(q + 2, q[1], static_cast<size_t>(end - q - 2)));
+          q += 2 + q[1];
           break;
         }
         case kNONE: v = Value::none(); ++q; break;
@@ -820,7 +825,7 @@ class Machine {
     const bool absorbed = out.tag == Tag::kHandle && consumer_->absorbs(out);
     if (absorbed) {
       Node& t = im_.nodes[list];
-      if (t.absorbed != 0 && out.payload != t.absorbed_first + t.absorbed) return false;
+      if (!absorbable(t, out)) return false;  // the general path reports it
       absorb(t, out);
     }
     if (dict_store) fresh[0] = out;
