@@ -52,6 +52,18 @@ bool expand(const std::vector<std::string>& args, std::vector<std::string>* out)
         if (e->d_name[0] != '.' && is_input_name(e->d_name)) names.push_back(e->d_name);
       closedir(d);
       std::sort(names.begin(), names.end());
+      // `allocscope record` with ALLOCSCOPE_KEEP_TORCH_SNAPSHOT=1 leaves PyTorch's own X.torch.pickle beside the
+      // merged X.pickle, which holds it byte for byte: the same rank once, not twice.
+      const std::vector<std::string> all = names;
+      std::erase_if(names, [&](const std::string& n) {
+        for (const char* ext : {".torch.pickle", ".torch.pickle.gz"})
+          if (ends_with(n, ext)) {
+            const std::string stem = n.substr(0, n.size() - std::string(ext).size());
+            return std::binary_search(all.begin(), all.end(), stem + ".pickle") ||
+                   std::binary_search(all.begin(), all.end(), stem + ".pickle.gz");
+          }
+        return false;
+      });
       const std::string dir = ends_with(a, "/") ? a : a + "/";
       for (const std::string& n : names) out->push_back(dir + n);
     } else {
@@ -153,7 +165,9 @@ const RegisterVerb kRegister({
     "over all ranks) and it is more than 5% from the median; three or more readable ranks are needed. For each\n"
     "outlier, the sites (deepest user frame) alive at its peak whose bytes differ most from the median of the\n"
     "other ranks at the same site. The rank number comes from the file's name (rank3, rank_3, RANK-3, r3).\n"
-    "A directory stands for its .pickle, .pickle.gz, .pkl and .json files. Unreadable files are listed, not fatal.\n\n"
+    "A directory stands for its .pickle, .pickle.gz, .pkl and .json files (PyTorch's X.torch.pickle left beside a\n"
+    "merged X.pickle by `record` is inside it, so it is skipped). Unreadable files are listed, not fatal; a rank\n"
+    "that two files claim is said.\n\n"
     "Files are summarised in parallel, one snapshot per worker at a time, so memory stays bounded for thousands.\n"
     "For jobs across many machines, run `allocscope summary --json --top 20 RANK_FILE > rankN.json` where each\n"
     "snapshot is (from the job's launcher: a Slurm array, torchrun, Ray tasks), gather the .json files and run\n"

@@ -93,7 +93,16 @@ TEST(Ranks, SummaryJsonRowEqualsSnapshotRow) {
   }
   EXPECT_FALSE(rank_row_from_summary_json("{\"devices\": 3}", "x.json").ok());
   EXPECT_FALSE(rank_row_from_summary_json("[1,", "x.json").ok());
-  EXPECT_TRUE(rank_row_from_summary_json("{\"devices\": [{\"peak_allocated\": \"x\", \"top_sites\": [1]}]}", "x.json").ok());
+  // Values of the wrong type are read as 0; but a JSON that is not a summary is not a rank (a folder of rank files
+  // may hold a job's own reports: this is site_share.py's, whose "devices" have a peak and no "final").
+  EXPECT_TRUE(rank_row_from_summary_json(
+                  "{\"events\": 1, \"devices\": [{\"peak_allocated\": \"x\", \"final\": 2, \"top_sites\": [1]}]}", "x.json")
+                  .ok());
+  const auto share = rank_row_from_summary_json(
+      "{\"snapshot\": \"rank0.pickle.gz\", \"devices\": [{\"device\": 0, \"peak_allocated\": 887359488}]}", "x.json");
+  ASSERT_FALSE(share.ok());
+  EXPECT_NE(share.error().describe().find("allocscope summary --json"), std::string::npos);
+  EXPECT_FALSE(rank_row_from_summary_json("{\"events\": 1, \"devices\": [{\"peak_allocated\": 1}]}", "x.json").ok());
 }
 
 // tests/fixtures/ranks_ddp.json is what the viewer's browser test opens as a saved ranks file: it must still be what
@@ -108,6 +117,10 @@ TEST(Ranks, SavedRanksFixtureIsTheCurrentAnswer) {
   ASSERT_EQ(saved["rows"].size(), now["rows"].size());
   EXPECT_EQ(saved["outliers"], now["outliers"]);
   EXPECT_EQ(saved["median"], now["median"]);
+  // ddp_rank0.pickle was given twice: said, and both compared.
+  ASSERT_EQ(now["same_rank"].size(), 1u);
+  EXPECT_EQ(now["same_rank"][0]["rank"].get<int64_t>(), 0);
+  EXPECT_EQ(now["same_rank"][0]["files"].size(), 2u);
   for (size_t k = 0; k < now["rows"].size(); ++k) {
     nlohmann::json a = saved["rows"][k], b = now["rows"][k];
     for (auto* o : {&a, &b}) o->erase("name"), o->erase("error");

@@ -301,6 +301,9 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   eq(Number(await attr('[data-outliers]', 'data-outliers')), 1, 'saved ranks file: one outlier');
   eq(await rankRows(), [['cuda:1', true], ['cuda:0', false], ['cuda:0', false], ['', false]], 'saved ranks file: rows in its order, the outlier first');
   ok(/unreadable: cannot open 'rank3_missing\.pickle'/.test(await page.textContent('[data-rank-row="3"]')), 'the unreadable row, last, says why');
+  // ddp_rank0.pickle was given twice: the view says rank 0 is in two files.
+  ok(/Rank 0 is in 2 files \(ddp_rank0\.pickle, ddp_rank0\.pickle\)/.test(await page.textContent('[data-same-rank="0"]')),
+    'a rank two files claim is said');
   eq(await page.$$eval('[data-view]', (ts) => ts.map((t) => t.dataset.view)), ['ranks'], 'a ranks file offers the Ranks view only');
   await page.click('[data-rank-row="0"]');
   await rank1Timeline('a saved ranks file\'s outlier row opens ddp_rank1.pickle from the site, on cuda:1 with PyTorch\'s peak');

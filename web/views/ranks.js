@@ -44,6 +44,12 @@ export default {
           : !r.enough ? 'Fewer than three readable ranks: telling which one is the outlier needs three or more (the Diff view compares two).'
           : 'No outlier: the ranks use memory alike.'));
       if (out.length) root.append(el('ul', { class: 'outliers' }, ...out.slice(0, 20).map((x) => outlierNote(x, r))));
+      // One job's rank twice, or two jobs in one folder (a saved file may say anything: shown as text, checked).
+      for (const same of (Array.isArray(r.same_rank) ? r.same_rank : []).slice(0, 5)) {
+        const names = Array.isArray(same && same.files) ? same.files.map(String) : [];
+        root.append(el('p', { class: 'verdict bad', 'data-same-rank': String(same && same.rank),
+          text: `Rank ${same && same.rank} is in ${names.length} files (${names.join(', ')}): each is compared as a rank of its own.` }));
+      }
       root.append(el('p', { class: 'fine', text: `${r.rule ? r.rule.text : ''}. ${saved ? 'Click a row to open that rank\'s snapshot.' : 'Click a row to open its timeline.'}` }));
       const status = el('p', { class: 'fine', 'data-rank-status': '' });
       root.append(status);

@@ -75,6 +75,13 @@ struct RanksReport {
   std::vector<RankRow> rows;
   std::vector<RankVerdict> verdicts;  // parallel to rows
   std::array<double, kRankMeasures> median{}, mad{};
+  // Ranks that more than one readable file claims (by name or by the summary's "file"), with those files in input
+  // order: one job's rank twice, or two jobs in one folder. Their rows are all compared; the reader is told.
+  struct SameRank {
+    int64_t rank = -1;
+    std::vector<std::string> files;
+  };
+  std::vector<SameRank> same_rank;
   uint32_t readable = 0;  // rows with numbers
   uint32_t outliers = 0;
   bool enough = false;    // at least 3 readable rows: fewer cannot tell which one is odd

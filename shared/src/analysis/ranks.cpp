@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -104,6 +105,13 @@ Result<RankRow> rank_row_from_summary_json(std::string_view text, std::string na
   if (j.is_discarded()) return Error{"not JSON (expected the output of `allocscope summary --json`)"};
   if (!j.is_object() || !j.contains("devices") || !j["devices"].is_array())
     return Error{"no \"devices\" list (expected the output of `allocscope summary --json`)"};
+  // Other tools' JSON can have a "devices" list too (a folder of rank files may hold a job's own reports): a summary
+  // says how many events it read, and each of its devices has a peak and an end.
+  if (!j.contains("events"))
+    return Error{"no \"events\" count (expected the output of `allocscope summary --json`)"};
+  for (const Json& d : j["devices"])
+    if (!d.is_object() || !d.contains("peak_allocated") || !d.contains("final"))
+      return Error{"a device without \"peak_allocated\" and \"final\" (expected the output of `allocscope summary --json`)"};
   auto u64 = [](const Json& o, std::initializer_list<const char*> path) -> uint64_t {
     const Json* p = &o;
     for (const char* k : path) {
@@ -158,6 +166,11 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
     if (rows[i].error.empty()) good.push_back(i);
   r.readable = static_cast<uint32_t>(good.size());
   r.enough = good.size() >= 3;
+  std::map<int64_t, std::vector<std::string>> by_rank;
+  for (size_t i : good)
+    if (rows[i].rank >= 0) by_rank[rows[i].rank].push_back(rows[i].name);
+  for (auto& [rank, files] : by_rank)
+    if (files.size() > 1) r.same_rank.push_back({rank, std::move(files)});
   std::vector<RankVerdict> v(n);
   for (size_t i = 0; i < n; ++i) rows[i].index = static_cast<uint32_t>(i);
   for (int k = 0; k < kRankMeasures; ++k) {

@@ -46,6 +46,11 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
   for (int k = 0; k < kRankMeasures; ++k)
     out += "  median " + std::string(kLabel[k]) + ": " + memviz::format_size(static_cast<uint64_t>(r.median[k])) +
            " (median absolute deviation " + memviz::format_size(static_cast<uint64_t>(r.mad[k])) + ")\n";
+  for (const RanksReport::SameRank& same : r.same_rank) {
+    out += "  rank " + std::to_string(same.rank) + " is in " + std::to_string(same.files.size()) + " files:";
+    for (const std::string& f : same.files) out += " " + f;
+    out += " (each is compared as a rank of its own)\n";
+  }
   if (!r.enough) {
     out += "Fewer than 3 readable ranks: telling which one is the outlier needs three or more (`allocscope diff A B` "
            "compares two).\n";
@@ -137,6 +142,8 @@ std::string to_json(const RanksReport& r) {
     }
     rows.push_back(std::move(o));
   }
+  Json same_rank = Json::array();
+  for (const RanksReport::SameRank& same : r.same_rank) same_rank.push_back({{"rank", same.rank}, {"files", same.files}});
   Json median = Json::object(), mad = Json::object();
   for (RankMeasure m : kAll) {
     median[std::string(rank_measure_name(m))] = r.median[static_cast<int>(m)];
@@ -151,6 +158,7 @@ std::string to_json(const RanksReport& r) {
                                           {"text", "an outlier is farther than " + rule(r.options) + " from the median"}}},
                                 {"median", std::move(median)},
                                 {"mad", std::move(mad)},
+                                {"same_rank", std::move(same_rank)},
                                 {"rows", std::move(rows)}});
 }
 
