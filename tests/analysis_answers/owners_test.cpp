@@ -4,6 +4,8 @@
 // (cuBLAS handles, cuDNN, cuRAND) are named, and no healthy job is told it leaks, though it would be without the rule.
 #include <gtest/gtest.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <map>
 
 #include <fstream>
@@ -157,6 +159,100 @@ TEST(Owners, TorchrunRanksAreNamedAndCompared) {
   // Rank r holds (64 + 8r) MiB in one tensor and PyTorch rounds each segment up to 2 MiB; rank 2 adds 192 MiB.
   EXPECT_EQ(j["rows"][0]["peak_allocated"].get<uint64_t>() - j["rows"][2]["peak_allocated"].get<uint64_t>(),
             (192u << 20) + (8u << 20));
+}
+
+// Two ranks of DDP on NCCL over two H100s joined by NVLink (tests/fixtures/capture_nccl2/merged, recorded by
+// tests/capture/owners/run_nccl2.sh as `allocscope record -o rank%r.pickle -- torchrun --nproc_per_node=2 ...`, with
+// PyTorch's own file kept beside each). Per rank, PyTorch's counters in its label are the oracle for PyTorch's share:
+// its reserved bytes at the peak and its allocated bytes at the end; the device each rank used is its LOCAL_RANK; the
+// outside memory is NCCL's and cuBLAS's only, and no rank is told it leaks. `ranks` on the folder reads the two
+// merged files once each (PyTorch's own files beside them are inside them), and no other JSON as a rank.
+TEST(Owners, TwoRanksOnTwoGpusEachHoldTheirOwnNcclBuffers) {
+  for (int r : {0, 1}) {
+    const std::string rank = "rank" + std::to_string(r);
+    SCOPED_TRACE(rank);
+    const Loaded* m = load("capture_nccl2/merged/" + rank);
+    const Loaded* pt = load("capture_nccl2/merged/" + rank + ".torch");
+    ASSERT_TRUE(m && pt && m->s.outside);
+    EXPECT_TRUE(is_capture(*m->s.outside));
+    EXPECT_EQ(m->s.events.size_rows(), pt->s.events.size_rows());
+    const nlohmann::json label = label_of("capture_nccl2/merged", rank);
+    ASSERT_EQ(label["world_size"].get<int>(), 2);
+    ASSERT_EQ(label["rank"].get<int>(), r);
+    const Summary sum = summarize(m->s, m->lifetimes, m->ff);
+    const DeviceSummary* d = nullptr;
+    for (const DeviceSummary& x : sum.devices)
+      if (x.events) d = &x;
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->device, label["device"].get<int64_t>());
+    std::map<Owner, uint64_t> owners(d->owners_at_peak.begin(), d->owners_at_peak.end());
+    EXPECT_EQ(owners[Owner::kPyTorch], label["memory_reserved"].get<uint64_t>());
+    EXPECT_EQ(d->final_allocated, label["memory_allocated"].get<uint64_t>());
+    uint64_t outside = 0;
+    for (const auto& [o, b] : d->owners_at_peak) {
+      if (o == Owner::kPyTorch) continue;
+      outside += b;
+      EXPECT_TRUE(o == Owner::kNccl || o == Owner::kCublas) << owner_name(o);
+    }
+    EXPECT_EQ(d->outside_at_peak, outside);
+    EXPECT_GT(owners[Owner::kNccl], owners[Owner::kCublas]);
+    // cudaMemGetInfo's used bytes since the job's start bound everything every library allocated (it also counts
+    // module code loaded lazily): the capture cannot have seen more.
+    EXPECT_LE(owners[Owner::kPyTorch] + outside, label["device_used_since_start"].get<uint64_t>());
+    EXPECT_FALSE(warns_leak(sum));
+  }
+  const std::string dir = std::string(ALLOCSCOPE_FIXTURES) + "/capture_nccl2/merged";
+  const nlohmann::json j = json_of(run({"ranks", dir, "--json"}));
+  EXPECT_EQ(j["readable"].get<int>(), 2);
+  EXPECT_TRUE(j["same_rank"].empty());
+  std::vector<int64_t> ranks, devices;
+  for (const auto& row : j["rows"]) {
+    if (row.contains("error")) {
+      EXPECT_NE(row["error"].get<std::string>().find("expected the output of `allocscope summary --json`"),
+                std::string::npos);
+      EXPECT_TRUE(row["name"].get<std::string>().ends_with(".json"));
+      continue;
+    }
+    EXPECT_FALSE(row["name"].get<std::string>().ends_with(".torch.pickle.gz"));
+    ranks.push_back(row["rank"].get<int64_t>());
+    devices.push_back(row["device"].get<int64_t>());
+  }
+  EXPECT_EQ(ranks, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(devices, (std::vector<int64_t>{0, 1}));
+}
+
+// NCCL's own log as the oracle (tests/fixtures/capture_nccl2/nccl_log, tests/capture/owners/run_nccl2_log.sh: the
+// same two ranks run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ALLOC). Every device allocation NCCL logs ("Cuda
+// Alloc Size N pointer P") is in the capture at P, at least N bytes (NCCL maps whole 2 MiB pieces), owned by NCCL.
+// NCCL 2.28 logs its peer-to-peer buffers (cuMem, on the proxy thread) only in debug builds, so those are not here.
+TEST(Owners, EveryAllocationNcclLogsIsCapturedAsNccls) {
+  for (int r : {0, 1}) {
+    const std::string rank = "rank" + std::to_string(r);
+    SCOPED_TRACE(rank);
+    const Loaded* l = load("capture_nccl2/nccl_log/" + rank);
+    ASSERT_TRUE(l);
+    const DeviceLifetimes& lt = traced_device(*l);
+    const OwnerMap owners(l->s);
+    std::map<uint64_t, uint32_t> by_addr;  // the first allocation at each address
+    for (uint32_t i = 0; i < lt.count(); ++i)
+      if (lt.alloc_event[i] != kNoEvent) by_addr.emplace(lt.addr[i], i);
+    std::ifstream log(std::string(ALLOCSCOPE_FIXTURES) + "/capture_nccl2/nccl_log/nccl." + rank + ".log");
+    ASSERT_TRUE(log);
+    const std::string marker = "Cuda Alloc Size ";
+    size_t logged = 0;
+    for (std::string line; std::getline(log, line);) {
+      const size_t at = line.find(marker);
+      if (at == std::string::npos) continue;
+      uint64_t size = 0, ptr = 0;
+      ASSERT_EQ(std::sscanf(line.c_str() + at + marker.size(), "%" SCNu64 " pointer %" SCNx64, &size, &ptr), 2) << line;
+      ++logged;
+      auto it = by_addr.find(ptr);
+      ASSERT_NE(it, by_addr.end()) << line;
+      EXPECT_GE(lt.size[it->second], size) << line;
+      EXPECT_EQ(owners.owner(lt.stack[it->second]), Owner::kNccl) << line;
+    }
+    EXPECT_EQ(logged, 98u);
+  }
 }
 
 TEST(Owners, PyTorchSnapshotsHaveNoOwners) {

@@ -69,6 +69,12 @@ TEST(Sites, TheInterpretersBinaryIsALibraryFrame) {
     EXPECT_TRUE(is_library_frame("python3.12+0x58216f", f)) << f;
   for (std::string_view f : {"/home/me/train.py", "/home/me/python_utils.py", "/work/python3.py", "/work/bin/trainer"})
     EXPECT_FALSE(is_library_frame("main", f)) << f;
+  // Start-up hooks wrap the job's calls (allocscope's bootstrap lends frames from a wrapper in its sitecustomize):
+  // the wrapper is between the job's line and the library, never the answer.
+  for (std::string_view f : {"/opt/allocscope/share/allocscope/python/sitecustomize.py", "sitecustomize.py",
+                             "/home/me/.local/usercustomize.py"})
+    EXPECT_TRUE(is_library_frame("lent", f)) << f;
+  EXPECT_FALSE(is_library_frame("main", "/home/me/my_sitecustomize.py"));
 }
 
 // Captures with Python frames (tests/fixtures/capture_python, recorded on the GPU machine by
@@ -113,10 +119,11 @@ TEST(Sites, CapturesWithPythonFramesNameTheJobsLine) {
 // `loss.backward()`), and every byte alive at the peak has a line of the job's script as its site.
 TEST(Sites, GradientsNameTheLineThatCalledBackward) {
   struct Job { const char* name; const char* script; int backward_line; };
-  for (const Job& j : {Job{"torch", "torch_job.py", 20}, Job{"torch_nocache", "torch_job.py", 20},
-                       Job{"nccl", "nccl_job.py", 19}}) {
+  for (const Job& j : {Job{"capture_lent/torch", "torch_job.py", 20}, Job{"capture_lent/torch_nocache", "torch_job.py", 20},
+                       Job{"capture_lent/nccl", "nccl_job.py", 19}, Job{"capture_nccl2/lent/rank0", "nccl_job.py", 19},
+                       Job{"capture_nccl2/lent/rank1", "nccl_job.py", 19}}) {
     SCOPED_TRACE(j.name);
-    const Loaded* l = load(std::string("capture_lent/") + j.name);
+    const Loaded* l = load(j.name);
     ASSERT_TRUE(l);
     const Snapshot& s = l->s;
     const DeviceLifetimes& lt = traced_device(*l);
@@ -140,6 +147,46 @@ TEST(Sites, GradientsNameTheLineThatCalledBackward) {
     for (size_t k = 0; k < p.site.size(); ++k)
       if (p.site[k] != kNoFrame && s.str(s.frames[p.site[k]].filename).ends_with(j.script)) script += p.site_bytes[k];
     EXPECT_EQ(script, p.allocated_bytes);
+  }
+}
+
+// Two ranks of DDP on NCCL over two H100s (tests/fixtures/capture_nccl2/lent, tests/capture/owners/run_nccl2.sh,
+// PyTorch's recorder off): NCCL maps its peer-to-peer buffers on its own proxy thread (ncclProxyService), which runs
+// no Python, while the job's thread waits in the first collective on the communicator, inside DDP's constructor. The
+// bootstrap's wrappers of torch.distributed's collectives lend that thread's frames, so those buffers' site is the
+// DDP(...) line, nccl_job.py:13 (before the wrappers: "libnccl.so.2:0:ncclCuMemAlloc", 288 MiB per rank); and the
+// wrapper's own frame (sitecustomize.py) is never the site of what the job's thread allocates inside it.
+TEST(Sites, NcclsProxyThreadNamesTheLineThatSetUpTheCommunicator) {
+  for (const char* rank : {"rank0", "rank1"}) {
+    SCOPED_TRACE(rank);
+    const Loaded* l = load(std::string("capture_nccl2/lent/") + rank);
+    ASSERT_TRUE(l);
+    const Snapshot& s = l->s;
+    const DeviceLifetimes& lt = traced_device(*l);
+    uint64_t proxy_bytes = 0, in_wrapper = 0;
+    for (uint32_t i = 0; i < lt.count(); ++i) {
+      if (lt.alloc_event[i] == kNoEvent) continue;
+      bool proxy = false, wrapped = false;
+      for (FrameId f : s.stack(lt.stack[i])) {
+        proxy |= s.str(s.frames[f].name).find("ncclProxyService") != std::string_view::npos;
+        wrapped |= s.str(s.frames[f].filename).ends_with("sitecustomize.py");
+      }
+      const FrameId site = l->ff.site(lt.stack[i]);
+      if (proxy) {
+        ASSERT_NE(site, kNoFrame);
+        EXPECT_TRUE(s.str(s.frames[site].filename).ends_with("nccl_job.py")) << FrameFilter::site_text(s, site);
+        EXPECT_EQ(s.frames[site].line, 13) << FrameFilter::site_text(s, site);
+        proxy_bytes += lt.size[i];
+      }
+      if (wrapped) {
+        ++in_wrapper;
+        ASSERT_NE(site, kNoFrame);
+        EXPECT_FALSE(s.str(s.frames[site].filename).ends_with("sitecustomize.py")) << FrameFilter::site_text(s, site);
+      }
+    }
+    // 24 receive buffers of 10 MiB (p2pRecvProxySetup) and 24 send buffers of 2 MiB (p2pSendProxySetup) per rank.
+    EXPECT_EQ(proxy_bytes, 288ull << 20);
+    EXPECT_GT(in_wrapper, 100u);
   }
 }
 

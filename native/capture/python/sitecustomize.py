@@ -12,7 +12,9 @@ Nothing here may break the job: every step catches its errors and says so once o
 Gradients: PyTorch's autograd engine allocates them on its own threads, which run no Python; a wrapper of
 torch.autograd.graph._engine_run_backward lends the waiting thread's Python frames (as they are when backward
 starts) to those allocations in the capture (allocscope_capture_python_lend_begin/end), so their site is the line
-that called backward.
+that called backward. NCCL's proxy thread maps a communicator's peer buffers while the job's thread waits in a
+collective: torch.distributed's collectives lend their caller's frames the same way (wrapped where distributed_c10d
+defines them and where torch.distributed exports them).
 
 Environment (set by `allocscope record`): ALLOCSCOPE_TORCH=1 turns the torch part on; ALLOCSCOPE_TORCH_RECORDER=0
 keeps the frames lent to backward but leaves PyTorch's recorder off (the capture's own snapshot only);
@@ -116,6 +118,37 @@ def _start_recorder(torch):
         _say("PyTorch's recorder not started: %r" % (e,))
 
 
+_lend = None
+
+
+def _lender():
+    """A wrapper maker: while the wrapped function runs, allocations on threads that run no Python (PyTorch's
+    autograd engine, NCCL's proxy threads) get the calling thread's Python frames as they were at the call."""
+    global _lend
+    if _lend is None:
+        import ctypes
+        import functools
+        lib = _capture()
+        begin, end = lib.allocscope_capture_python_lend_begin, lib.allocscope_capture_python_lend_end
+        end.argtypes = [ctypes.c_int]
+
+        def lend(fn):
+            if getattr(fn, "_allocscope_lends", False):
+                return fn
+
+            @functools.wraps(fn)  # name, docstring and signature stay the function's own
+            def lent(*args, **kwargs):
+                token = begin()  # frames read without this wrapper's own
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    end(token)
+            lent._allocscope_lends = True
+            return lent
+        _lend = lend
+    return _lend
+
+
 def _lend_frames_to_backward(torch):
     """PyTorch's autograd engine allocates gradients on its own threads, which run no Python. While the job's thread
     waits in backward, the capture gives those allocations that thread's Python frames (the line that called
@@ -123,31 +156,72 @@ def _lend_frames_to_backward(torch):
     try:
         import torch.autograd.graph as graph
         run = graph._engine_run_backward
-        lib = _capture()
-        begin, end = lib.allocscope_capture_python_lend_begin, lib.allocscope_capture_python_lend_end
-
-        import ctypes
-        end.argtypes = [ctypes.c_int]
-
-        def _engine_run_backward(*args, **kwargs):
-            token = begin()
-            try:
-                return run(*args, **kwargs)
-            finally:
-                end(token)
-
+        lent = _lender()(run)
         for name, module in list(sys.modules.items()):  # torch.autograd imported the function by name
             if name != "torch" and not name.startswith("torch."):
                 continue
             # The module's own dict: a module-level __getattr__ (lazy imports) must not run here.
             if (getattr(module, "__dict__", None) or {}).get("_engine_run_backward") is run:
-                module._engine_run_backward = _engine_run_backward
+                module._engine_run_backward = lent
     except Exception as e:
         _say("gradients keep native frames only (no Python line): %r" % (e,))
 
 
+# The torch.distributed functions that can reach NCCL (a collective, a point-to-point operation, a group made or a
+# communicator set up). Queries (get_rank, is_initialized, ...) stay unwrapped: they are called every step, and
+# torch.compile folds them by identity.
+_C10D_CALLS = (
+    "all_gather", "all_gather_coalesced", "all_gather_into_tensor", "all_gather_object", "all_reduce",
+    "all_reduce_coalesced", "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
+    "broadcast_object_list", "gather", "gather_object", "init_process_group", "irecv", "isend", "monitored_barrier",
+    "new_group", "new_subgroups", "new_subgroups_by_enumeration", "recv", "recv_object_list", "reduce",
+    "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send", "send_object_list",
+    "split_group")
+
+
+def _lend_frames_to_c10d(c10d):
+    """NCCL allocates a communicator's buffers on its own proxy thread, which runs no Python, while the job's thread
+    waits in the collective that set the connection up (the first one on a communicator: DDP's constructor, an
+    all_reduce). The collectives of distributed_c10d lend their caller's frames, so those buffers' site is the job's
+    line. Wrapped in the module's own namespace, so its internal calls and the modules that import them by name
+    after it (torch.distributed's own submodules) get the wrapper."""
+    try:
+        import inspect
+        lend = _lender()
+        for name in _C10D_CALLS:
+            fn = c10d.__dict__.get(name)
+            if inspect.isfunction(fn):
+                setattr(c10d, name, lend(fn))
+    except Exception as e:
+        _say("NCCL's own threads keep native frames only (distributed_c10d): %r" % (e,))
+
+
+# torch.distributed's C++ entry points that reach NCCL without Python in between: DDP's constructor checks and
+# broadcasts the parameters through them (the first collective on its communicator).
+_C10D_CPP_CALLS = ("_broadcast_coalesced", "_verify_params_across_processes")
+
+
+def _lend_frames_to_distributed(dist):
+    """torch.distributed's own names for the wrapped distributed_c10d functions (`from .distributed_c10d import *`
+    copied them before they were wrapped, when torch.distributed was imported first), and its C++ entry points."""
+    try:
+        c10d = sys.modules.get("torch.distributed.distributed_c10d")
+        lend = _lender()
+        for name in _C10D_CALLS:
+            wrapped = c10d.__dict__.get(name) if c10d is not None else None
+            if getattr(wrapped, "_allocscope_lends", False) and dist.__dict__.get(name) is wrapped.__wrapped__:
+                setattr(dist, name, wrapped)
+        for name in _C10D_CPP_CALLS:
+            if callable(dist.__dict__.get(name)):
+                setattr(dist, name, lend(dist.__dict__[name]))
+    except Exception as e:
+        _say("NCCL's own threads keep native frames only (torch.distributed): %r" % (e,))
+
+
 def _on_torch_imported(torch):
     _lend_frames_to_backward(torch)
+    _when_imported("torch.distributed.distributed_c10d", _lend_frames_to_c10d)
+    _when_imported("torch.distributed", _lend_frames_to_distributed)
     if os.environ.get("ALLOCSCOPE_TORCH_RECORDER") == "0":
         return  # the capture's own snapshot only (its frames, gradients' lent ones included)
     try:
@@ -158,33 +232,41 @@ def _on_torch_imported(torch):
         _say("PyTorch's recorder not set up: %r" % (e,))
 
 
-class _TorchWatch:
-    """A meta path finder that sees `import torch` once, lets the normal machinery load it, then hooks it."""
+class _Watch:
+    """A meta path finder that sees one module's import once, lets the normal machinery load it, then calls `then`
+    with it (the module complete, before its importer goes on)."""
+
+    def __init__(self, name, then):
+        self.name, self.then = name, then
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != self.name:
             return None
         try:
             sys.meta_path.remove(self)
             import importlib.util
-            spec = importlib.util.find_spec("torch")
+            spec = importlib.util.find_spec(name)
             if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
                 return spec
-            run = spec.loader.exec_module
+            run, then = spec.loader.exec_module, self.then
 
             def exec_module(module):
                 run(module)
-                _on_torch_imported(module)
+                then(module)
             spec.loader.exec_module = exec_module
             return spec
         except Exception as e:
-            _say("torch import not watched: %r" % (e,))
+            _say("%s import not watched: %r" % (name, e))
             return None
+
+
+def _when_imported(name, then):
+    if name in sys.modules:
+        then(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _Watch(name, then))
 
 
 _chain()
 if os.environ.get("ALLOCSCOPE_TORCH") == "1" and os.environ.get("ALLOCSCOPE_CAPTURE_LIBRARY"):
-    if "torch" in sys.modules:
-        _on_torch_imported(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchWatch())
+    _when_imported("torch", _on_torch_imported)

@@ -15,7 +15,8 @@ namespace allocscope {
 constexpr FrameId kNoFrame = std::numeric_limits<FrameId>::max();
 
 // True for library frames: PyTorch and other installed packages (site-/dist-packages), the Python standard library,
-// "<frozen ...>"/"<string>" pseudo-files, and C++ frames without a usable file ("??", "", .cpp/.h/.cu sources,
+// "<frozen ...>"/"<string>" pseudo-files, start-up hooks (sitecustomize.py, usercustomize.py: allocscope's
+// bootstrap wraps torch.distributed's collectives there), and C++ frames without a usable file ("??", "", .cpp/.h/.cu sources,
 // object files and shared libraries).
 bool is_library_frame(std::string_view name, std::string_view filename);
 

@@ -33,10 +33,13 @@ bool is_library_frame(std::string_view name, std::string_view filename) {
   for (std::string_view e : kNativeExt)
     if (ends_with(filename, e)) return true;
   if (contains(filename, ".so.")) return true;  // libfoo.so.1
-  // The interpreter's own executable ("/usr/bin/python3.12", "python3"): a capture names its native frames by the
-  // binary when it has no line table, and they are the interpreter at work, never the job's code.
   const size_t slash = filename.rfind('/');
   const std::string_view base = slash == std::string_view::npos ? filename : filename.substr(slash + 1);
+  // Start-up hooks (site's sitecustomize/usercustomize: allocscope's bootstrap, coverage, ddtrace) set the job up and
+  // wrap its calls; a wrapper's frame sits between the job's line and the library it called.
+  if (base == "sitecustomize.py" || base == "usercustomize.py") return true;
+  // The interpreter's own executable ("/usr/bin/python3.12", "python3"): a capture names its native frames by the
+  // binary when it has no line table, and they are the interpreter at work, never the job's code.
   if (base.rfind("python", 0) == 0 &&
       base.find_first_not_of("0123456789.", 6) == std::string_view::npos)
     return true;
