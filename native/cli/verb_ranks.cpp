@@ -52,15 +52,17 @@ bool expand(const std::vector<std::string>& args, std::vector<std::string>* out)
         if (e->d_name[0] != '.' && is_input_name(e->d_name)) names.push_back(e->d_name);
       closedir(d);
       std::sort(names.begin(), names.end());
-      // `allocscope record` with ALLOCSCOPE_KEEP_TORCH_SNAPSHOT=1 leaves PyTorch's own X.torch.pickle beside the
-      // merged X.pickle, which holds it byte for byte: the same rank once, not twice.
+      // `allocscope record` with ALLOCSCOPE_KEEP_TORCH_SNAPSHOT=1 leaves PyTorch's own file beside the merged one,
+      // which holds it byte for byte: the same rank once, not twice. The bootstrap names it by replacing the
+      // output's ".pickle.gz", ".pickle" or ".gz" with ".torch.pickle" (rank0.pickle.gz -> rank0.torch.pickle,
+      // rank0.pkl -> rank0.pkl.torch.pickle); either may have been gzipped since.
       const std::vector<std::string> all = names;
       std::erase_if(names, [&](const std::string& n) {
         for (const char* ext : {".torch.pickle", ".torch.pickle.gz"})
           if (ends_with(n, ext)) {
             const std::string stem = n.substr(0, n.size() - std::string(ext).size());
-            return std::binary_search(all.begin(), all.end(), stem + ".pickle") ||
-                   std::binary_search(all.begin(), all.end(), stem + ".pickle.gz");
+            for (const char* merged : {".pickle", ".pickle.gz", ".gz", ""})
+              if (is_input_name(stem + merged) && std::binary_search(all.begin(), all.end(), stem + merged)) return true;
           }
         return false;
       });

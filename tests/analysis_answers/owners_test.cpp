@@ -200,6 +200,20 @@ TEST(Owners, TwoRanksOnTwoGpusEachHoldTheirOwnNcclBuffers) {
     // module code loaded lazily): the capture cannot have seen more.
     EXPECT_LE(owners[Owner::kPyTorch] + outside, label["device_used_since_start"].get<uint64_t>());
     EXPECT_FALSE(warns_leak(sum));
+    // The outside memory's sites, as `summary --json` gives them: every byte at a line of the job's script (none at
+    // the bootstrap's wrapper), and NCCL's all at the DDP(...) line, its proxy thread's buffers included.
+    const nlohmann::json j = json_of(run({"summary", "--json", fixture_path("capture_nccl2/merged/" + rank)}));
+    for (const auto& dev : j["devices"]) {
+      if (dev["device"].get<int64_t>() != d->device) continue;
+      uint64_t at_sites = 0, at_ddp_line = 0;
+      for (const auto& site : dev["outside"]["sites_at_peak"]) {
+        EXPECT_TRUE(site["site"]["filename"].get<std::string>().ends_with("/nccl_job.py")) << site.dump();
+        at_sites += site["bytes"].get<uint64_t>();
+        if (site["site"]["line"].get<int>() == 13) at_ddp_line += site["bytes"].get<uint64_t>();
+      }
+      EXPECT_EQ(at_sites, d->outside_at_peak);
+      EXPECT_EQ(at_ddp_line, owners[Owner::kNccl]);
+    }
   }
   const std::string dir = std::string(ALLOCSCOPE_FIXTURES) + "/capture_nccl2/merged";
   const nlohmann::json j = json_of(run({"ranks", dir, "--json"}));

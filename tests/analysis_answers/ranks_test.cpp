@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -117,15 +118,42 @@ TEST(Ranks, SavedRanksFixtureIsTheCurrentAnswer) {
   ASSERT_EQ(saved["rows"].size(), now["rows"].size());
   EXPECT_EQ(saved["outliers"], now["outliers"]);
   EXPECT_EQ(saved["median"], now["median"]);
-  // ddp_rank0.pickle was given twice: said, and both compared.
+  // ddp_rank0.pickle was given twice: said, and both compared; the saved file (which the viewer shows) says so too.
   ASSERT_EQ(now["same_rank"].size(), 1u);
   EXPECT_EQ(now["same_rank"][0]["rank"].get<int64_t>(), 0);
-  EXPECT_EQ(now["same_rank"][0]["files"].size(), 2u);
+  ASSERT_EQ(now["same_rank"][0]["files"].size(), 2u);
+  ASSERT_EQ(saved["same_rank"].size(), 1u);
+  EXPECT_EQ(saved["same_rank"][0]["rank"], now["same_rank"][0]["rank"]);
+  for (size_t k = 0; k < 2; ++k)
+    EXPECT_EQ(fs::path(saved["same_rank"][0]["files"][k].get<std::string>()).filename(),
+              fs::path(now["same_rank"][0]["files"][k].get<std::string>()).filename());
   for (size_t k = 0; k < now["rows"].size(); ++k) {
     nlohmann::json a = saved["rows"][k], b = now["rows"][k];
     for (auto* o : {&a, &b}) o->erase("name"), o->erase("error");
     EXPECT_EQ(a, b) << "row " << k;
   }
+}
+
+// `record` with ALLOCSCOPE_KEEP_TORCH_SNAPSHOT=1 leaves PyTorch's own file beside the merged one under the
+// bootstrap's names (rank0.pkl.gz -> rank0.pkl.torch.pickle, rank1.pickle.gz -> rank1.torch.pickle, gzipped here):
+// in a folder each rank is read once, from the merged file; a PyTorch file with no merged one beside it is a rank.
+TEST(Ranks, PyTorchsKeptFileBesideItsMergedOneIsOneRank) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("allocscope_ranks_kept_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path merged = fs::path(ALLOCSCOPE_FIXTURES) / "capture_nccl2" / "merged";
+  fs::copy_file(merged / "rank0.pickle.gz", dir / "rank0.pkl.gz");
+  fs::copy_file(merged / "rank0.torch.pickle.gz", dir / "rank0.pkl.torch.pickle.gz");
+  fs::copy_file(merged / "rank1.pickle.gz", dir / "rank1.pickle.gz");
+  fs::copy_file(merged / "rank1.torch.pickle.gz", dir / "rank1.torch.pickle.gz");
+  fs::copy_file(merged / "rank1.torch.pickle.gz", dir / "rank2.torch.pickle.gz");
+  const nlohmann::json j = json_of(run({"ranks", dir.string(), "--json"}));
+  fs::remove_all(dir);
+  EXPECT_EQ(j["files"].get<int>(), 3);
+  EXPECT_TRUE(j["same_rank"].empty());
+  std::vector<std::string> names;
+  for (const auto& row : j["rows"]) names.push_back(fs::path(row["name"].get<std::string>()).filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"rank0.pkl.gz", "rank1.pickle.gz", "rank2.torch.pickle.gz"}));
 }
 
 // 24 ranks of ddp_rank0 with three planted outliers, in a folder removed at the end.

@@ -3,6 +3,9 @@
 // engine's threads, and never the unwinder, the allocator or the interpreter. Printed stacks drop the unwinder.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+
 #include <string>
 #include <string_view>
 
@@ -164,6 +167,7 @@ TEST(Sites, NcclsProxyThreadNamesTheLineThatSetUpTheCommunicator) {
     const Snapshot& s = l->s;
     const DeviceLifetimes& lt = traced_device(*l);
     uint64_t proxy_bytes = 0, in_wrapper = 0;
+    std::map<uint64_t, uint32_t> proxy_sizes;  // size -> allocations
     for (uint32_t i = 0; i < lt.count(); ++i) {
       if (lt.alloc_event[i] == kNoEvent) continue;
       bool proxy = false, wrapped = false;
@@ -177,6 +181,7 @@ TEST(Sites, NcclsProxyThreadNamesTheLineThatSetUpTheCommunicator) {
         EXPECT_TRUE(s.str(s.frames[site].filename).ends_with("nccl_job.py")) << FrameFilter::site_text(s, site);
         EXPECT_EQ(s.frames[site].line, 13) << FrameFilter::site_text(s, site);
         proxy_bytes += lt.size[i];
+        ++proxy_sizes[lt.size[i]];
       }
       if (wrapped) {
         ++in_wrapper;
@@ -184,7 +189,14 @@ TEST(Sites, NcclsProxyThreadNamesTheLineThatSetUpTheCommunicator) {
         EXPECT_FALSE(s.str(s.frames[site].filename).ends_with("sitecustomize.py")) << FrameFilter::site_text(s, site);
       }
     }
-    // 24 receive buffers of 10 MiB (p2pRecvProxySetup) and 24 send buffers of 2 MiB (p2pSendProxySetup) per rank.
+    // One receive buffer of 10 MiB (p2pRecvProxySetup) and one send buffer of 2 MiB (p2pSendProxySetup) per channel
+    // to the peer, and NCCL's own log (the same job in run_nccl2_log.sh) says how many channels it connected
+    // "via P2P/CUMEM": the count of buffers is NCCL's; their sizes are the capture's.
+    std::ifstream log(std::string(ALLOCSCOPE_FIXTURES) + "/capture_nccl2/nccl_log/nccl." + rank + ".log");
+    uint32_t channels = 0;
+    for (std::string line; std::getline(log, line);) channels += line.find("via P2P/CUMEM") != std::string::npos;
+    EXPECT_EQ(channels, 24u);
+    EXPECT_EQ(proxy_sizes, (std::map<uint64_t, uint32_t>{{2ull << 20, channels}, {10ull << 20, channels}}));
     EXPECT_EQ(proxy_bytes, 288ull << 20);
     EXPECT_GT(in_wrapper, 100u);
   }

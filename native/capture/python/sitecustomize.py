@@ -169,51 +169,65 @@ def _lend_frames_to_backward(torch):
 
 # The torch.distributed functions that can reach NCCL (a collective, a point-to-point operation, a group made or a
 # communicator set up). Queries (get_rank, is_initialized, ...) stay unwrapped: they are called every step, and
-# torch.compile folds them by identity.
+# torch.compile folds them by identity. Deprecated ones (all_gather_coalesced, all_reduce_coalesced) too: their
+# warning names the caller's line, which a wrapper would take.
 _C10D_CALLS = (
-    "all_gather", "all_gather_coalesced", "all_gather_into_tensor", "all_gather_object", "all_reduce",
-    "all_reduce_coalesced", "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
-    "broadcast_object_list", "gather", "gather_object", "init_process_group", "irecv", "isend", "monitored_barrier",
-    "new_group", "new_subgroups", "new_subgroups_by_enumeration", "recv", "recv_object_list", "reduce",
-    "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send", "send_object_list",
-    "split_group")
+    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all", "all_to_all_single",
+    "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list", "gather", "gather_object",
+    "init_process_group", "irecv", "isend", "monitored_barrier", "new_group", "new_subgroups",
+    "new_subgroups_by_enumeration", "recv", "recv_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+    "scatter", "scatter_object_list", "send", "send_object_list", "split_group")
+
+
+def _rebind(originals):
+    """Every loaded torch module that imported one of the original functions by name now holds its wrapper:
+    `import torch` imports torch.distributed and its submodules (device_mesh binds new_group and
+    init_process_group by name) before the bootstrap sees torch. `originals`: name -> (function, wrapper)."""
+    for mod_name, module in list(sys.modules.items()):
+        if mod_name != "torch" and not mod_name.startswith("torch."):
+            continue
+        d = getattr(module, "__dict__", None) or {}  # its own dict: a module __getattr__ must not run
+        for name, (fn, lent) in originals.items():
+            if d.get(name) is fn:
+                d[name] = lent
 
 
 def _lend_frames_to_c10d(c10d):
     """NCCL allocates a communicator's buffers on its own proxy thread, which runs no Python, while the job's thread
     waits in the collective that set the connection up (the first one on a communicator: DDP's constructor, an
     all_reduce). The collectives of distributed_c10d lend their caller's frames, so those buffers' site is the job's
-    line. Wrapped in the module's own namespace, so its internal calls and the modules that import them by name
-    after it (torch.distributed's own submodules) get the wrapper."""
+    line. Wrapped where the module defines them (its own internal calls, and modules that import them later, get the
+    wrapper) and wherever a loaded module already imported them by name."""
     try:
         import inspect
         lend = _lender()
+        originals = {}
         for name in _C10D_CALLS:
             fn = c10d.__dict__.get(name)
             if inspect.isfunction(fn):
-                setattr(c10d, name, lend(fn))
+                originals[name] = (fn, lend(fn))
+                setattr(c10d, name, originals[name][1])
+        _rebind(originals)
     except Exception as e:
         _say("NCCL's own threads keep native frames only (distributed_c10d): %r" % (e,))
 
 
 # torch.distributed's C++ entry points that reach NCCL without Python in between: DDP's constructor checks and
-# broadcasts the parameters through them (the first collective on its communicator).
+# broadcasts the parameters through them (the first collective on its communicator), as `dist.NAME(...)`.
 _C10D_CPP_CALLS = ("_broadcast_coalesced", "_verify_params_across_processes")
 
 
 def _lend_frames_to_distributed(dist):
-    """torch.distributed's own names for the wrapped distributed_c10d functions (`from .distributed_c10d import *`
-    copied them before they were wrapped, when torch.distributed was imported first), and its C++ entry points."""
+    """torch.distributed's C++ entry points, wrapped under torch.distributed's names (where the wrapper says it lives,
+    so that pickling one by reference finds the wrapper)."""
     try:
-        c10d = sys.modules.get("torch.distributed.distributed_c10d")
         lend = _lender()
-        for name in _C10D_CALLS:
-            wrapped = c10d.__dict__.get(name) if c10d is not None else None
-            if getattr(wrapped, "_allocscope_lends", False) and dist.__dict__.get(name) is wrapped.__wrapped__:
-                setattr(dist, name, wrapped)
         for name in _C10D_CPP_CALLS:
-            if callable(dist.__dict__.get(name)):
-                setattr(dist, name, lend(dist.__dict__[name]))
+            fn = dist.__dict__.get(name)
+            if callable(fn) and not getattr(fn, "_allocscope_lends", False):
+                lent = lend(fn)
+                lent.__module__ = dist.__name__
+                setattr(dist, name, lent)
     except Exception as e:
         _say("NCCL's own threads keep native frames only (torch.distributed): %r" % (e,))
 
@@ -233,26 +247,36 @@ def _on_torch_imported(torch):
 
 
 class _Watch:
-    """A meta path finder that sees one module's import once, lets the normal machinery load it, then calls `then`
-    with it (the module complete, before its importer goes on)."""
+    """A meta path finder for one module: its import, when it happens, runs `then` with the module (complete, before
+    its importer goes on). Other lookups of that name (importlib.util.find_spec("torch"), which libraries call to
+    see whether torch is installed) get a spec too, but the watch stays until the module is executed."""
 
     def __init__(self, name, then):
-        self.name, self.then = name, then
+        self.name, self.then, self.busy, self.done = name, then, False, False
 
     def find_spec(self, name, path=None, target=None):
-        if name != self.name:
+        if name != self.name or self.busy:
             return None
         try:
-            sys.meta_path.remove(self)
             import importlib.util
-            spec = importlib.util.find_spec(name)
+            self.busy = True  # the lookup below walks sys.meta_path again
+            try:
+                spec = importlib.util.find_spec(name)
+            finally:
+                self.busy = False
             if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
                 return spec
-            run, then = spec.loader.exec_module, self.then
+            watch, run = self, spec.loader.exec_module
 
             def exec_module(module):
+                try:
+                    sys.meta_path.remove(watch)
+                except ValueError:
+                    pass
                 run(module)
-                then(module)
+                if not watch.done:  # once, however many of its specs get executed
+                    watch.done = True
+                    watch.then(module)
             spec.loader.exec_module = exec_module
             return spec
         except Exception as e:

@@ -4,7 +4,7 @@
 #     merged_check.py, its summary, and `allocscope ranks` on the two; (2) PyTorch's recorder off: the capture's own
 #     share of bytes at the peak whose site is the script (site_share.py); (3) the per-step time of 60 steps, bare and
 #     recorded, 3 rounds. Output: OUT_DIR/merged, OUT_DIR/lent, logs, bundled in OUT_DIR.tar.
-# usage: tests/capture/owners/run_nccl2.sh STAGE_DIR OUT_DIR
+# usage: [ROUNDS=3] tests/capture/owners/run_nccl2.sh STAGE_DIR OUT_DIR
 set -u
 . "$(dirname "$0")/../stage_env.sh" "$1" "$2"
 job=tests/capture/owners/nccl_job.py
@@ -21,6 +21,9 @@ print('lend:', {n: getattr(getattr(dist, n), '_allocscope_lends', False) for n i
       ('all_reduce', 'broadcast', 'all_gather_into_tensor', 'barrier', 'new_group', '_broadcast_coalesced',
        '_verify_params_across_processes', 'get_rank')})
 print('c10d and dist agree:', c10d.all_reduce is dist.all_reduce, c10d.broadcast is dist.broadcast)
+import torch.distributed.device_mesh as dm
+print('bound by name before the bootstrap saw torch, now wrapped:',
+      {n: getattr(dm.__dict__.get(n), '_allocscope_lends', None) for n in ('new_group', 'init_process_group', 'split_group')})
 remaps = getattr(fc, 'traceable_collective_remaps', {})
 print('compile remaps keys are dist functions:', len(remaps), all(k is getattr(dist, k.__name__, None) for k in remaps))
 " 2>&1 | tail -6
@@ -50,7 +53,7 @@ for r in 0 1; do
   "$S/allocscope" summary "$O/lent/rank$r.pickle.gz" 2>&1 | grep -i -B2 -A12 "owner" | head -18
 done
 echo "== (3) per-step time, 60 steps (median ms of the last 59 per rank)"
-for round in 1 2 3; do
+for round in $(seq "${ROUNDS:-3}"); do
   STEPS=60 torchrun --nproc_per_node=2 --master_port=29613 $job /tmp/ov_bare.%r.json >/dev/null 2>&1
   STEPS=60 "$S/allocscope" record -o /tmp/ov.rank%r.pickle -- \
     torchrun --nproc_per_node=2 --master_port=29614 $job /tmp/ov_rec.%r.json >/dev/null 2>&1

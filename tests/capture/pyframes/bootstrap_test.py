@@ -18,6 +18,32 @@ def check(cond, what):
     failed += 0 if cond else 1
 
 
+# The bootstrap's import watch (it hooks torch when torch is imported): a library that first asks whether a module
+# is installed (importlib.util.find_spec, as transformers and accelerate do for torch) must not use the watch up,
+# and the hook runs once, when the module is executed. Checked on a module of our own in a temporary folder.
+bootstrap = os.path.join(os.path.dirname(allocscope), "python", "sitecustomize.py")
+watch_job = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("allocscope_bootstrap_under_test", sys.argv[1])
+boot = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(boot)
+seen = []
+boot._when_imported("allocscope_watch_probe", lambda m: seen.append(m.VALUE))
+print(importlib.util.find_spec("allocscope_watch_probe") is not None, seen == [])
+import allocscope_watch_probe
+importlib.reload(allocscope_watch_probe)
+print(seen == [42], sum(isinstance(f, boot._Watch) for f in sys.meta_path) == 0)
+"""
+with tempfile.TemporaryDirectory(prefix="allocscope_watch_") as d:
+    with open(os.path.join(d, "allocscope_watch_probe.py"), "w") as f:
+        f.write("VALUE = 42\n")
+    r = subprocess.run([sys.executable, "-c", watch_job, bootstrap], env=dict(os.environ, PYTHONPATH=d),
+                       capture_output=True, text=True)
+    check(os.path.isfile(bootstrap), "the built bootstrap is next to allocscope (%s)" % bootstrap)
+    check(r.returncode == 0 and r.stdout.split() == ["True", "True", "True", "True"],
+          "a find_spec before the import leaves the watch; the hook runs once, at the import (%s %s)"
+          % (r.stdout.strip(), r.stderr.strip()[-300:]))
+
 probe = ("import builtins, sys; m = sys.modules.get('sitecustomize'); "
          "print(getattr(builtins, 'user_site_ran', False), m.__file__ if m else None, "
          "sys.modules.get('_allocscope_chained_sitecustomize') is not None)")

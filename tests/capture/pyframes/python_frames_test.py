@@ -129,6 +129,38 @@ def inner_loan(a):
         held_gil.shim_lend_end(token)
 
 
+# A module that is library code by the site rule (it lives in a site-packages folder): a thread running only library
+# code (PyTorch's engine running a DDP communication hook, a library's thread waiting in a collective) has no line
+# of the job's own to lend.
+_site_packages = tempfile.TemporaryDirectory(prefix="allocscope_pyframes_lib_")
+os.mkdir(os.path.join(_site_packages.name, "site-packages"))
+with open(os.path.join(_site_packages.name, "site-packages", "allocscope_test_library.py"), "w") as _f:
+    _f.write("def lend_and_alloc(held, free, a):\n"
+             "    token = held.shim_lend_begin()\n"
+             "    try:\n"
+             "        free.shim_alloc_on_native_thread(a, 4096)\n"
+             "    finally:\n"
+             "        held.shim_lend_end(token)\n")
+sys.path.insert(0, os.path.join(_site_packages.name, "site-packages"))
+import allocscope_test_library  # noqa: E402
+
+
+def library_lender(a, b):
+    # With the job's own loan under way, the library thread's loan lends nothing: the job's goes on lending (a). With
+    # none under way, the allocation gets no Python frames at all (b), not the library's.
+    outer = held_gil.shim_lend_begin()
+    try:
+        stack = here(); expected[a] = stack[1:]; t = threading.Thread(target=allocscope_test_library.lend_and_alloc, args=(held_gil, free_gil, a))
+        t.start()
+        t.join()
+    finally:
+        held_gil.shim_lend_end(outer)
+    expected[b] = []
+    t = threading.Thread(target=allocscope_test_library.lend_and_alloc, args=(held_gil, free_gil, b))
+    t.start()
+    t.join()
+
+
 def native_thread_alone():
     # No loan: a thread that never ran Python has no Python frames.
     a = addr()
@@ -150,6 +182,7 @@ def scenarios():
     non_ascii_names()
     nested(4, engine_wait)
     nested(2, lambda a: nested_loans(a, addr()))
+    nested(1, lambda a: library_lender(a, addr()))
     native_thread_alone()
     nested(MAX_PYTHON_FRAMES + 20, alloc_free)
 
@@ -283,8 +316,13 @@ def child(out):
 
 
 if __name__ == "__main__":
-    if "--bench" in sys.argv[2:]:
-        sys.exit(bench())
-    if "--child" in sys.argv[2:]:
-        sys.exit(child(sys.argv[sys.argv.index("--child") + 1]))
-    sys.exit(main())
+    try:
+        if "--bench" in sys.argv[2:]:
+            rc = bench()
+        elif "--child" in sys.argv[2:]:
+            rc = child(sys.argv[sys.argv.index("--child") + 1])
+        else:
+            rc = main()
+    finally:
+        _site_packages.cleanup()
+    sys.exit(rc)
