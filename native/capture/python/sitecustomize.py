@@ -149,6 +149,19 @@ def _lender():
     return _lend
 
 
+def _rebind(originals):
+    """Every loaded torch module that imported one of the original functions by name now holds its wrapper: torch's
+    modules bind them by name before the bootstrap sees torch (torch.autograd binds _engine_run_backward,
+    device_mesh binds new_group and init_process_group). `originals`: name -> (function, wrapper)."""
+    for mod_name, module in list(sys.modules.items()):
+        if mod_name != "torch" and not mod_name.startswith("torch."):
+            continue
+        d = getattr(module, "__dict__", None) or {}  # its own dict: a module __getattr__ must not run
+        for name, (fn, lent) in originals.items():
+            if d.get(name) is fn:
+                d[name] = lent
+
+
 def _lend_frames_to_backward(torch):
     """PyTorch's autograd engine allocates gradients on its own threads, which run no Python. While the job's thread
     waits in backward, the capture gives those allocations that thread's Python frames (the line that called
@@ -156,13 +169,7 @@ def _lend_frames_to_backward(torch):
     try:
         import torch.autograd.graph as graph
         run = graph._engine_run_backward
-        lent = _lender()(run)
-        for name, module in list(sys.modules.items()):  # torch.autograd imported the function by name
-            if name != "torch" and not name.startswith("torch."):
-                continue
-            # The module's own dict: a module-level __getattr__ (lazy imports) must not run here.
-            if (getattr(module, "__dict__", None) or {}).get("_engine_run_backward") is run:
-                module._engine_run_backward = lent
+        _rebind({"_engine_run_backward": (run, _lender()(run))})
     except Exception as e:
         _say("gradients keep native frames only (no Python line): %r" % (e,))
 
@@ -177,19 +184,6 @@ _C10D_CALLS = (
     "init_process_group", "irecv", "isend", "monitored_barrier", "new_group", "new_subgroups",
     "new_subgroups_by_enumeration", "recv", "recv_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor",
     "scatter", "scatter_object_list", "send", "send_object_list", "split_group")
-
-
-def _rebind(originals):
-    """Every loaded torch module that imported one of the original functions by name now holds its wrapper:
-    `import torch` imports torch.distributed and its submodules (device_mesh binds new_group and
-    init_process_group by name) before the bootstrap sees torch. `originals`: name -> (function, wrapper)."""
-    for mod_name, module in list(sys.modules.items()):
-        if mod_name != "torch" and not mod_name.startswith("torch."):
-            continue
-        d = getattr(module, "__dict__", None) or {}  # its own dict: a module __getattr__ must not run
-        for name, (fn, lent) in originals.items():
-            if d.get(name) is fn:
-                d[name] = lent
 
 
 def _lend_frames_to_c10d(c10d):

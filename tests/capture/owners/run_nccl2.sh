@@ -27,11 +27,16 @@ print('bound by name before the bootstrap saw torch, now wrapped:',
 remaps = getattr(fc, 'traceable_collective_remaps', {})
 print('compile remaps keys are dist functions:', len(remaps), all(k is getattr(dist, k.__name__, None) for k in remaps))
 " 2>&1 | tail -6
+# The job as two torchrun ranks under `allocscope record`, into OUT/DIR/rank%r.EXT with its labels beside.
+# usage: record_ranks DIR EXT PORT (environment for `record` set by the caller)
+record_ranks() {
+  mkdir -p "$O/$1"
+  "$S/allocscope" record -o "$O/$1/rank%r.$2" -- torchrun --nproc_per_node=2 --master_port=$3 $job \
+    "$O/$1/rank%r.label.json" 2>&1 | grep -v "^W1\|OMP_NUM" | tail -8
+  ls -la "$O/$1"
+}
 echo "== (1) default mode, 2 ranks, PyTorch's file kept"
-mkdir -p "$O/merged"
-ALLOCSCOPE_KEEP_TORCH_SNAPSHOT=1 "$S/allocscope" record -o "$O/merged/rank%r.pickle" -- \
-  torchrun --nproc_per_node=2 --master_port=29611 $job "$O/merged/rank%r.label.json" 2>&1 | grep -v "^W1\|OMP_NUM" | tail -8
-ls -la "$O/merged"
+ALLOCSCOPE_KEEP_TORCH_SNAPSHOT=1 record_ranks merged pickle 29611
 for r in 0 1; do
   echo "-- rank $r"
   python3 $here/merged_check.py "$S/allocscope" "$O/merged/rank$r.pickle" "$O/merged/rank$r.torch.pickle" \
@@ -42,10 +47,7 @@ for r in 0 1; do
 done
 "$S/allocscope" ranks "$O/merged" 2>&1 | head -20
 echo "== (2) PyTorch's recorder off: the capture's own stacks"
-mkdir -p "$O/lent"
-ALLOCSCOPE_TORCH_RECORDER=0 "$S/allocscope" record -o "$O/lent/rank%r.pickle.gz" -- \
-  torchrun --nproc_per_node=2 --master_port=29612 $job "$O/lent/rank%r.label.json" 2>&1 | grep -v "^W1\|OMP_NUM" | tail -4
-ls -la "$O/lent"
+ALLOCSCOPE_TORCH_RECORDER=0 record_ranks lent pickle.gz 29612
 for r in 0 1; do
   echo "-- rank $r"
   python3 $here/site_share.py "$S/allocscope" "$O/lent/rank$r.pickle.gz" nccl_job.py | tee "$O/lent/rank$r.share.json"
