@@ -4,11 +4,13 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "allocscope/frame_filter.h"
 #include "allocscope/lifetimes.h"
 #include "allocscope/loader.h"
 #include "allocscope/summary.h"
+#include "util/parallel.h"
 
 namespace allocscope {
 namespace {
@@ -37,6 +39,18 @@ TEST(DeviceThreads, OneThreadAndSeveralGiveTheSameAnswer) {
   auto s = load_snapshot_file(std::string(ALLOCSCOPE_FIXTURES) + "/external/pt28_4dev_expandable_oom.pickle.gz");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(build_lifetimes(s.value()).devices.size(), 3u);
+}
+
+// detail::both: with no core to spare, `a` runs before `b` on the calling thread; with one, both run, and the caller
+// sees both results once it returns.
+TEST(DeviceThreads, BothRunsEachPieceOnceInOrderWhenNoCoreIsSpare) {
+  std::vector<int> order;
+  detail::both(false, [&] { order.push_back(1); }, [&] { order.push_back(2); });
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  int a = 0, b = 0;
+  detail::both(true, [&] { a = 7; }, [&] { b = 9; });
+  EXPECT_EQ(a, 7);
+  EXPECT_EQ(b, 9);
 }
 
 }  // namespace

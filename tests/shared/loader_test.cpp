@@ -151,7 +151,9 @@ TEST(Loader, PyTorch20BlocksGetAddressesAndStacksFromHistory) {
       at += b.size;
       EXPECT_FALSE(b.has_frames);
       with_history += b.has_history;
-      if (b.num_history > 0) EXPECT_EQ(b.stack, s.history_of(b)[0].stack);
+      if (b.num_history > 0) {
+        EXPECT_EQ(b.stack, s.history_of(b)[0].stack);
+      }
     }
     EXPECT_EQ(at, seg.address + seg.total_size);
   }

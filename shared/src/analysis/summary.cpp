@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "allocscope/categories.h"
 #include "allocscope/iterations.h"
@@ -43,7 +44,10 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     std::vector<std::string> leak_warnings, other;
   };
   std::vector<PerDevice> per(lifetimes.devices.size());
-  detail::parallel_for(per.size(), [&](size_t k) {
+  // A core is spare when there are fewer devices than cores: then the file-wide checks, and pairs of one device's
+  // analyses, run beside each other (detail::both; in order on one thread, the same answer).
+  const bool spare = detail::threads_for(per.size() + 1) > per.size();
+  auto one_device = [&](size_t k) {
     const DeviceLifetimes& lt = lifetimes.devices[k];
     DeviceSummary& d = per[k].d;
     std::vector<std::string>& leak_warnings = per[k].leak_warnings;
@@ -58,14 +62,31 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     for (uint32_t i = 0; i < lt.count(); ++i) d.frees_without_alloc += lt.origin[i] == LifetimeOrigin::kFreedOnly;
     for (uint32_t i = 0; i < lt.event_count; ++i) d.ooms += s.events.action[lt.event_begin + i] == Action::kOom;
 
-    const SegmentTimeline st = build_segment_timeline(s, lt.device);
-    const Iterations it = detect_iterations(s, lt);
+    // The segment timeline and the categories do not need each other, nor do the peak and the leaks: with a core
+    // to spare (fewer devices than cores, the usual one-GPU rank), each pair runs at once.
+    std::optional<SegmentTimeline> st_slot;
+    std::optional<Iterations> it_slot;
+    std::optional<Result<Categories>> cats_slot;
+    detail::both(
+        spare, [&] { st_slot.emplace(build_segment_timeline(s, lt.device)); },
+        [&] {
+          it_slot.emplace(detect_iterations(s, lt));
+          cats_slot.emplace(categorize(s, lt, *it_slot, ff));  // no user rules: cannot fail
+        });
+    const SegmentTimeline& st = *st_slot;
+    const Iterations& it = *it_slot;
     d.iterations = static_cast<uint32_t>(it.boundary.size());
-    auto cats = categorize(s, lt, it, ff);  // no user rules: cannot fail
-    const Categories* c = cats.ok() ? &cats.value() : nullptr;
+    const Categories* c = cats_slot->ok() ? &cats_slot->value() : nullptr;
     PeakOptions po;
     po.top = top_sites;
-    const Peak p = find_peak(s, lt, &st, ff, c, po);
+    std::optional<Peak> peak_slot;
+    std::optional<LeakReport> leaks_slot;
+    detail::both(
+        spare, [&] { peak_slot.emplace(find_peak(s, lt, &st, ff, c, po)); },
+        [&] {
+          if (c) leaks_slot.emplace(find_leaks(s, lt, it, *c, ff));
+        });
+    const Peak& p = *peak_slot;
     d.peak_allocated = p.allocated_bytes;
     d.peak_allocated_step = p.allocated_step;
     d.peak_reserved = p.reserved_bytes;
@@ -92,8 +113,8 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     }
     d.fragmentation = free_bytes ? 1.0 - static_cast<double>(d.final_largest_free) / static_cast<double>(free_bytes) : 0;
 
-    if (c) {
-      const LeakReport lr = find_leaks(s, lt, it, *c, ff);
+    if (leaks_slot) {
+      const LeakReport& lr = *leaks_slot;
       d.leak_suspected = lr.leak_suspected();
       if (d.leak_suspected) {
         const LeakGroup& g = lr.growing.front();
@@ -120,7 +141,11 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     if (d.ooms) other.push_back(dev(lt.device) + std::to_string(d.ooms) + " out-of-memory event(s) (see `allocscope oom`)");
     add_grouped(lt.warnings, dev(lt.device) + "replay: ", &other);
     add_grouped(st.warnings, dev(lt.device) + "segments: ", &other);
-  });
+  };
+  std::vector<std::string> checks;
+  detail::both(
+      spare, [&] { checks = consistency_warnings(s, lifetimes); },
+      [&] { detail::parallel_for(per.size(), one_device); });
   std::vector<std::string> leak_warnings, other;
   for (PerDevice& p : per) {
     sum.devices.push_back(std::move(p.d));
@@ -136,7 +161,7 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
   for (auto& w : other)
     if (w.find("out-of-memory") == std::string::npos) sum.warnings.push_back(w);
   for (const std::string& w : s.warnings) sum.warnings.push_back("file: " + w);
-  for (std::string& w : consistency_warnings(s, lifetimes)) sum.warnings.push_back(std::move(w));
+  for (std::string& w : checks) sum.warnings.push_back(std::move(w));
   return sum;
 }
 
