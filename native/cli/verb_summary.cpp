@@ -38,8 +38,10 @@ const RegisterVerb kRegister({
     "summary",
     "one screen: peaks, fragmentation, top sites, OOMs, leaks and file warnings",
     "usage: allocscope summary FILE [--json] [--top N]\n\n"
-    "Per device: events and time span, peak allocated (active) and reserved bytes with their steps, the final\n"
-    "reserved/allocated bytes with the largest free block and fragmentation (1 - largest free / free), the top\n"
+    "Per device: events and time span, peak allocated (live allocations in requested bytes, as PyTorch's\n"
+    "timeline; step 0 is before the first event) and reserved bytes with their steps, the final reserved and\n"
+    "allocated bytes (as torch.cuda.memory_allocated() counts them; blocks freed while another stream still used\n"
+    "them are shown apart) with the largest free block and fragmentation (1 - largest free / free), the top\n"
     "N (default 5) allocation sites alive at the peak (deepest user frame), then warnings: OOMs, suspected\n"
     "leaks, gradients held across steps, a wrapped ring buffer (frees without allocs) and inconsistent content\n"
     "(blocks outside segments, repeated frees, time going backwards, negative sizes).\n\n"

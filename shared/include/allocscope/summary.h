@@ -19,13 +19,19 @@ struct DeviceSummary {
   int64_t first_us = 0, last_us = 0;
   uint32_t allocations = 0;          // lifetimes rows
   uint32_t frees_without_alloc = 0;  // allocations the ring buffer cut (allocated before the window)
-  uint64_t peak_allocated = 0;       // active bytes (PyTorch's timeline peak)
+  // The highest total of live allocations over steps 0..n (step 0: before the first event), in requested bytes,
+  // as PyTorch's Active Memory Timeline draws it. Its max_size leaves out step 0, so it is lower where memory is
+  // highest before the first event (a trace that opens with frees of older allocations).
+  uint64_t peak_allocated = 0;
   uint32_t peak_allocated_step = 0;
   uint64_t peak_reserved = 0;
   uint32_t peak_reserved_step = 0;
-  // Final state from the file's segments (ground truth): reserved, active, the largest free block.
+  // Final state from the file's segments (ground truth), in the allocator's block sizes (rounded up): reserved;
+  // allocated as PyTorch's memory_allocated() counts it (the segments' allocated_size); blocks freed but waiting
+  // for another stream's work (PyTorch's active, not allocated, bytes); the largest free block.
   uint64_t final_reserved = 0;
   uint64_t final_allocated = 0;
+  uint64_t final_pending_free = 0;
   uint64_t final_largest_free = 0;
   double fragmentation = 0;  // 1 - largest free block / free bytes in segments (0 = all free space in one block)
   uint32_t iterations = 0;   // detected iteration boundaries

@@ -106,8 +106,12 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
         if (b.state == BlockState::kInactive) {
           free_bytes += b.size;
           d.final_largest_free = std::max(d.final_largest_free, b.size);
+        } else if (b.state == BlockState::kActivePendingFree) {
+          // Freed by the program but still used by another stream's queued work: PyTorch's allocator already took
+          // it out of memory_allocated() (and segments' allocated_size), and reuses it once those events complete.
+          d.final_pending_free += b.size;
         } else {
-          d.final_allocated += b.size;
+          d.final_allocated += b.size;  // an unknown state counts as allocated, as it did before states were read
         }
       }
     }
@@ -137,6 +141,13 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
       other.push_back(dev(lt.device) + std::to_string(d.frees_without_alloc) +
                       " frees without allocs: the ring buffer wrapped (max_entries), so the oldest events are missing "
                       "and those allocations are drawn from the start");
+    }
+    // Live allocations always sit inside reserved segments, so the allocated peak can never pass the reserved one
+    // (both replayed from the same trace and segments); when it does, the two parts of the file disagree.
+    if (d.peak_reserved > 0 && d.peak_allocated > d.peak_reserved) {
+      other.push_back(dev(lt.device) + "the allocated peak (" + memviz::format_size(d.peak_allocated) +
+                      ") is above the reserved peak (" + memviz::format_size(d.peak_reserved) +
+                      "): the trace and the segments disagree, so neither peak is what the allocator held");
     }
     if (d.ooms) other.push_back(dev(lt.device) + std::to_string(d.ooms) + " out-of-memory event(s) (see `allocscope oom`)");
     add_grouped(lt.warnings, dev(lt.device) + "replay: ", &other);

@@ -19,10 +19,16 @@ void add(std::vector<std::string>* out, uint64_t n, const std::string& what) {
 std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes& lifetimes) {
   (void)lifetimes;
   std::vector<std::string> out;
-  uint64_t outside = 0, huge = 0, overlapping = 0;
+  uint64_t outside = 0, huge = 0, overlapping = 0, untiled = 0;
   for (const Segment& seg : s.segments) {
     const unsigned __int128 seg_end = static_cast<unsigned __int128>(seg.address) + seg.total_size;
-    unsigned __int128 prev_end = seg.address;
+    unsigned __int128 prev_end = seg.address, tiled = 0;
+    // PyTorch splits a segment into blocks that cover it exactly; when they do not, the file's final state (every
+    // "at the end" figure, and the pre-trace allocations the timeline starts from) is not what the allocator held.
+    if (seg.num_blocks) {
+      for (const Block& b : s.blocks_of(seg)) tiled += b.size;
+      untiled += tiled != seg.total_size;
+    }
     for (const Block& b : s.blocks_of(seg)) {
       const unsigned __int128 end = static_cast<unsigned __int128>(b.address) + b.size;
       if (b.address < seg.address || end > seg_end) ++outside;
@@ -35,6 +41,8 @@ std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes
   add(&out, outside, "block(s) lie outside their segment's address range");
   add(&out, overlapping, "block(s) overlap the previous block of their segment");
   add(&out, huge, "segment/block size(s) are negative or above 2^63 bytes");
+  add(&out, untiled, "segment(s) whose blocks do not add up to the segment's size (PyTorch's blocks always cover "
+                     "their segment exactly): the final allocated and free bytes are not the allocator's");
 
   const EventColumns& ev = s.events;
   for (const DeviceTrace& d : s.devices) {

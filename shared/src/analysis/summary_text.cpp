@@ -15,10 +15,18 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
          seconds(d.last_us - d.first_us) + ", " + std::to_string(d.allocations) + " allocations";
     if (d.iterations) o += ", " + std::to_string(d.iterations) + " iterations";
     o += "\n";
-    o += "  peak allocated   " + rpad(size(d.peak_allocated), 10) + "  at step " + std::to_string(d.peak_allocated_step) + "\n";
-    o += "  peak reserved    " + rpad(size(d.peak_reserved), 10) + "  at step " + std::to_string(d.peak_reserved_step) + "\n";
-    o += "  at the end       " + rpad(size(d.final_reserved), 10) + "  reserved, " + size(d.final_allocated) +
-         " allocated, largest free block " + size(d.final_largest_free) + " (fragmentation " + percent(d.fragmentation) + ")\n";
+    auto step = [&d](uint32_t k) {
+      return "at step " + std::to_string(k) +
+             (k > 0 ? "" : d.events ? " (before the first event)" : " (no trace: the state the snapshot holds)");
+    };
+    o += "  peak allocated   " + rpad(size(d.peak_allocated), 10) + "  " + step(d.peak_allocated_step) + "\n";
+    o += "  peak reserved    " + rpad(size(d.peak_reserved), 10) + "  " + step(d.peak_reserved_step) + "\n";
+    o += "  at the end       " + rpad(size(d.final_reserved), 10) + "  reserved, " + size(d.final_allocated) + " allocated";
+    if (d.final_pending_free) o += " (+" + size(d.final_pending_free) + " freed, waiting for other streams)";
+    o += ", largest free block " + size(d.final_largest_free) + " (fragmentation " + percent(d.fragmentation) + ")\n";
+    if (d.final_allocated > d.peak_allocated)
+      o += "                   (the peak counts requested bytes, as PyTorch's timeline; the end, the allocator's rounded "
+           "blocks)\n";
     if (!d.owners_at_peak.empty()) {
       o += s.outside ? "  device memory at the peak by owner (PyTorch's reserved, and the capture's outside it):\n"
                      : "  reserved at the peak by owner:\n";
