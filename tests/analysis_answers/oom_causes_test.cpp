@@ -64,6 +64,9 @@ TEST_P(OomCauses, CauseAndOutsideBytesEqualTheLabelWhenTheGpuIsKnown) {
   }
   EXPECT_EQ(r.expandable_segments, l["alloc_conf"].get<std::string>().find("expandable_segments:True") == 0) << name;
   EXPECT_FALSE(r.advice.empty());
+  // PyTorch's own counters right after the failure: memory_allocated() and memory_reserved().
+  EXPECT_EQ(r.allocated, l["after_oom"]["allocated"].get<uint64_t>()) << name;
+  EXPECT_EQ(r.reserved, l["after_oom"]["reserved"].get<uint64_t>()) << name;
 }
 
 // Without --gpu the size is inferred from the file alone. The cause is still right; where it hangs on the GPU's size
@@ -86,7 +89,7 @@ TEST_P(OomCauses, CauseEqualsTheLabelWithTheGpuInferred) {
 
 INSTANTIATE_TEST_SUITE_P(Labelled, OomCauses,
                          testing::Values("oom_too_large", "oom_fragmentation", "oom_outside", "oom_outside_modest",
-                                         "oom_live", "oom_live_expandable", "oom_capped"),
+                                         "oom_live", "oom_live_expandable", "oom_live_freed", "oom_capped"),
                          [](const auto& info) { return std::string(info.param); });
 
 // Real files from other people end in an OOM too: both are live tensors filling an 80 GB / 141 GB GPU.

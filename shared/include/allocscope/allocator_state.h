@@ -5,8 +5,9 @@
 // hold as `active_pending_free` without a traced alloc (PyTorch's timeline leaves those out; its "Allocator State
 // History" keeps them). A block is pending free from its `free_requested` until its `free_completed`.
 // Allocator block sizes are exact when the final segments know the block; otherwise they are estimated as the
-// request rounded up to the allocator's 512-byte minimum (a lower bound: large-pool blocks may not be split when the
-// remainder is under 1 MiB), and `block_size_known` says which.
+// request rounded up to the allocator's 512-byte minimum, plus the gap after it when that gap is an unsplit
+// large-pool tail (1 MiB or less up to the next block or the segment's end, where no free block fits). Otherwise it
+// is a lower bound: a tail beside a larger free range cannot be told apart. `block_size_known` says which.
 #pragma once
 
 #include <cstdint>

@@ -14,6 +14,8 @@ namespace {
 // The allocator's smallest block (kMinBlockSize): every request is rounded up to a multiple of it.
 constexpr uint64_t kMinBlock = 512;
 uint64_t round_block(uint64_t size) { return size < kMinBlock ? kMinBlock : (size + kMinBlock - 1) / kMinBlock * kMinBlock; }
+// Requests up to this size go to the small pool; a large-pool block is split only when more than this remains.
+constexpr uint64_t kSmallSize = 1u << 20;
 
 constexpr uint32_t kNever = UINT32_MAX;
 
@@ -145,6 +147,28 @@ void AllocatorStateIndex::at(uint32_t step, AllocatorState* o) const {
       o->segment_requested[k] += requested_[r];
     } else {
       ++o->blocks_outside_segments;
+    }
+  }
+  // An estimated block followed, inside its segment, by a gap of at most 1 MiB before the next block (or the
+  // segment's end) owns that gap. PyTorch does not split a large-pool block when the remainder is 1 MiB or less
+  // (kSmallSize), and no free large-pool block is that small: each is a freed block or a split remainder, both over
+  // 1 MiB. So nothing else can lie there. Requests over 1 MiB are the large pool's. Expandable segments split at any
+  // remainder of 512 bytes or more, so they have no such tails. A larger gap may still hold a tail beside a free
+  // block; the estimate stays a lower bound there.
+  for (size_t j = 0; j < ns; ++j) {
+    if (o->segment_expandable[j] || o->segment_num_blocks[j] == 0) continue;
+    const uint64_t seg_end = o->segment_addr[j] + o->segment_size[j];
+    const size_t first = o->segment_first_block[j], last = first + o->segment_num_blocks[j];
+    for (size_t i = first; i < last; ++i) {
+      if (o->block_size_known[i] || o->block_requested[i] <= kSmallSize) continue;
+      const uint64_t end = o->block_addr[i] + o->block_size[i];
+      const uint64_t next = i + 1 < last ? o->block_addr[i + 1] : seg_end;
+      if (next <= end || next - end > kSmallSize) continue;
+      const uint64_t tail = next - end;
+      o->block_size[i] += tail;
+      o->segment_allocated[j] += tail;
+      o->allocated_bytes += tail;
+      if (o->block_pending_free[i]) o->pending_free_bytes += tail;
     }
   }
   o->rounding_waste_bytes = o->allocated_bytes - o->requested_bytes;
