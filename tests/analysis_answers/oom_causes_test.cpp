@@ -89,8 +89,39 @@ TEST_P(OomCauses, CauseEqualsTheLabelWithTheGpuInferred) {
 
 INSTANTIATE_TEST_SUITE_P(Labelled, OomCauses,
                          testing::Values("oom_too_large", "oom_fragmentation", "oom_outside", "oom_outside_modest",
-                                         "oom_live", "oom_live_expandable", "oom_live_freed", "oom_capped"),
+                                         "oom_live", "oom_live_expandable", "oom_live_freed", "oom_capped",
+                                         "oom_fragmentation_streams"),
                          [](const auto& info) { return std::string(info.param); });
+
+// Built on the GPU so that every free block belongs to another stream (label: free_on_other_stream): 1 GiB segments
+// of a side stream each keep a 424 MiB hole, and a 400 MiB request on the default stream fails. Each hole is larger
+// than the request, so "no piece holds it" would be false, and expandable_segments would not help; the answer names
+// the streams instead. The holes in the other cases are on the request's own stream.
+TEST(OomStreams, FreeMemoryOnAnotherStreamIsNamedAsSuch) {
+  const nlohmann::json l = label("oom_fragmentation_streams");
+  ASSERT_TRUE(l.value("free_on_other_stream", false));
+  const Loaded* f = load_case("oom_fragmentation_streams");
+  ASSERT_TRUE(f);
+  const auto reports = analyze_ooms(f->s, f->lifetimes);
+  ASSERT_EQ(reports.size(), 1u);
+  const OomReport& r = reports[0];
+  EXPECT_EQ(r.stream, l["request_stream"].get<int64_t>());
+  EXPECT_EQ(r.largest_free_block, 424u << 20);
+  EXPECT_GE(r.largest_free_block, r.requested);
+  EXPECT_EQ(r.usable_free, 0u);
+  EXPECT_EQ(r.free_other_streams, r.cached_free);
+  EXPECT_NE(r.advice.find("cached for other CUDA streams"), std::string::npos) << r.advice;
+  EXPECT_EQ(r.advice.find("no piece holds"), std::string::npos) << r.advice;
+  EXPECT_EQ(r.advice.find("expandable_segments:True"), std::string::npos) << r.advice;
+  for (const char* other : {"oom_fragmentation", "oom_live", "oom_capped"}) {
+    const Loaded* g = load_case(other);
+    ASSERT_TRUE(g);
+    for (const OomReport& o : analyze_ooms(g->s, g->lifetimes)) {
+      EXPECT_EQ(o.free_other_streams, 0u) << other;
+      EXPECT_EQ(o.usable_free, o.cached_free) << other;
+    }
+  }
+}
 
 // Real files from other people end in an OOM too: both are live tensors filling an 80 GB / 141 GB GPU.
 TEST(OomCausesReal, ExternalAndFixtureFilesAreLiveTensors) {

@@ -54,6 +54,11 @@ export default {
           card('Reserved by the allocator', bytes(o.reserved)),
           card('Allocated (live blocks)', bytes(o.allocated), `${count(o.live_allocations)} allocations`),
           card('Cached, free', bytes(o.cached_free), `largest free block ${bytes(o.largest_free_block)}`),
+          o.usable_free !== o.cached_free
+            ? card('Usable by this request', bytes(o.usable_free),
+                `largest ${bytes(o.usable_largest_free_block)}: its stream and pool (${bytes(o.free_other_streams)} cached for other streams)`,
+                { 'data-oom-usable': o.usable_free })
+            : null,
           card('GPU', o.gpu_total ? bytes(o.gpu_total) : '?', gpuNote),
           card('Held outside PyTorch', `${o.gpu_inferred ? '≥ ' : ''}${bytes(o.held_outside)}`, 'GPU − reserved − driver free'),
           o.expandable_segments ? card('expandable_segments', 'on') : null));

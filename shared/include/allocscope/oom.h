@@ -45,6 +45,12 @@ struct OomReport {
   uint64_t requested_live = 0; // the live requests (what the program asked for)
   uint64_t cached_free = 0;    // reserved - allocated: free inside segments
   uint64_t largest_free_block = 0;  // the largest gap inside one segment
+  // A cached block serves only the stream it was made on, and the pool of its size (requests up to 1 MiB take 2 MiB
+  // small-pool segments, larger ones the large pool): what of the free bytes this request could have used.
+  int64_t stream = 0;                      // the failed request's stream
+  uint64_t usable_free = 0;                // free bytes in segments of its stream and pool
+  uint64_t usable_largest_free_block = 0;  // the largest of those gaps
+  uint64_t free_other_streams = 0;         // free bytes in segments of other streams
   uint32_t live_allocations = 0;
   // The request would have fit in the free bytes (cached plus the driver's) but no single free block was large enough.
   bool fragmentation = false;

@@ -25,6 +25,10 @@ std::string_view oom_cause_name(OomCause c) {
 
 namespace {
 
+// PyTorch's caching allocator: requests up to kSmallSize (1 MiB) go to the small pool, whose segments are 2 MiB.
+constexpr uint64_t kSmallRequest = 1u << 20;
+constexpr uint64_t kSmallSegment = 2u << 20;
+
 // Decides the cause from the numbers alone (see OomCause for the order) and says what to do about it.
 void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
   const uint64_t accounted = o.reserved + o.device_free;  // all PyTorch could free, plus what the driver has
@@ -64,6 +68,19 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                ", yet the allocator refused: this process is capped below the GPU's size. Look for "
                "torch.cuda.set_per_process_memory_fraction (PyTorch's message then says how much is \"allowed\") "
                "and raise or remove the cap, or keep less alive under it.";
+  } else if (free_total >= o.requested && o.usable_largest_free_block < o.requested &&
+             o.largest_free_block >= o.requested) {
+    // Some free block was large enough, but not one this request could take: it belongs to another stream, or to
+    // the other pool. That is not a hole problem, and expandable segments would not help.
+    o.cause = OomCause::kFragmentation;
+    o.advice = format_size(o.cached_free) + " is free inside PyTorch's segments, " + format_size(o.free_other_streams) +
+               " of it cached for other CUDA streams than this request's (stream " + std::to_string(o.stream) +
+               "). The caching allocator keeps a pool per stream: a free block serves only the stream it was "
+               "allocated on (and requests up to 1 MiB only 2 MiB small-pool segments). This request could use " +
+               format_size(o.usable_free) + ", in pieces of at most " + format_size(o.usable_largest_free_block) +
+               ", and the driver had " + format_size(o.device_free) + ". Allocate it on the stream that freed the "
+               "memory, or free the other stream's tensors that keep those segments: empty_cache() returns only "
+               "segments with nothing left in them.";
   } else if (free_total >= o.requested) {
     o.cause = OomCause::kFragmentation;
     o.advice = format_size(o.cached_free) + " is free inside PyTorch's segments and " +
@@ -124,16 +141,28 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       o.requested_live = state.requested_bytes;
       o.cached_free = o.reserved > o.allocated ? o.reserved - o.allocated : 0;
       o.live_allocations = static_cast<uint32_t>(state.block_addr.size());
-      // Gaps between a segment's active blocks (both in address order) are its free blocks.
+      o.stream = ev.stream[r];
+      // Gaps between a segment's active blocks (both in address order) are its free blocks. Which of them the
+      // request could use: its stream's, in its pool (small-pool segments are exactly 2 MiB; expandable segments
+      // are not told apart by size, so only their stream counts).
+      const bool small_request = o.requested <= kSmallRequest;
       for (size_t k = 0; k < state.segment_addr.size(); ++k) {
+        const bool same_stream = state.segment_stream[k] == o.stream;
+        const bool small_segment = state.segment_size[k] == kSmallSegment;
+        const bool usable = same_stream && (state.segment_expandable[k] || small_segment == small_request);
+        auto gap = [&](uint64_t bytes) {
+          o.largest_free_block = std::max(o.largest_free_block, bytes);
+          if (usable) o.usable_free += bytes, o.usable_largest_free_block = std::max(o.usable_largest_free_block, bytes);
+          if (!same_stream) o.free_other_streams += bytes;
+        };
         uint64_t cursor = state.segment_addr[k];
         const uint64_t seg_end = state.segment_addr[k] + state.segment_size[k];
         const uint32_t b0 = state.segment_first_block[k], b1 = b0 + state.segment_num_blocks[k];
         for (uint32_t b = b0; b < b1; ++b) {
-          if (state.block_addr[b] > cursor) o.largest_free_block = std::max(o.largest_free_block, state.block_addr[b] - cursor);
+          if (state.block_addr[b] > cursor) gap(state.block_addr[b] - cursor);
           cursor = std::max(cursor, state.block_addr[b] + state.block_size[b]);
         }
-        if (seg_end > cursor) o.largest_free_block = std::max(o.largest_free_block, seg_end - cursor);
+        if (seg_end > cursor) gap(seg_end - cursor);
       }
       o.expandable_segments = expandable;
       classify(o, options.gpu);
