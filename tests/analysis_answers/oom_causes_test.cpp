@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <memory>
 #include <string>
 
@@ -67,6 +68,13 @@ TEST_P(OomCauses, CauseAndOutsideBytesEqualTheLabelWhenTheGpuIsKnown) {
   // PyTorch's own counters right after the failure: memory_allocated() and memory_reserved().
   EXPECT_EQ(r.allocated, l["after_oom"]["allocated"].get<uint64_t>()) << name;
   EXPECT_EQ(r.reserved, l["after_oom"]["reserved"].get<uint64_t>()) << name;
+  // PyTorch's message names the segment it asked the driver for ("Tried to allocate 20.00 MiB" for a 5 MiB
+  // request): the same size, to its two decimals.
+  std::smatch m;
+  const std::string error = l["error"].get<std::string>();
+  ASSERT_TRUE(std::regex_search(error, m, std::regex(R"(Tried to allocate ([0-9.]+) (GiB|MiB))"))) << error;
+  const double unit = m[2] == "GiB" ? 1073741824.0 : 1048576.0;
+  EXPECT_NEAR(static_cast<double>(r.driver_needed) / unit, std::stod(m[1]), 0.005) << name;
 }
 
 // Without --gpu the size is inferred from the file alone. The cause is still right; where it hangs on the GPU's size
@@ -90,7 +98,7 @@ TEST_P(OomCauses, CauseEqualsTheLabelWithTheGpuInferred) {
 INSTANTIATE_TEST_SUITE_P(Labelled, OomCauses,
                          testing::Values("oom_too_large", "oom_fragmentation", "oom_outside", "oom_outside_modest",
                                          "oom_live", "oom_live_expandable", "oom_live_freed", "oom_capped",
-                                         "oom_fragmentation_streams"),
+                                         "oom_fragmentation_streams", "oom_live_segment_rounding"),
                          [](const auto& info) { return std::string(info.param); });
 
 // Built on the GPU so that every free block belongs to another stream (label: free_on_other_stream): 1 GiB segments

@@ -52,6 +52,7 @@ struct OomReport {
   uint64_t usable_largest_free_block = 0;  // the largest of those gaps
   uint64_t free_other_streams = 0;         // free bytes in segments of other streams
   uint32_t live_allocations = 0;
+  uint64_t driver_needed = 0;  // the new segment no cached block could spare it from (segment_size of the request)
   // The request would have fit in the free bytes (cached plus the driver's) but no single free block was large enough.
   bool fragmentation = false;
   OomCause cause = OomCause::kLiveTensors;

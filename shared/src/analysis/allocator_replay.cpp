@@ -15,25 +15,18 @@
 #include <vector>
 
 #include "allocscope/whatif.h"
+#include "analysis/allocator_rules.h"
 
 namespace allocscope {
 namespace {
 
-constexpr uint64_t kMinBlock = 512;
-constexpr uint64_t kSmallSize = 1ull << 20;
-constexpr uint64_t kSmallBuffer = 2ull << 20;
-constexpr uint64_t kLargeBuffer = 20ull << 20;
-constexpr uint64_t kMinLargeAlloc = 10ull << 20;
-constexpr uint64_t kRoundLarge = 2ull << 20;
+using detail::kMinBlockSize;
+using detail::kRoundLarge;
+using detail::kSmallSize;
+using detail::round_size;
+using detail::segment_size;
 // Requests from a hostile file are capped (2^56 bytes, far above any GPU) so sizes and addresses stay in range.
 constexpr uint64_t kMaxRequest = 1ull << 56;
-
-uint64_t round_size(uint64_t s) { return s < kMinBlock ? kMinBlock : (s + kMinBlock - 1) / kMinBlock * kMinBlock; }
-uint64_t segment_size(uint64_t s) {
-  if (s <= kSmallSize) return kSmallBuffer;
-  if (s < kMinLargeAlloc) return kLargeBuffer;
-  return (s + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
-}
 
 struct Block {
   uint64_t size = 0;
@@ -73,7 +66,7 @@ class Replay {
     pool.erase(it);
     Block& b = blocks_[addr];
     const uint64_t remaining = b.size - size;
-    if (small ? remaining >= kMinBlock : remaining > kSmallSize) {
+    if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
       blocks_[addr + size] = Block{remaining, b.segment, false, small, stream};
       pool.insert({remaining, addr + size});
       b.size = size;

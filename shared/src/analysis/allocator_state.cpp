@@ -6,16 +6,13 @@
 #include <numeric>
 
 #include "analysis/addr_map.h"
+#include "analysis/allocator_rules.h"
 
 namespace allocscope {
 
 namespace {
 
-// The allocator's smallest block (kMinBlockSize): every request is rounded up to a multiple of it.
-constexpr uint64_t kMinBlock = 512;
-uint64_t round_block(uint64_t size) { return size < kMinBlock ? kMinBlock : (size + kMinBlock - 1) / kMinBlock * kMinBlock; }
-// Requests up to this size go to the small pool; a large-pool block is split only when more than this remains.
-constexpr uint64_t kSmallSize = 1u << 20;
+using detail::kSmallSize;
 
 constexpr uint32_t kNever = UINT32_MAX;
 
@@ -62,7 +59,7 @@ AllocatorStateIndex::AllocatorStateIndex(const Snapshot& s, const DeviceLifetime
   for (uint32_t i = 0; i < lt.count(); ++i) {
     addr_.push_back(lt.addr[i]);
     const bool known = lt.block_size[i] != 0;
-    size_.push_back(known ? lt.block_size[i] : round_block(lt.size[i]));
+    size_.push_back(known ? lt.block_size[i] : detail::round_size(lt.size[i]));
     requested_.push_back(lt.size[i]);
     stream_.push_back(lt.stream[i]);
     stack_.push_back(lt.stack[i]);

@@ -32,6 +32,7 @@ std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
                  {"usable_free", o.usable_free},
                  {"usable_largest_free_block", o.usable_largest_free_block},
                  {"free_other_streams", o.free_other_streams},
+                 {"driver_needed", o.driver_needed},
                  {"live_allocations", o.live_allocations},
                  {"fragmentation", o.fragmentation},
                  {"cause", std::string(oom_cause_name(o.cause))},

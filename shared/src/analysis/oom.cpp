@@ -9,6 +9,7 @@
 #include "allocscope/memviz.h"
 #include "allocscope/outside.h"
 #include "allocscope/segment_timeline.h"
+#include "analysis/allocator_rules.h"
 
 namespace allocscope {
 
@@ -25,9 +26,6 @@ std::string_view oom_cause_name(OomCause c) {
 
 namespace {
 
-// PyTorch's caching allocator: requests up to kSmallSize (1 MiB) go to the small pool, whose segments are 2 MiB.
-constexpr uint64_t kSmallRequest = 1u << 20;
-constexpr uint64_t kSmallSegment = 2u << 20;
 
 // Decides the cause from the numbers alone (see OomCause for the order) and says what to do about it.
 void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
@@ -36,7 +34,13 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
   if (gpu) o.gpu = *gpu;
   o.held_outside = gpu && gpu->total_bytes > accounted ? gpu->total_bytes - accounted : 0;
   const uint64_t free_total = o.cached_free + o.device_free;
-  o.fragmentation = free_total >= o.requested && o.largest_free_block < o.requested && o.device_free < o.requested;
+  // No cached block held the request, so the allocator asked the driver for a new segment: 2 MiB for a small
+  // request, 20 MiB for one under 10 MiB, else the request rounded up to 2 MiB (expandable segments map 2 MiB
+  // pages). A driver with more free than the request but less than that segment still fails it.
+  const uint64_t rounded = detail::round_size(o.requested);
+  o.driver_needed = o.expandable_segments ? (rounded + detail::kRoundLarge - 1) / detail::kRoundLarge * detail::kRoundLarge
+                                          : detail::segment_size(rounded);
+  o.fragmentation = o.cached_free >= o.requested && o.largest_free_block < o.requested && o.device_free < o.driver_needed;
   using memviz::format_size;
   const std::string req = format_size(o.requested);
   if (gpu && o.requested > gpu->total_bytes) {
@@ -62,13 +66,14 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                " is held outside PyTorch's allocator. Find who holds it: nvidia-smi for other "
                "processes; in this one, torch.cuda.mem_get_info() against torch.cuda.memory_reserved(); NCCL "
                "buffers (NCCL_BUFFSIZE), CuPy's or JAX's pools (XLA_PYTHON_CLIENT_PREALLOCATE=false), CUDA graphs.";
-  } else if (o.device_free >= o.requested) {
+  } else if (o.device_free >= o.driver_needed) {
     o.cause = OomCause::kAllocatorCap;
-    o.advice = "the driver reported " + format_size(o.device_free) + " free, enough for " + req +
-               ", yet the allocator refused: this process is capped below the GPU's size. Look for "
+    o.advice = "the driver reported " + format_size(o.device_free) + " free, enough for the " +
+               format_size(o.driver_needed) + " segment " + req +
+               " needs, yet the allocator refused: this process is capped below the GPU's size. Look for "
                "torch.cuda.set_per_process_memory_fraction (PyTorch's message then says how much is \"allowed\") "
                "and raise or remove the cap, or keep less alive under it.";
-  } else if (free_total >= o.requested && o.usable_largest_free_block < o.requested &&
+  } else if (o.cached_free >= o.requested && o.usable_largest_free_block < o.requested &&
              o.largest_free_block >= o.requested) {
     // Some free block was large enough, but not one this request could take: it belongs to another stream, or to
     // the other pool. That is not a hole problem, and expandable segments would not help.
@@ -81,7 +86,9 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                ", and the driver had " + format_size(o.device_free) + ". Allocate it on the stream that freed the "
                "memory, or free the other stream's tensors that keep those segments: empty_cache() returns only "
                "segments with nothing left in them.";
-  } else if (free_total >= o.requested) {
+  } else if (o.cached_free >= o.requested) {
+    // The free pieces inside PyTorch's segments would hold the request together, but none alone does (PyTorch
+    // never joins them, and had already released every wholly free segment before failing).
     o.cause = OomCause::kFragmentation;
     o.advice = format_size(o.cached_free) + " is free inside PyTorch's segments and " +
                format_size(o.device_free) + " in the driver, but the largest free block is " +
@@ -93,10 +100,19 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                                   "instead of leaving holes), or allocate the large long-lived tensors first."));
   } else {
     o.cause = OomCause::kLiveTensors;
-    o.advice = "live tensors hold " + format_size(o.allocated) + "; the request needs " +
-               format_size(o.requested - free_total) + " more than is free. Keep less alive at this point: the "
-               "largest live allocations are listed (smaller batch or sequence, activation checkpointing, drop "
-               "references earlier, set_to_none gradients).";
+    o.advice = "live tensors hold " + format_size(o.allocated) + "; ";
+    if (o.device_free >= o.requested)
+      o.advice += "the driver's " + format_size(o.device_free) + " free is more than the request, but a new " +
+                  "segment for it is " + format_size(o.driver_needed) + " (PyTorch reserves " +
+                  (o.requested <= detail::kSmallSize ? std::string("2 MiB for requests up to 1 MiB")
+                   : o.requested < detail::kMinLargeAlloc ? std::string("20 MiB for requests under 10 MiB")
+                                                          : std::string("the request rounded up to 2 MiB")) +
+                  ") and no cached block holds it. ";
+    else
+      o.advice += "the request needs " + format_size(o.requested - std::min(o.requested, free_total)) +
+                  " more than is free. ";
+    o.advice += "Keep less alive at this point: the largest live allocations are listed (smaller batch or "
+                "sequence, activation checkpointing, drop references earlier, set_to_none gradients).";
     if (o.held_outside >= (2ull << 30))
       o.advice += " Also, " + format_size(o.held_outside) + " of the GPU is held outside PyTorch (if the GPU is " +
                   o.gpu.label + ").";
@@ -145,10 +161,10 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       // Gaps between a segment's active blocks (both in address order) are its free blocks. Which of them the
       // request could use: its stream's, in its pool (small-pool segments are exactly 2 MiB; expandable segments
       // are not told apart by size, so only their stream counts).
-      const bool small_request = o.requested <= kSmallRequest;
+      const bool small_request = o.requested <= detail::kSmallSize;
       for (size_t k = 0; k < state.segment_addr.size(); ++k) {
         const bool same_stream = state.segment_stream[k] == o.stream;
-        const bool small_segment = state.segment_size[k] == kSmallSegment;
+        const bool small_segment = state.segment_size[k] == detail::kSmallBuffer;
         const bool usable = same_stream && (state.segment_expandable[k] || small_segment == small_request);
         auto gap = [&](uint64_t bytes) {
           o.largest_free_block = std::max(o.largest_free_block, bytes);
