@@ -4,25 +4,33 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <cctype>
 #include <map>
+#include <regex>
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "allocscope/oom.h"
 #include "allocscope/peak.h"
+#include "allocscope/summary.h"
 #include "answers_fixtures.h"
 
 namespace allocscope::test {
 namespace {
 
 // The spec, written out independently of FrameFilter: a user frame is a .py file that is not an installed package,
-// the standard library or PyTorch.
-bool plainly_user(std::string_view file) {
+// the standard library, PyTorch, or code torch.compile generated (Inductor's cache, /tmp/torchinductor_<user>/).
+// A Windows path names the same folders with backslashes and any case (C:\Python310\Lib\, ...\Lib\site-packages\).
+bool plainly_user(std::string_view written) {
+  std::string file(written);
+  for (char& c : file) c = c == '\\' ? '/' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (!file.ends_with(".py")) return false;
-  for (std::string_view lib : {"site-packages/", "dist-packages/", "/lib/python", "/torch/"})
-    if (file.find(lib) != std::string_view::npos) return false;
-  return true;
+  for (std::string_view lib : {"site-packages/", "dist-packages/", "/lib/python", "/torch/", "/torchinductor_"})
+    if (file.find(lib) != std::string::npos) return false;
+  static const std::regex windows_stdlib("/python[0-9]+/lib/");
+  return !std::regex_search(file, windows_stdlib);
 }
 
 struct SiteCounts {
@@ -211,10 +219,47 @@ TEST(Sites, CppStacksNameTheUsersLine) {
 }
 
 TEST(Sites, PythonOnlyStacksNameTheUsersLine) {
-  for (const char* name : {"resnet50_train", "transformer_leak", "external/pt29_decomfl", "external/pt22_diffusion_tiny"}) {
+  for (const char* name : {"resnet50_train", "transformer_leak", "external/pt29_decomfl", "external/pt22_diffusion_tiny",
+                           "external/pt26_cs336_compile_fwd"}) {
     const SiteCounts n = check_sites(name);
     EXPECT_GT(n.with_user, 0u) << name;
   }
+}
+
+// Two files recorded on Windows, and one of torch.compile's generated code. An audit (2026-11-25) read the stacks of
+// their largest allocations: the user's lines are unet.py:134 and model.py:7 (a diffusion U-Net), client.py:176
+// (DeComFL), and transformer.py:22, :57, :79 and :142 (the compiled model's own module). Before, PyTorch's
+// C:\...\site-packages\torch\nn\modules\linear.py and Inductor's /tmp/torchinductor_<user>/z3/cz3v....py were
+// named as the user's code.
+TEST(Sites, WindowsPathsAndInductorsGeneratedCodeAreNotTheUsersLine) {
+  const struct {
+    const char* file;
+    std::vector<std::string> top;
+  } cases[] = {
+      {"external/pt22_diffusion_tiny", {"unet.py:134:forward", "model.py:7:__init__"}},
+      {"external/pt29_decomfl", {"client.py:176:reset_model"}},
+      {"external/pt26_cs336_compile_fwd",
+       {"<no frames>", "transformer.py:22:forward", "transformer.py:57:forward", "transformer.py:79:forward",
+        "transformer.py:142:softmax"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.file);
+    const Loaded* l = load(c.file);
+    ASSERT_TRUE(l);
+    const Summary sum = summarize(l->s, l->lifetimes, l->ff);
+    ASSERT_EQ(sum.devices.size(), 1u);
+    const DeviceSummary& d = sum.devices[0];
+    ASSERT_GE(d.top_site.size(), c.top.size());
+    for (size_t k = 0; k < c.top.size(); ++k) EXPECT_EQ(FrameFilter::site_text(l->s, d.top_site[k]), c.top[k]) << k;
+  }
+  EXPECT_TRUE(is_library_frame("forward", "C:\\Users\\me\\AppData\\Local\\Programs\\Python\\Python310\\lib\\site-packages\\"
+                                          "torch\\nn\\modules\\linear.py"));
+  EXPECT_TRUE(is_library_frame("__exit__", "C:\\Python312\\Lib\\contextlib.py"));
+  EXPECT_TRUE(is_library_frame("call", "/tmp/torchinductor_me/z3/cz3vabc.py"));
+  EXPECT_TRUE(is_library_frame("main", "C:\\Python312\\python.exe"));
+  EXPECT_FALSE(is_library_frame("forward", "d:\\ai\\proj\\unet.py"));
+  EXPECT_FALSE(is_library_frame("train", "D:\\work\\lib\\train.py"));           // a project's own lib folder
+  EXPECT_FALSE(is_library_frame("train", "/home/me/python3-work/lib/train.py"));  // the Windows rule stays on Windows
 }
 
 // Backward allocations on the engine's threads have no Python frame: the site names the autograd node.

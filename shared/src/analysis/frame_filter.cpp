@@ -2,6 +2,7 @@
 #include "allocscope/frame_filter.h"
 
 #include <cctype>
+#include <string>
 
 #include "allocscope/memviz.h"
 
@@ -14,19 +15,43 @@ bool ends_with(std::string_view s, std::string_view what) {
   return s.size() >= what.size() && s.substr(s.size() - what.size()) == what;
 }
 
+// A Windows path (C:\Users\me\venv\Lib\site-packages\torch\nn\modules\linear.py) with forward slashes and in lower
+// case, so the same directory tests hold (Windows paths ignore case); other paths unchanged.
+std::string_view posix_path(std::string_view filename, std::string* buf) {
+  if (filename.find('\\') == std::string_view::npos) return filename;
+  buf->assign(filename);
+  for (char& c : *buf) c = c == '\\' ? '/' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return *buf;
+}
+
 }  // namespace
 
-bool is_library_frame(std::string_view name, std::string_view filename) {
+bool is_library_frame(std::string_view name, std::string_view filename_as_written) {
   (void)name;
-  if (filename.empty() || filename == "??") return true;  // C++ frames without debug info
-  if (filename.front() == '<') return true;                // <frozen runpy>, <string>, <stdin>
+  if (filename_as_written.empty() || filename_as_written == "??") return true;  // C++ frames without debug info
+  if (filename_as_written.front() == '<') return true;  // <frozen runpy>, <string>, <stdin>, <eval_with_key>.1
+  std::string buf;
+  const std::string_view filename = posix_path(filename_as_written, &buf);
   // Installed packages and the interpreter's own library say "how", not "who": the user's line that called into
   // them is the answer people need.
+  // torch.compile's generated code (Inductor writes it under <tmp>/torchinductor_<user>/) is not a line anyone
+  // wrote: the user's line is the compiled module's caller.
   static constexpr std::string_view kLibraryDirs[] = {
-      "/site-packages/", "/dist-packages/", "/torch/", "/lib/python", "/lib64/python", "/usr/lib/",
+      "/site-packages/", "/dist-packages/", "/torch/", "/lib/python", "/lib64/python", "/usr/lib/", "/torchinductor_",
   };
   for (std::string_view d : kLibraryDirs)
     if (contains(filename, d)) return true;
+  // Windows' standard library: <prefix>\Python312\Lib\ (lower-cased above), a "lib" folder right under "pythonNNN".
+  if (filename.data() == buf.data()) {
+    for (size_t at = filename.find("/lib/"); at != std::string_view::npos; at = filename.find("/lib/", at + 1)) {
+      const size_t dir = at == 0 ? std::string_view::npos : filename.rfind('/', at - 1);
+      const std::string_view parent =
+          dir == std::string_view::npos ? filename.substr(0, at) : filename.substr(dir + 1, at - dir - 1);
+      if (parent.size() > 6 && parent.rfind("python", 0) == 0 &&
+          parent.find_first_not_of("0123456789", 6) == std::string_view::npos)
+        return true;
+    }
+  }
   // C/C++/CUDA sources are framework internals when stacks='all' is recorded; object files and shared libraries
   // (what an unwinder names when a binary has no line table, e.g. "thread48.o") are too.
   static constexpr std::string_view kNativeExt[] = {".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh", ".o", ".so", ".S"};
@@ -40,8 +65,9 @@ bool is_library_frame(std::string_view name, std::string_view filename) {
   if (base == "sitecustomize.py" || base == "usercustomize.py") return true;
   // The interpreter's own executable ("/usr/bin/python3.12", "python3"): a capture names its native frames by the
   // binary when it has no line table, and they are the interpreter at work, never the job's code.
-  if (base.rfind("python", 0) == 0 &&
-      base.find_first_not_of("0123456789.", 6) == std::string_view::npos)
+  const std::string_view exe = ends_with(base, ".exe") ? base.substr(0, base.size() - 4) : base;
+  if (exe.rfind("python", 0) == 0 &&
+      (exe.find_first_not_of("0123456789.", 6) == std::string_view::npos || exe == "pythonw"))
     return true;
   return false;
 }
@@ -99,7 +125,15 @@ FrameFilter::FrameFilter(const Snapshot& s) {
 
 std::string FrameFilter::format(const Snapshot& s, FrameId f, bool full_filename) {
   if (f >= s.frames.size()) return "<no frames>";
-  return memviz::frame_fmt(s, s.frames[f], full_filename);
+  std::string out = memviz::frame_fmt(s, s.frames[f], full_filename);
+  // PyTorch's format (kept as is by the drop-in verbs) cuts a path at its last '/' only, so a Windows path stayed
+  // whole ("d:\ai\proj\unet.py:134:forward"); our answers name the file, as for any other path.
+  if (!full_filename) {
+    std::string_view file = s.str(s.frames[f].filename);
+    if (const size_t slash = file.rfind('/'); slash != std::string_view::npos) file = file.substr(slash + 1);
+    if (const size_t bs = file.rfind('\\'); bs != std::string_view::npos) out.erase(0, bs + 1);
+  }
+  return out;
 }
 
 std::string FrameFilter::site_text(const Snapshot& s, FrameId f, bool full_filename) {
