@@ -94,8 +94,9 @@ TEST(Owners, CapturedJobsEqualTheLibrariesOwnCounts) {
       EXPECT_EQ(owned(d, Owner::kCudaLibrary), 196608u);  // cuRAND's generator
     }
 
-    // Without the capture's marker the same allocations look like a program's own, and the pools' warm-up growth
-    // like a leak (CuPy's and XLA's): the rule is what keeps those answers right.
+    // Without the capture's marker the same allocations look like a program's own, and CuPy's pool warm-up growth
+    // like a leak: the rule is what keeps that answer right. (XLA's grows over only 4 guessed iterations, too few
+    // for the leak test to believe a trend since 2026-11-25.)
     Snapshot plain = l->s;
     plain.allocator_settings.clear();
     const Lifetimes lt = build_lifetimes(plain);
@@ -104,7 +105,7 @@ TEST(Owners, CapturedJobsEqualTheLibrariesOwnCounts) {
     if (std::string(c.job) == "nccl") {
       EXPECT_EQ(owned(d, Owner::kNccl), 388u << 20);  // what NCCL 2.28.9 allocated for one rank
     }
-    if (std::string(c.job) == "cupy" || std::string(c.job) == "jax") {
+    if (std::string(c.job) == "cupy") {
       EXPECT_TRUE(warns_leak(without));
     }
   }

@@ -15,6 +15,9 @@ namespace allocscope {
 
 struct LeakOptions {
   uint32_t min_boundaries = 3;  // fewer iterations than this cannot show a trend
+  // Iterations guessed from a repeating stack (no Optimizer.step annotations) need this many; a leak found over
+  // them must also still be held when the trace ends (see leaks.cpp).
+  uint32_t min_guessed_boundaries = 5;
 };
 
 // Allocations sharing one site (the deepest user frame; kNoFrame groups the frameless ones).

@@ -38,7 +38,9 @@ std::optional<Category> category_from_name(std::string_view name) {
 
 WorkspaceKind workspace_frame(std::string_view name) {
   auto has = [&](std::string_view w) { return name.find(w) != std::string_view::npos; };
-  if (has("setWorkspaceForHandle") || has("getCUDABlasLtWorkspace")) return WorkspaceKind::kCublas;
+  // getNewWorkspace: the name before PyTorch 2.3 (pt22_eor_nn's 8.125 MiB workspace was taken for a gradient).
+  if (has("setWorkspaceForHandle") || has("getCUDABlasLtWorkspace") || has("getNewWorkspace"))
+    return WorkspaceKind::kCublas;
   if (has("run_conv_plan") || has("run_cudnn_SDP")) return WorkspaceKind::kCudnn;
   return WorkspaceKind::kNone;
 }

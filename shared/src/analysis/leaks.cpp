@@ -25,6 +25,7 @@ struct Acc {
   std::vector<int64_t> dbytes;
   uint32_t last_row = kNoRow;
   uint32_t category_votes[kCategoryCount] = {};
+  uint32_t alive_at_end = 0;  // of its allocations alive at some boundary, those never freed in the trace
 };
 
 void finish(const Acc& a, uint32_t m, LeakGroup* g) {
@@ -43,16 +44,33 @@ void finish(const Acc& a, uint32_t m, LeakGroup* g) {
   g->category = static_cast<Category>(best);
 }
 
-// A leak keeps adding: the count rises at most boundaries and (almost) never falls.
+// A leak keeps adding: the count rises at most boundaries, (almost) never falls, and never gives back in one step
+// as much as half of what it gained overall (a site whose count climbs and then drops back is cycling with a
+// longer period than the iterations found, as a federated client's rounds do).
 bool is_growing(const LeakGroup& g) {
   const uint32_t m = static_cast<uint32_t>(g.alive_count.size());
-  uint32_t up = 0, down = 0;
+  uint32_t up = 0, down = 0, largest_drop = 0;
   for (uint32_t j = 1; j < m; ++j) {
     if (g.alive_count[j] > g.alive_count[j - 1]) ++up;
-    if (g.alive_count[j] < g.alive_count[j - 1]) ++down;
+    if (g.alive_count[j] < g.alive_count[j - 1]) {
+      ++down;
+      largest_drop = std::max(largest_drop, g.alive_count[j - 1] - g.alive_count[j]);
+    }
   }
-  return up >= std::max<uint32_t>(2, (m - 1 + 1) / 2) && down * 4 <= up &&
-         g.alive_count[m - 1] > g.alive_count[0];
+  if (g.alive_count[m - 1] <= g.alive_count[0]) return false;
+  const uint32_t gained = g.alive_count[m - 1] - g.alive_count[0];
+  return up >= std::max<uint32_t>(2, (m - 1 + 1) / 2) && down * 4 <= up && largest_drop * 2 <= gained;
+}
+
+// Iterations found from a repeating stack may be a model's layers inside one forward pass, not training steps:
+// activations saved for backward then "grow" at every layer and backward frees them all. So with guessed
+// iterations a leak must hold at least half its growth until the trace ends, unless the device ran out of memory
+// after the last boundary (memory that grew until the job failed). Optimizer.step annotations are real steps, and
+// a program may free its hoard after the loop (transformer_leak's list of losses), so they need no such check.
+bool still_held(const LeakGroup& g, uint32_t alive_at_end, bool oom_after) {
+  const uint32_t m = static_cast<uint32_t>(g.alive_count.size());
+  const uint32_t gained = g.alive_count[m - 1] - g.alive_count[0];
+  return oom_after || alive_at_end >= g.alive_count[0] + (gained + 1) / 2;
 }
 
 }  // namespace
@@ -99,18 +117,25 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
       if (last == m) a.last_row = i;  // alive at the final boundary: the freshest example
       else if (a.last_row == kNoRow) a.last_row = i;
       ++a.category_votes[static_cast<int>(c.category[i])];
+      a.alive_at_end += lt.free_event[i] == kNoEvent;
     };
     add(sites[site]);
     if (c.category[i] == Category::kGradient && last - first >= 2) add(held_grads[site]);
   }
 
-  if (m >= options.min_boundaries) {
+  const bool guessed = it.source == Iterations::Source::kPeriodic;
+  bool oom_after = false;  // an out-of-memory event after the last boundary
+  for (uint32_t e = it.boundary.back(); e < lt.event_count; ++e)
+    oom_after = oom_after || s.events.action[lt.event_begin + e] == Action::kOom;
+  // Guessed iterations need more of them before a trend is believed.
+  if (m >= (guessed ? std::max(options.min_boundaries, options.min_guessed_boundaries) : options.min_boundaries)) {
     for (auto& [site, a] : sites) {
       LeakGroup g;
       g.site = site;
       g.stack = a.last_row == kNoRow ? 0 : lt.stack[a.last_row];
       finish(a, m, &g);
       if (!is_growing(g)) continue;
+      if (guessed && !still_held(g, a.alive_at_end, oom_after)) continue;
       g.bytes_per_iteration = (g.alive_bytes[m - 1] > g.alive_bytes[0])
                                   ? (g.alive_bytes[m - 1] - g.alive_bytes[0]) / (m - 1)
                                   : 0;
