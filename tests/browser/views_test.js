@@ -177,6 +177,9 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   const fa = golden('ddp_rank0', 'facts.json'), fb = golden('ddp_rank1', 'facts.json');
   eq(Number(await attr('[data-diff-live]', 'data-diff-live')), fb.total_allocated - fa.total_allocated, 'diff of live bytes equals the facts\' difference');
   eq(Number(await attr('[data-diff-reserved]', 'data-diff-reserved')), fb.total_reserved - fa.total_reserved, 'diff of reserved bytes equals the facts\' difference');
+  eq(Number(await attr('[data-diff-peak]', 'data-diff-peak')),
+    golden('ddp_rank1', 'memoryviz.json').devices['1'].peak_active_bytes - golden('ddp_rank0', 'memoryviz.json').devices['0'].peak_active_bytes,
+    'diff leads with the peaks\' difference, PyTorch\'s peaks of rank 1 (cuda:1) and rank 0 (cuda:0)');
   const panelPeak = async (w) => Number(await attr(`[data-diff-panel="${w}"] [data-peak-bytes]`, 'data-peak-bytes'));
   eq(await panelPeak('a'), golden('ddp_rank0', 'memoryviz.json').devices['0'].peak_active_bytes, 'diff timeline A: peak equals PyTorch\'s (rank 0, cuda:0)');
   eq(await panelPeak('b'), golden('ddp_rank1', 'memoryviz.json').devices['1'].peak_active_bytes, 'diff timeline B: peak equals PyTorch\'s (rank 1, cuda:1)');

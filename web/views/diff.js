@@ -271,9 +271,18 @@ export default {
       const d = (await ctx.call({ method: 'diff', ids: [a.id, b.id], top: 60 })).body;
       if (destroyed) return;
       root.append(el('h2', null, 'Diff: ', el('span', { class: 'mono', text: a.name }), ' → ', el('span', { class: 'mono', text: b.name })));
-      root.append(el('div', { class: 'cards' },
+      // Each file's allocated peak first: two runs of one job usually differ there, not in what is left at the end.
+      const pa = d.peak_allocated.a, pb = d.peak_allocated.b;
+      const peakCards = pa.length === 1 && pb.length === 1
+        ? [card('Peak allocated', `${bytes(pa[0].bytes)} → ${bytes(pb[0].bytes)}`, signedBytes(pb[0].bytes - pa[0].bytes),
+            { 'data-diff-peak': pb[0].bytes - pa[0].bytes })]
+        : [...new Set([...pa, ...pb].map((p) => p.device))].sort((x, y) => x - y).map((dev) => {
+            const x = (pa.find((p) => p.device === dev) || { bytes: 0 }).bytes, y = (pb.find((p) => p.device === dev) || { bytes: 0 }).bytes;
+            return card(`Peak allocated, cuda:${dev}`, `${bytes(x)} → ${bytes(y)}`, signedBytes(y - x));
+          });
+      root.append(el('div', { class: 'cards' }, ...peakCards,
         card('Reserved', `${bytes(d.reserved_a)} → ${bytes(d.reserved_b)}`, signedBytes(d.reserved_b - d.reserved_a), { 'data-diff-reserved': d.reserved_b - d.reserved_a }),
-        card('Live (active blocks)', `${bytes(d.live_a)} → ${bytes(d.live_b)}`, signedBytes(d.live_b - d.live_a), { 'data-diff-live': d.live_b - d.live_a }),
+        card('Live at the end (requested bytes)', `${bytes(d.live_a)} → ${bytes(d.live_b)}`, signedBytes(d.live_b - d.live_a), { 'data-diff-live': d.live_b - d.live_a }),
         card('Segments only in A / only in B', `${count(d.segments_only_a.length)} / ${count(d.segments_only_b.length)}`)));
 
       // The two timelines.

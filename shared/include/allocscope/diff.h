@@ -17,6 +17,10 @@ struct SnapshotDiff {
   uint64_t reserved_a = 0, reserved_b = 0;
   uint64_t live_a = 0, live_b = 0;  // requested bytes of active blocks in the final segments
 
+  // The allocated peak of each device of each file (the summary's peak: live requested bytes over the trace, step 0
+  // included). Two runs of one job usually differ here, not at the end.
+  std::vector<std::pair<int64_t, uint64_t>> peaks_a, peaks_b;  // (device, bytes)
+
   // Live memory (active blocks of the final segments) per stack, keyed by the stack's visible frames (outermost
   // first, "file.py:LINE:name;..."), so stacks compare across files. Sorted by |delta| (largest first), then by key.
   std::vector<std::string> stack;  // the key; "<no frames>" for frameless blocks

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "allocscope/frame_filter.h"
+#include "allocscope/lifetimes.h"
 
 namespace allocscope {
 
@@ -59,6 +60,8 @@ void only_in(const Snapshot& x, const std::set<std::pair<uint64_t, uint64_t>>& o
 
 SnapshotDiff diff_snapshots(const Snapshot& a, const Snapshot& b) {
   SnapshotDiff d;
+  for (const DeviceLifetimes& lt : build_lifetimes(a).devices) d.peaks_a.emplace_back(lt.device, lt.total[lt.peak_step()]);
+  for (const DeviceLifetimes& lt : build_lifetimes(b).devices) d.peaks_b.emplace_back(lt.device, lt.total[lt.peak_step()]);
   std::set<std::pair<uint64_t, uint64_t>> sa, sb;
   for (const Segment& seg : a.segments) {
     sa.insert({seg.address, seg.total_size});

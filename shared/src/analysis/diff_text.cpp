@@ -1,5 +1,6 @@
 // Human text for a snapshot diff: the biggest live-memory differences by stack first, then the segment sets.
 #include <cstdio>
+#include <map>
 
 #include "allocscope/diff.h"
 #include "analysis/frame_filter_text.h"
@@ -9,10 +10,26 @@ namespace allocscope {
 using namespace text_detail;
 
 std::string to_text(const SnapshotDiff& d, const std::string& a, const std::string& b, uint32_t top) {
-  std::string o = "live " + size(d.live_a) + " -> " + size(d.live_b) + " (" +
-                  signed_size(static_cast<int64_t>(d.live_b) - static_cast<int64_t>(d.live_a)) + "), reserved " +
-                  size(d.reserved_a) + " -> " + size(d.reserved_b) + "   [A = " + a + ", B = " + b + "]\n\n";
-  o += "live memory by stack, largest change first:\n";
+  auto change = [](uint64_t x, uint64_t y) {
+    return size(x) + " -> " + size(y) + " (" + signed_size(static_cast<int64_t>(y) - static_cast<int64_t>(x)) + ")";
+  };
+  std::string o = "A = " + a + ", B = " + b + "\n";
+  // One device each (two ranks, two runs): their peaks compare whatever the ordinals. Otherwise device by device.
+  if (d.peaks_a.size() == 1 && d.peaks_b.size() == 1) {
+    o += "peak allocated: " + change(d.peaks_a[0].second, d.peaks_b[0].second);
+    if (d.peaks_a[0].first != d.peaks_b[0].first)
+      o += "   (cuda:" + std::to_string(d.peaks_a[0].first) + " in A, cuda:" + std::to_string(d.peaks_b[0].first) + " in B)";
+    o += "\n";
+  } else {
+    std::map<int64_t, std::pair<uint64_t, uint64_t>> by_device;
+    for (const auto& [dev, bytes] : d.peaks_a) by_device[dev].first = bytes;
+    for (const auto& [dev, bytes] : d.peaks_b) by_device[dev].second = bytes;
+    for (const auto& [dev, p] : by_device)
+      o += "peak allocated, cuda:" + std::to_string(dev) + ": " + change(p.first, p.second) + "\n";
+  }
+  o += "at the end: live " + change(d.live_a, d.live_b) + ", reserved " + size(d.reserved_a) + " -> " +
+       size(d.reserved_b) + "   (live: requested bytes, all devices together)\n\n";
+  o += "memory still allocated at the end, by stack, largest change first:\n";
   o += "  " + rpad("delta", 11) + "  " + rpad("A", 10) + "  " + rpad("B", 10) + "  count A->B  site\n";
   size_t shown = 0;
   for (size_t k = 0; k < d.groups() && shown < top; ++k) {
@@ -21,9 +38,13 @@ std::string to_text(const SnapshotDiff& d, const std::string& a, const std::stri
          "  " + rpad(std::to_string(d.count_a[k]) + "->" + std::to_string(d.count_b[k]), 10) + "  " + d.site[k] + "\n";
     ++shown;
   }
-  if (shown == 0) o += "  (no differences)\n";
+  size_t more = 0;
+  for (size_t k = shown; k < d.groups(); ++k) more += d.delta[k] != 0;
+  if (more) o += "  ... " + std::to_string(more) + " more stack(s) differ (--top N lists more)\n";
+  if (shown == 0) o += "  (no difference in the memory still allocated at the end)\n";
   o += "\nsegments only in A: " + std::to_string(d.only_a_addr.size()) + ", only in B: " +
-       std::to_string(d.only_b_addr.size()) + " (same address and size = same segment, as PyTorch's compare)\n";
+       std::to_string(d.only_b_addr.size()) + " (same address and size = same segment, as PyTorch's compare: " +
+       "meaningful for two snapshots of one process)\n";
   return o;
 }
 

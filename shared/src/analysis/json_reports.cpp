@@ -62,7 +62,11 @@ std::string to_json(const SnapshotDiff& d, uint32_t top) {
     stacks.push_back({{"delta", d.delta[k]}, {"bytes_a", d.bytes_a[k]}, {"bytes_b", d.bytes_b[k]},
                       {"count_a", d.count_a[k]}, {"count_b", d.count_b[k]}, {"site", d.site[k]}, {"stack", d.stack[k]}});
   }
-  return json_detail::dump(Json{{"reserved_a", d.reserved_a}, {"reserved_b", d.reserved_b},
+  Json peaks_a = Json::array(), peaks_b = Json::array();
+  for (const auto& [dev, bytes] : d.peaks_a) peaks_a.push_back({{"device", dev}, {"bytes", bytes}});
+  for (const auto& [dev, bytes] : d.peaks_b) peaks_b.push_back({{"device", dev}, {"bytes", bytes}});
+  Json peaks = {{"a", std::move(peaks_a)}, {"b", std::move(peaks_b)}};
+  return json_detail::dump(Json{{"peak_allocated", std::move(peaks)}, {"reserved_a", d.reserved_a}, {"reserved_b", d.reserved_b},
                                 {"live_a", d.live_a},         {"live_b", d.live_b},
                                 {"segments_only_a", std::move(only_a)}, {"segments_only_b", std::move(only_b)},
                                 {"stacks", std::move(stacks)}, {"stack_groups", d.groups()}});
