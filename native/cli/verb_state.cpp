@@ -80,8 +80,12 @@ int run_state(const std::vector<std::string>& argv) {
   auto fs = [](uint64_t v) { return memviz::format_size(v); };
   std::printf("device %lld after %lld of %u events: %zu segments, %zu active blocks\n", static_cast<long long>(device),
               static_cast<long long>(step), lt.event_count, a.segment_addr.size(), a.block_addr.size());
-  std::printf("  reserved %s = allocated %s + cached free %s\n", fs(a.reserved_bytes).c_str(),
-              fs(a.allocated_bytes).c_str(), fs(a.inactive_bytes).c_str());
+  if (a.pending_free_bytes)
+    std::printf("  reserved %s = allocated %s + pending free %s + cached free %s\n", fs(a.reserved_bytes).c_str(),
+                fs(a.allocated_bytes).c_str(), fs(a.pending_free_bytes).c_str(), fs(a.inactive_bytes).c_str());
+  else
+    std::printf("  reserved %s = allocated %s + cached free %s\n", fs(a.reserved_bytes).c_str(),
+                fs(a.allocated_bytes).c_str(), fs(a.inactive_bytes).c_str());
   std::printf("  requested %s, rounding waste %s, pending free %s\n", fs(a.requested_bytes).c_str(),
               fs(a.rounding_waste_bytes).c_str(), fs(a.pending_free_bytes).c_str());
   for (size_t k = 0; k < a.segment_addr.size(); ++k) {

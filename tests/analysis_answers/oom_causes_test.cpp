@@ -69,7 +69,9 @@ TEST_P(OomCauses, CauseAndOutsideBytesEqualTheLabelWhenTheGpuIsKnown) {
   EXPECT_EQ(r.allocated, l["after_oom"]["allocated"].get<uint64_t>()) << name;
   EXPECT_EQ(r.reserved, l["after_oom"]["reserved"].get<uint64_t>()) << name;
   // PyTorch's message names the segment it asked the driver for ("Tried to allocate 20.00 MiB" for a 5 MiB
-  // request): the same size, to its two decimals.
+  // request): the same size, to its two decimals. With expandable segments it names the default size, while the
+  // pages mapped are 20 MiB ones; there driver_needed is that page-rounded upper bound.
+  if (r.expandable_segments) return;
   std::smatch m;
   const std::string error = l["error"].get<std::string>();
   ASSERT_TRUE(std::regex_search(error, m, std::regex(R"(Tried to allocate ([0-9.]+) (GiB|MiB))"))) << error;
@@ -162,6 +164,60 @@ TEST(GpuSizes, ParsesNamesSizesAndBytesAndRejectsNonsense) {
   // Inference picks the smallest class that holds the numbers plus a CUDA context, and gives up above the largest.
   EXPECT_EQ(infer_gpu_capacity(70ull << 30)->total_bytes, h100.value().total_bytes);
   EXPECT_FALSE(infer_gpu_capacity(1ull << 50));
+}
+
+}  // namespace
+}  // namespace allocscope
+
+// Hand-made states for the rules the labelled runs do not reach (a review, 2026-11-25, built each one).
+#include "../cli/synthetic.h"
+
+namespace allocscope {
+namespace {
+
+OomReport explain(clitest::SnapshotBuilder& b, uint64_t requested, uint64_t driver_free) {
+  b.event(Action::kOom, driver_free, requested);  // PyTorch keeps device_free in the addr column of an oom entry
+  const Lifetimes lt = build_lifetimes(b.s);
+  OomOptions opt;
+  opt.gpu = GpuCapacity{85017493504ull, "as given", false};
+  const auto reports = analyze_ooms(b.s, lt, opt);
+  EXPECT_EQ(reports.size(), 1u);
+  return reports.empty() ? OomReport{} : reports[0];
+}
+
+constexpr uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
+
+// A 512 KiB request on a stream whose only free piece (20 MiB) is in a large-pool segment: small requests take
+// only 2 MiB small-pool segments, and the driver had 1 MiB. The free piece is on the request's own stream.
+TEST(OomRules, AFreeBlockInTheOtherPoolIsNamedAsSuchNotAsAnotherStream) {
+  clitest::SnapshotBuilder b;
+  const StackId st = b.stack({{"train", "train.py", 10}});
+  b.segment(0x100000000, 0, 2 * MiB, {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, st}});
+  b.segment(0x200000000, 0, 20 * MiB,
+            {{20 * MiB, 20 * MiB, BlockState::kActiveAllocated, st}, {20 * MiB, 20 * MiB, BlockState::kInactive, 0}});
+  b.device();
+  const OomReport r = explain(b, 512 << 10, 1 * MiB);
+  EXPECT_EQ(r.cause, OomCause::kFragmentation) << r.advice;
+  EXPECT_TRUE(r.fragmentation);
+  EXPECT_EQ(r.largest_free_other_pool, 20 * MiB);
+  EXPECT_EQ(r.free_other_streams, 0u);
+  EXPECT_NE(r.advice.find("in the large pool"), std::string::npos) << r.advice;
+  EXPECT_EQ(r.advice.find("other CUDA streams"), std::string::npos) << r.advice;
+}
+
+// 12 segments of 1 GiB keep 600 MiB each and a 424 MiB hole (5 GiB free in all); the driver has 4 GiB; 8 GiB is
+// asked. No hole holds it and neither does the driver, but the holes and the driver together would: fragmentation.
+TEST(OomRules, HolesAndTheDriverTogetherHoldingTheRequestIsFragmentation) {
+  clitest::SnapshotBuilder b;
+  const StackId st = b.stack({{"train", "train.py", 10}});
+  b.segment(0x100000000, 0, 62 * GiB, {{62 * GiB, 62 * GiB, BlockState::kActiveAllocated, st}});
+  for (uint64_t k = 0; k < 12; ++k)
+    b.segment(0x2000000000 + k * 2 * GiB, 0, 600 * MiB,
+              {{600 * MiB, 600 * MiB, BlockState::kActiveAllocated, st}, {424 * MiB, 424 * MiB, BlockState::kInactive, 0}});
+  b.device();
+  const OomReport r = explain(b, 8 * GiB, 4 * GiB);
+  EXPECT_EQ(r.cause, OomCause::kFragmentation) << r.advice;
+  EXPECT_NE(r.advice.find("no piece holds"), std::string::npos) << r.advice;
 }
 
 }  // namespace

@@ -257,6 +257,8 @@ TEST(Sites, WindowsPathsAndInductorsGeneratedCodeAreNotTheUsersLine) {
   EXPECT_TRUE(is_library_frame("__exit__", "C:\\Python312\\Lib\\contextlib.py"));
   EXPECT_TRUE(is_library_frame("call", "/tmp/torchinductor_me/z3/cz3vabc.py"));
   EXPECT_TRUE(is_library_frame("main", "C:\\Python312\\python.exe"));
+  EXPECT_TRUE(is_library_frame("deepcopy", "C:\\Users\\me\\anaconda3\\envs\\ml\\Lib\\copy.py"));
+  EXPECT_TRUE(is_library_frame("deepcopy", "C:\\Users\\me\\miniconda3\\Lib\\copy.py"));
   EXPECT_FALSE(is_library_frame("forward", "d:\\ai\\proj\\unet.py"));
   EXPECT_FALSE(is_library_frame("train", "D:\\work\\lib\\train.py"));           // a project's own lib folder
   EXPECT_FALSE(is_library_frame("train", "/home/me/python3-work/lib/train.py"));  // the Windows rule stays on Windows

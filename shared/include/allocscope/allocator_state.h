@@ -43,11 +43,11 @@ struct AllocatorState {
   std::vector<uint8_t> block_size_known;
 
   uint64_t reserved_bytes = 0;       // sum of segment sizes
-  uint64_t allocated_bytes = 0;      // sum of block sizes
+  uint64_t allocated_bytes = 0;      // sum of block sizes, pending frees left out (PyTorch's memory_allocated())
   uint64_t requested_bytes = 0;      // sum of requests
   uint64_t pending_free_bytes = 0;   // block sizes waiting for free_completed
-  uint64_t rounding_waste_bytes = 0; // allocated - requested (internal fragmentation)
-  uint64_t inactive_bytes = 0;       // reserved - allocated (cached but free)
+  uint64_t rounding_waste_bytes = 0; // block sizes - requested, pending frees included (internal fragmentation)
+  uint64_t inactive_bytes = 0;       // reserved - allocated - pending free (cached and free)
   uint32_t blocks_outside_segments = 0;  // blocks no segment contains (a sign of an inconsistent file)
 };
 

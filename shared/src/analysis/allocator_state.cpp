@@ -170,6 +170,9 @@ void AllocatorStateIndex::at(uint32_t step, AllocatorState* o) const {
   }
   o->rounding_waste_bytes = o->allocated_bytes - o->requested_bytes;
   o->inactive_bytes = o->reserved_bytes > o->allocated_bytes ? o->reserved_bytes - o->allocated_bytes : 0;
+  // Allocated as PyTorch counts it (memory_allocated(), a segment's allocated_size): a block freed while another
+  // stream still uses it is no longer allocated, nor free yet; it is in pending_free_bytes.
+  o->allocated_bytes -= o->pending_free_bytes;
 }
 
 }  // namespace allocscope

@@ -41,15 +41,23 @@ bool is_library_frame(std::string_view name, std::string_view filename_as_writte
   };
   for (std::string_view d : kLibraryDirs)
     if (contains(filename, d)) return true;
-  // Windows' standard library: <prefix>\Python312\Lib\ (lower-cased above), a "lib" folder right under "pythonNNN".
+  // Windows' standard library (lower-cased above): a "lib" folder right under "pythonNNN" (python.org's installer),
+  // under a conda root (anaconda3\Lib\), or under a conda environment (envs\<name>\Lib\).
   if (filename.data() == buf.data()) {
+    auto component_before = [&](size_t end) -> std::pair<std::string_view, size_t> {  // the folder ending at `end`
+      if (end == 0 || end == std::string_view::npos) return {{}, std::string_view::npos};
+      const size_t dir = filename.rfind('/', end - 1);
+      const size_t start = dir == std::string_view::npos ? 0 : dir + 1;
+      return {filename.substr(start, end - start), dir};
+    };
     for (size_t at = filename.find("/lib/"); at != std::string_view::npos; at = filename.find("/lib/", at + 1)) {
-      const size_t dir = at == 0 ? std::string_view::npos : filename.rfind('/', at - 1);
-      const std::string_view parent =
-          dir == std::string_view::npos ? filename.substr(0, at) : filename.substr(dir + 1, at - dir - 1);
+      const auto [parent, parent_slash] = component_before(at);
       if (parent.size() > 6 && parent.rfind("python", 0) == 0 &&
           parent.find_first_not_of("0123456789", 6) == std::string_view::npos)
         return true;
+      for (std::string_view root : {"anaconda3", "miniconda3", "miniforge3", "mambaforge", "anaconda", "miniconda"})
+        if (parent == root) return true;
+      if (component_before(parent_slash).first == "envs") return true;
     }
   }
   // C/C++/CUDA sources are framework internals when stacks='all' is recorded; object files and shared libraries

@@ -44,10 +44,11 @@ void finish(const Acc& a, uint32_t m, LeakGroup* g) {
   g->category = static_cast<Category>(best);
 }
 
-// A leak keeps adding: the count rises at most boundaries, (almost) never falls, and never gives back in one step
-// as much as half of what it gained overall (a site whose count climbs and then drops back is cycling with a
-// longer period than the iterations found, as a federated client's rounds do).
-bool is_growing(const LeakGroup& g) {
+// A leak keeps adding: the count rises at most boundaries and (almost) never falls. With guessed iterations it also
+// never gives back in one step as much as half of what it gained overall: a site whose count climbs and then drops
+// back is cycling with a longer period than the iterations found, as a federated client's rounds do. (Over real
+// optimizer steps a transient batch may come and go beside a leak, so there a drop does not clear it.)
+bool is_growing(const LeakGroup& g, bool guessed) {
   const uint32_t m = static_cast<uint32_t>(g.alive_count.size());
   uint32_t up = 0, down = 0, largest_drop = 0;
   for (uint32_t j = 1; j < m; ++j) {
@@ -59,18 +60,19 @@ bool is_growing(const LeakGroup& g) {
   }
   if (g.alive_count[m - 1] <= g.alive_count[0]) return false;
   const uint32_t gained = g.alive_count[m - 1] - g.alive_count[0];
-  return up >= std::max<uint32_t>(2, (m - 1 + 1) / 2) && down * 4 <= up && largest_drop * 2 <= gained;
+  return up >= std::max<uint32_t>(2, (m - 1 + 1) / 2) && down * 4 <= up && (!guessed || largest_drop * 2 <= gained);
 }
 
 // Iterations found from a repeating stack may be a model's layers inside one forward pass, not training steps:
 // activations saved for backward then "grow" at every layer and backward frees them all. So with guessed
-// iterations a leak must hold at least half its growth until the trace ends, unless the device ran out of memory
-// after the last boundary (memory that grew until the job failed). Optimizer.step annotations are real steps, and
-// a program may free its hoard after the loop (transformer_leak's list of losses), so they need no such check.
-bool still_held(const LeakGroup& g, uint32_t alive_at_end, bool oom_after) {
+// iterations a leak must hold at least half its growth until the trace ends. A forward pass that runs out of
+// memory partway looks the same as a loop hoarding tensors until the failure, so an OOM does not excuse the check:
+// the OOM report lists what was alive. Optimizer.step annotations are real steps, and a program may free its hoard
+// after the loop (transformer_leak's list of losses), so they need no such check.
+bool still_held(const LeakGroup& g, uint32_t alive_at_end) {
   const uint32_t m = static_cast<uint32_t>(g.alive_count.size());
   const uint32_t gained = g.alive_count[m - 1] - g.alive_count[0];
-  return oom_after || alive_at_end >= g.alive_count[0] + (gained + 1) / 2;
+  return alive_at_end >= g.alive_count[0] + (gained + 1) / 2;
 }
 
 }  // namespace
@@ -124,9 +126,6 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   }
 
   const bool guessed = it.source == Iterations::Source::kPeriodic;
-  bool oom_after = false;  // an out-of-memory event after the last boundary
-  for (uint32_t e = it.boundary.back(); e < lt.event_count; ++e)
-    oom_after = oom_after || s.events.action[lt.event_begin + e] == Action::kOom;
   // Guessed iterations need more of them before a trend is believed.
   if (m >= (guessed ? std::max(options.min_boundaries, options.min_guessed_boundaries) : options.min_boundaries)) {
     for (auto& [site, a] : sites) {
@@ -134,8 +133,8 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
       g.site = site;
       g.stack = a.last_row == kNoRow ? 0 : lt.stack[a.last_row];
       finish(a, m, &g);
-      if (!is_growing(g)) continue;
-      if (guessed && !still_held(g, a.alive_at_end, oom_after)) continue;
+      if (!is_growing(g, guessed)) continue;
+      if (guessed && !still_held(g, a.alive_at_end)) continue;
       g.bytes_per_iteration = (g.alive_bytes[m - 1] > g.alive_bytes[0])
                                   ? (g.alive_bytes[m - 1] - g.alive_bytes[0]) / (m - 1)
                                   : 0;

@@ -35,12 +35,12 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
   o.held_outside = gpu && gpu->total_bytes > accounted ? gpu->total_bytes - accounted : 0;
   const uint64_t free_total = o.cached_free + o.device_free;
   // No cached block held the request, so the allocator asked the driver for a new segment: 2 MiB for a small
-  // request, 20 MiB for one under 10 MiB, else the request rounded up to 2 MiB (expandable segments map 2 MiB
-  // pages). A driver with more free than the request but less than that segment still fails it.
+  // request, 20 MiB for one under 10 MiB, else the request rounded up to 2 MiB. Expandable segments map pages of
+  // 2 MiB (small pool) or 20 MiB (large) instead; a free tail of the stream's segment may cover part of it, so that
+  // is an upper bound there. A driver with more free than the request but less than that segment still fails it.
   const uint64_t rounded = detail::round_size(o.requested);
-  o.driver_needed = o.expandable_segments ? (rounded + detail::kRoundLarge - 1) / detail::kRoundLarge * detail::kRoundLarge
-                                          : detail::segment_size(rounded);
-  o.fragmentation = o.cached_free >= o.requested && o.largest_free_block < o.requested && o.device_free < o.driver_needed;
+  const uint64_t page = rounded <= detail::kSmallSize ? detail::kSmallBuffer : detail::kLargeBuffer;
+  o.driver_needed = o.expandable_segments ? (rounded + page - 1) / page * page : detail::segment_size(rounded);
   using memviz::format_size;
   const std::string req = format_size(o.requested);
   if (gpu && o.requested > gpu->total_bytes) {
@@ -73,10 +73,9 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                " needs, yet the allocator refused: this process is capped below the GPU's size. Look for "
                "torch.cuda.set_per_process_memory_fraction (PyTorch's message then says how much is \"allowed\") "
                "and raise or remove the cap, or keep less alive under it.";
-  } else if (o.cached_free >= o.requested && o.usable_largest_free_block < o.requested &&
-             o.largest_free_block >= o.requested) {
-    // Some free block was large enough, but not one this request could take: it belongs to another stream, or to
-    // the other pool. That is not a hole problem, and expandable segments would not help.
+  } else if (o.usable_largest_free_block < o.requested && o.largest_free_other_streams >= o.requested) {
+    // A free block on another stream was large enough, but a block serves only its own stream. That is not a
+    // hole problem, and expandable segments would not help.
     o.cause = OomCause::kFragmentation;
     o.advice = format_size(o.cached_free) + " is free inside PyTorch's segments, " + format_size(o.free_other_streams) +
                " of it cached for other CUDA streams than this request's (stream " + std::to_string(o.stream) +
@@ -86,9 +85,20 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                ", and the driver had " + format_size(o.device_free) + ". Allocate it on the stream that freed the "
                "memory, or free the other stream's tensors that keep those segments: empty_cache() returns only "
                "segments with nothing left in them.";
-  } else if (o.cached_free >= o.requested) {
-    // The free pieces inside PyTorch's segments would hold the request together, but none alone does (PyTorch
-    // never joins them, and had already released every wholly free segment before failing).
+  } else if (o.usable_largest_free_block < o.requested && o.largest_free_other_pool >= o.requested) {
+    // Free on this stream, but in the other pool: requests up to 1 MiB take only 2 MiB small-pool segments, and
+    // larger ones only the large pool.
+    o.cause = OomCause::kFragmentation;
+    o.advice = format_size(o.largest_free_other_pool) + " is free in one piece on this stream, but in the " +
+               (o.requested <= detail::kSmallSize ? std::string("large pool, and a request of up to 1 MiB is served "
+                                                                "only from 2 MiB small-pool segments")
+                                                  : std::string("small pool, which serves only requests of up to "
+                                                                "1 MiB")) +
+               "; the new " + format_size(o.driver_needed) + " segment it needed was more than the driver's " +
+               format_size(o.device_free) + ". Free some tensors of this request's size class, or keep less alive.";
+  } else if (free_total >= o.driver_needed) {
+    // The free pieces inside PyTorch's segments and the driver's free memory would hold the segment the request
+    // needs, but no piece does: PyTorch never joins them, and had already released every wholly free segment.
     o.cause = OomCause::kFragmentation;
     o.advice = format_size(o.cached_free) + " is free inside PyTorch's segments and " +
                format_size(o.device_free) + " in the driver, but the largest free block is " +
@@ -109,7 +119,7 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                                                           : std::string("the request rounded up to 2 MiB")) +
                   ") and no cached block holds it. ";
     else
-      o.advice += "the request needs " + format_size(o.requested - std::min(o.requested, free_total)) +
+      o.advice += "the request needs " + format_size(o.driver_needed - std::min(o.driver_needed, free_total)) +
                   " more than is free. ";
     o.advice += "Keep less alive at this point: the largest live allocations are listed (smaller batch or "
                 "sequence, activation checkpointing, drop references earlier, set_to_none gradients).";
@@ -117,6 +127,7 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
       o.advice += " Also, " + format_size(o.held_outside) + " of the GPU is held outside PyTorch (if the GPU is " +
                   o.gpu.label + ").";
   }
+  o.fragmentation = o.cause == OomCause::kFragmentation;
 }
 
 }  // namespace
@@ -153,9 +164,9 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       }
       index.at(e, &state);  // step e: after the e events before the oom
       o.reserved = state.reserved_bytes;
-      o.allocated = state.allocated_bytes;
+      o.allocated = state.allocated_bytes;  // pending frees left out, as memory_allocated(); they are not free either
       o.requested_live = state.requested_bytes;
-      o.cached_free = o.reserved > o.allocated ? o.reserved - o.allocated : 0;
+      o.cached_free = state.inactive_bytes;
       o.live_allocations = static_cast<uint32_t>(state.block_addr.size());
       o.stream = ev.stream[r];
       // Gaps between a segment's active blocks (both in address order) are its free blocks. Which of them the
@@ -169,7 +180,12 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
         auto gap = [&](uint64_t bytes) {
           o.largest_free_block = std::max(o.largest_free_block, bytes);
           if (usable) o.usable_free += bytes, o.usable_largest_free_block = std::max(o.usable_largest_free_block, bytes);
-          if (!same_stream) o.free_other_streams += bytes;
+          if (!same_stream) {
+            o.free_other_streams += bytes;
+            o.largest_free_other_streams = std::max(o.largest_free_other_streams, bytes);
+          } else if (!usable) {
+            o.largest_free_other_pool = std::max(o.largest_free_other_pool, bytes);
+          }
         };
         uint64_t cursor = state.segment_addr[k];
         const uint64_t seg_end = state.segment_addr[k] + state.segment_size[k];
