@@ -655,6 +655,28 @@ TEST(LeakRules, ATransientBatchBesideALeakOverAnnotatedStepsDoesNotHideIt) {
   EXPECT_EQ(FrameFilter::site_text(b.s, r.growing.front().site), "train.py:30:train");
 }
 
+// 25 annotated steps; losses.append(loss.detach()) every step and the list cleared every 10 (counts 1..10, 1..10,
+// 1..4): it climbs at most transitions, but its floor never rises. Not a leak (a second review's case).
+TEST(LeakRules, AListClearedEveryFewStepsIsNotALeak) {
+  clitest::SnapshotBuilder b;
+  const StackId keep = b.stack({{"train", "train.py", 20}});
+  b.device();
+  uint64_t addr = 0x10000000;
+  std::vector<uint64_t> kept;
+  for (int step = 0; step < 25; ++step) {
+    b.s.annotations.push_back({true, b.s.strings.intern("Optimizer.step#SGD.step"), 0, 1000 + static_cast<int64_t>(b.s.events.size_rows()) + 1});
+    if (step % 10 == 0) {
+      for (uint64_t a : kept) b.event(Action::kFreeCompleted, a, 512, keep);
+      kept.clear();
+    }
+    kept.push_back(addr += 4096);
+    b.event(Action::kAlloc, addr, 512, keep);
+  }
+  const LeakReport r = leaks_of(b.s);
+  ASSERT_EQ(r.iterations.source, Iterations::Source::kAnnotations);
+  EXPECT_FALSE(r.leak_suspected()) << FrameFilter::site_text(b.s, r.growing.front().site);
+}
+
 // No annotations: 12 layers of one forward each keep a 200 MiB activation (model.py:10), the device runs out of
 // memory, and the activations are freed before the dump. Guessed iterations that are layers are not a leak, OOM
 // or not.

@@ -13,7 +13,9 @@
 #include <string>
 
 #include "allocscope/gpu_sizes.h"
+#include "allocscope/allocator_state.h"
 #include "allocscope/oom.h"
+#include "allocscope/segment_timeline.h"
 #include "answers_fixtures.h"
 
 namespace allocscope {
@@ -218,6 +220,56 @@ TEST(OomRules, HolesAndTheDriverTogetherHoldingTheRequestIsFragmentation) {
   const OomReport r = explain(b, 8 * GiB, 4 * GiB);
   EXPECT_EQ(r.cause, OomCause::kFragmentation) << r.advice;
   EXPECT_NE(r.advice.find("no piece holds"), std::string::npos) << r.advice;
+}
+
+// A second review's cases. Another process fills the GPU and PyTorch holds nothing: 5 MiB asked, 15 MiB free in
+// the driver, but the request needs a 20 MiB segment, so freeing PyTorch's tensors cannot help.
+TEST(OomRules, ARequestWhoseSegmentExceedsAllThatCouldBeFreedIsHeldOutside) {
+  clitest::SnapshotBuilder b;
+  b.device();
+  const OomReport r = explain(b, 5 * MiB, 15 * MiB);
+  EXPECT_EQ(r.driver_needed, 20 * MiB);
+  EXPECT_EQ(r.cause, OomCause::kHeldOutside) << r.advice;
+}
+
+// A 512 KiB request on stream 0 whose small segment is full; stream 7 has an 18 MiB hole in a large segment. No
+// stream would have served it from that hole: it is the pool, not the stream.
+TEST(OomRules, AnotherStreamsBlockInTheOtherPoolIsNotBlamedOnTheStream) {
+  clitest::SnapshotBuilder b;
+  const StackId st = b.stack({{"train", "train.py", 10}});
+  b.segment(0x100000000, 0, 2 * MiB, {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, st}});
+  b.segment(0x200000000, 7, 2 * MiB,
+            {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, st}, {18 * MiB, 18 * MiB, BlockState::kInactive, 0}});
+  b.device();
+  const OomReport r = explain(b, 512 << 10, 1 * MiB);
+  EXPECT_EQ(r.largest_free_other_streams, 0u);
+  EXPECT_EQ(r.advice.find("other CUDA streams"), std::string::npos) << r.advice;
+  EXPECT_NE(r.advice.find("in the large pool"), std::string::npos) << r.advice;
+}
+
+// reserved = allocated + pending free + cached free, and a segment's allocated is its allocated_size: a block freed
+// while another stream still uses it counts in none but pending.
+TEST(OomRules, PendingFreesAreNeitherAllocatedNorFreeInTheAllocatorState) {
+  clitest::SnapshotBuilder b;
+  const StackId st = b.stack({{"train", "train.py", 10}});
+  b.segment(0x100000000, 0, 4 * MiB,
+            {{8 * MiB, 8 * MiB, BlockState::kActivePendingFree, st}, {4 * MiB, 4 * MiB, BlockState::kActiveAllocated, st},
+             {8 * MiB, 8 * MiB, BlockState::kInactive, 0}});
+  b.device();
+  b.event(Action::kAlloc, 0x300000000, 512);  // one event, so the device has a trace
+  b.event(Action::kFreeCompleted, 0x300000000, 512);
+  const Lifetimes lt = build_lifetimes(b.s);
+  const SegmentTimeline sg = build_segment_timeline(b.s, 0);
+  const AllocatorStateIndex index(b.s, lt.devices[0], sg);
+  AllocatorState a;
+  index.at(lt.devices[0].steps() - 1, &a);
+  EXPECT_EQ(a.reserved_bytes, 20 * MiB);
+  EXPECT_EQ(a.allocated_bytes, 4 * MiB);
+  EXPECT_EQ(a.pending_free_bytes, 8 * MiB);
+  EXPECT_EQ(a.inactive_bytes, 8 * MiB);
+  ASSERT_EQ(a.segment_allocated.size(), 1u);
+  EXPECT_EQ(a.segment_allocated[0], 4 * MiB);
+  EXPECT_EQ(a.requested_bytes, 4 * MiB);
 }
 
 }  // namespace

@@ -259,6 +259,8 @@ TEST(Sites, WindowsPathsAndInductorsGeneratedCodeAreNotTheUsersLine) {
   EXPECT_TRUE(is_library_frame("main", "C:\\Python312\\python.exe"));
   EXPECT_TRUE(is_library_frame("deepcopy", "C:\\Users\\me\\anaconda3\\envs\\ml\\Lib\\copy.py"));
   EXPECT_TRUE(is_library_frame("deepcopy", "C:\\Users\\me\\miniconda3\\Lib\\copy.py"));
+  EXPECT_FALSE(is_library_frame("step", "D:\\rl\\envs\\atari\\lib\\wrappers.py"));  // an RL project's own envs
+  EXPECT_FALSE(is_library_frame("forward", "C:\\Users\\me\\code\\envs\\ml\\Lib\\model.py"));
   EXPECT_FALSE(is_library_frame("forward", "d:\\ai\\proj\\unet.py"));
   EXPECT_FALSE(is_library_frame("train", "D:\\work\\lib\\train.py"));           // a project's own lib folder
   EXPECT_FALSE(is_library_frame("train", "/home/me/python3-work/lib/train.py"));  // the Windows rule stays on Windows

@@ -29,7 +29,7 @@ struct AllocatorState {
   std::vector<uint8_t> segment_expandable;
   std::vector<uint32_t> segment_first_block;
   std::vector<uint32_t> segment_num_blocks;
-  std::vector<uint64_t> segment_allocated;  // sum of block sizes inside it
+  std::vector<uint64_t> segment_allocated;  // sum of its blocks' sizes, pending frees left out (its allocated_size)
   std::vector<uint64_t> segment_requested;  // sum of requested sizes inside it
 
   // Active blocks in address order.
@@ -44,9 +44,9 @@ struct AllocatorState {
 
   uint64_t reserved_bytes = 0;       // sum of segment sizes
   uint64_t allocated_bytes = 0;      // sum of block sizes, pending frees left out (PyTorch's memory_allocated())
-  uint64_t requested_bytes = 0;      // sum of requests
+  uint64_t requested_bytes = 0;      // sum of requests, pending frees left out
   uint64_t pending_free_bytes = 0;   // block sizes waiting for free_completed
-  uint64_t rounding_waste_bytes = 0; // block sizes - requested, pending frees included (internal fragmentation)
+  uint64_t rounding_waste_bytes = 0; // allocated - requested (internal fragmentation), pending frees left out
   uint64_t inactive_bytes = 0;       // reserved - allocated - pending free (cached and free)
   uint32_t blocks_outside_segments = 0;  // blocks no segment contains (a sign of an inconsistent file)
 };

@@ -51,8 +51,8 @@ struct OomReport {
   uint64_t usable_free = 0;                // free bytes in segments of its stream and pool
   uint64_t usable_largest_free_block = 0;  // the largest of those gaps
   uint64_t free_other_streams = 0;         // free bytes in segments of other streams
-  uint64_t largest_free_other_streams = 0;  // the largest of those gaps
-  uint64_t largest_free_other_pool = 0;     // the largest gap on its stream in the other pool
+  uint64_t largest_free_other_streams = 0;  // the largest of those gaps in the request's pool
+  uint64_t largest_free_other_pool = 0;     // the largest gap in the other pool, on any stream
   uint32_t live_allocations = 0;
   uint64_t driver_needed = 0;  // the new segment no cached block could spare it from (segment_size of the request)
   // The cause is fragmentation: memory was free (cached plus the driver's) but in no piece this request could use.

@@ -168,11 +168,19 @@ void AllocatorStateIndex::at(uint32_t step, AllocatorState* o) const {
       if (o->block_pending_free[i]) o->pending_free_bytes += tail;
     }
   }
-  o->rounding_waste_bytes = o->allocated_bytes - o->requested_bytes;
   o->inactive_bytes = o->reserved_bytes > o->allocated_bytes ? o->reserved_bytes - o->allocated_bytes : 0;
   // Allocated as PyTorch counts it (memory_allocated(), a segment's allocated_size): a block freed while another
-  // stream still uses it is no longer allocated, nor free yet; it is in pending_free_bytes.
+  // stream still uses it is no longer allocated, nor free yet; it is in pending_free_bytes, and its request is
+  // left out of requested_bytes (and both out of each segment's figures) the same way.
+  for (size_t j = 0; j < ns; ++j) {
+    const size_t first = o->segment_first_block[j], last = first + o->segment_num_blocks[j];
+    for (size_t i = first; i < last; ++i)
+      if (o->block_pending_free[i]) o->segment_allocated[j] -= o->block_size[i], o->segment_requested[j] -= o->block_requested[i];
+  }
+  for (size_t i = 0; i < nb; ++i)
+    if (o->block_pending_free[i]) o->requested_bytes -= o->block_requested[i];
   o->allocated_bytes -= o->pending_free_bytes;
+  o->rounding_waste_bytes = o->allocated_bytes > o->requested_bytes ? o->allocated_bytes - o->requested_bytes : 0;
 }
 
 }  // namespace allocscope

@@ -55,9 +55,15 @@ bool is_library_frame(std::string_view name, std::string_view filename_as_writte
       if (parent.size() > 6 && parent.rfind("python", 0) == 0 &&
           parent.find_first_not_of("0123456789", 6) == std::string_view::npos)
         return true;
-      for (std::string_view root : {"anaconda3", "miniconda3", "miniforge3", "mambaforge", "anaconda", "miniconda"})
-        if (parent == root) return true;
-      if (component_before(parent_slash).first == "envs") return true;
+      auto conda_root = [](std::string_view dir) {
+        for (std::string_view root : {"anaconda3", "miniconda3", "miniforge3", "mambaforge", "anaconda", "miniconda", ".conda"})
+          if (dir == root) return true;
+        return false;
+      };
+      if (conda_root(parent)) return true;
+      // envs\<name>\Lib\ of a conda root only: an RL project's own envstari\lib\ is the user's code.
+      const auto [envs, envs_slash] = component_before(parent_slash);
+      if (envs == "envs" && conda_root(component_before(envs_slash).first)) return true;
     }
   }
   // C/C++/CUDA sources are framework internals when stacks='all' is recorded; object files and shared libraries

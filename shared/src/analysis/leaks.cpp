@@ -60,7 +60,17 @@ bool is_growing(const LeakGroup& g, bool guessed) {
   }
   if (g.alive_count[m - 1] <= g.alive_count[0]) return false;
   const uint32_t gained = g.alive_count[m - 1] - g.alive_count[0];
-  return up >= std::max<uint32_t>(2, (m - 1 + 1) / 2) && down * 4 <= up && (!guessed || largest_drop * 2 <= gained);
+  // The floor must rise as often: the lower envelope (at each boundary, the lowest count from there on) is what
+  // stays. A list cleared every 10 steps climbs at 9 of 10 transitions but its floor stays put; a leak beside a
+  // transient batch keeps a rising floor.
+  uint32_t floor_up = 0, floor = g.alive_count[m - 1];
+  for (uint32_t j = m - 1; j-- > 0;) {
+    const uint32_t below = std::min(floor, g.alive_count[j]);
+    floor_up += below < floor;
+    floor = below;
+  }
+  const uint32_t needed = std::max<uint32_t>(2, (m - 1 + 1) / 2);
+  return up >= needed && floor_up >= needed && down * 4 <= up && (!guessed || largest_drop * 2 <= gained);
 }
 
 // Iterations found from a repeating stack may be a model's layers inside one forward pass, not training steps:

@@ -41,6 +41,9 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
   const uint64_t rounded = detail::round_size(o.requested);
   const uint64_t page = rounded <= detail::kSmallSize ? detail::kSmallBuffer : detail::kLargeBuffer;
   o.driver_needed = o.expandable_segments ? (rounded + page - 1) / page * page : detail::segment_size(rounded);
+  // What must fit once PyTorch gave everything back: that segment (an exact size without expandable segments; with
+  // them only the request is sure, the page rounding being an upper bound).
+  const uint64_t outside_needed = o.expandable_segments ? o.requested : o.driver_needed;
   using memviz::format_size;
   const std::string req = format_size(o.requested);
   if (gpu && o.requested > gpu->total_bytes) {
@@ -56,9 +59,9 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                   format_size(o.device_free) + " free. On a GPU larger than " + req + " the cause is memory held "
                   "outside PyTorch instead; pass --gpu NAME to decide.";
     }
-  } else if (o.requested > accounted) {
+  } else if (outside_needed > accounted) {
     o.cause = OomCause::kHeldOutside;
-    o.advice = "the request needs " + format_size(o.requested - accounted) + " more than PyTorch's whole " +
+    o.advice = "the request needs " + format_size(outside_needed - accounted) + " more than PyTorch's whole " +
                format_size(o.reserved) + " plus the driver's " + format_size(o.device_free) +
                " free, so freeing PyTorch's tensors cannot make room: " +
                (o.gpu.inferred ? "at least " : "") + format_size(o.held_outside) + " of the GPU" +
@@ -89,7 +92,7 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
     // Free on this stream, but in the other pool: requests up to 1 MiB take only 2 MiB small-pool segments, and
     // larger ones only the large pool.
     o.cause = OomCause::kFragmentation;
-    o.advice = format_size(o.largest_free_other_pool) + " is free in one piece on this stream, but in the " +
+    o.advice = format_size(o.largest_free_other_pool) + " is free in one piece, but in the " +
                (o.requested <= detail::kSmallSize ? std::string("large pool, and a request of up to 1 MiB is served "
                                                                 "only from 2 MiB small-pool segments")
                                                   : std::string("small pool, which serves only requests of up to "
@@ -113,10 +116,13 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
     o.advice = "live tensors hold " + format_size(o.allocated) + "; ";
     if (o.device_free >= o.requested)
       o.advice += "the driver's " + format_size(o.device_free) + " free is more than the request, but a new " +
-                  "segment for it is " + format_size(o.driver_needed) + " (PyTorch reserves " +
-                  (o.requested <= detail::kSmallSize ? std::string("2 MiB for requests up to 1 MiB")
-                   : o.requested < detail::kMinLargeAlloc ? std::string("20 MiB for requests under 10 MiB")
-                                                          : std::string("the request rounded up to 2 MiB")) +
+                  "segment for it is " + (o.expandable_segments ? "up to " : "") + format_size(o.driver_needed) +
+                  " (PyTorch " +
+                  (o.expandable_segments
+                       ? std::string("maps expandable segments in pages of 20 MiB, 2 MiB for requests up to 1 MiB")
+                   : o.requested <= detail::kSmallSize    ? std::string("reserves 2 MiB for requests up to 1 MiB")
+                   : o.requested < detail::kMinLargeAlloc ? std::string("reserves 20 MiB for requests under 10 MiB")
+                                                          : std::string("reserves the request rounded up to 2 MiB")) +
                   ") and no cached block holds it. ";
     else
       o.advice += "the request needs " + format_size(o.driver_needed - std::min(o.driver_needed, free_total)) +
@@ -176,16 +182,15 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       for (size_t k = 0; k < state.segment_addr.size(); ++k) {
         const bool same_stream = state.segment_stream[k] == o.stream;
         const bool small_segment = state.segment_size[k] == detail::kSmallBuffer;
-        const bool usable = same_stream && (state.segment_expandable[k] || small_segment == small_request);
+        const bool same_pool = state.segment_expandable[k] || small_segment == small_request;
+        const bool usable = same_stream && same_pool;
         auto gap = [&](uint64_t bytes) {
           o.largest_free_block = std::max(o.largest_free_block, bytes);
           if (usable) o.usable_free += bytes, o.usable_largest_free_block = std::max(o.usable_largest_free_block, bytes);
-          if (!same_stream) {
-            o.free_other_streams += bytes;
-            o.largest_free_other_streams = std::max(o.largest_free_other_streams, bytes);
-          } else if (!usable) {
-            o.largest_free_other_pool = std::max(o.largest_free_other_pool, bytes);
-          }
+          if (!same_stream) o.free_other_streams += bytes;
+          // Only a block of the request's own pool could have served it on its own stream.
+          if (!same_stream && same_pool) o.largest_free_other_streams = std::max(o.largest_free_other_streams, bytes);
+          if (!same_pool) o.largest_free_other_pool = std::max(o.largest_free_other_pool, bytes);
         };
         uint64_t cursor = state.segment_addr[k];
         const uint64_t seg_end = state.segment_addr[k] + state.segment_size[k];
