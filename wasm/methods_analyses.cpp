@@ -119,7 +119,7 @@ Answer ooms(const Request& r, std::span<Loaded* const> files) {
 
 Answer diff(const Request& r, std::span<Loaded* const> files) {
   if (files.size() != 2) return Answer::error("diff needs two files");
-  SnapshotDiff d = diff_snapshots(files[0]->snapshot, files[1]->snapshot);
+  SnapshotDiff d = diff_snapshots(files[0]->snapshot, files[1]->snapshot, &all_lifetimes(*files[0]), &all_lifetimes(*files[1]));
   Answer a;
   a.body = parse(to_json(d, static_cast<uint32_t>(r.i64("top", 50))));
   return a;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "allocscope/lifetimes.h"
 #include "allocscope/snapshot.h"
 
 namespace allocscope {
@@ -31,7 +32,10 @@ struct SnapshotDiff {
   size_t groups() const { return stack.size(); }
 };
 
-SnapshotDiff diff_snapshots(const Snapshot& a, const Snapshot& b);
+// `la`/`lb`: each file's lifetimes when the caller already built them (the viewer keeps them per file); built here
+// otherwise, for the peaks.
+SnapshotDiff diff_snapshots(const Snapshot& a, const Snapshot& b, const Lifetimes* la = nullptr,
+                            const Lifetimes* lb = nullptr);
 
 std::string to_json(const SnapshotDiff& d, uint32_t top = 50);
 std::string to_text(const SnapshotDiff& d, const std::string& name_a, const std::string& name_b, uint32_t top = 15);

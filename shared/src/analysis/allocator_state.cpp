@@ -134,14 +134,18 @@ void AllocatorStateIndex::at(uint32_t step, AllocatorState* o) const {
     const bool pending = pending_from_[r] != kNever && pending_from_[r] <= step;
     o->block_pending_free[i] = pending;
     o->block_size_known[i] = known_[r];
-    o->allocated_bytes += size_[r];
-    o->requested_bytes += requested_[r];
-    if (pending) o->pending_free_bytes += size_[r];
+    // Allocated as PyTorch counts it (memory_allocated(), a segment's allocated_size): a block freed while another
+    // stream still uses it is no longer allocated, nor free yet. It counts only in pending_free_bytes.
+    if (pending) {
+      o->pending_free_bytes += size_[r];
+    } else {
+      o->allocated_bytes += size_[r];
+      o->requested_bytes += requested_[r];
+    }
     while (k < ns && o->segment_addr[k] + o->segment_size[k] <= addr_[r]) ++k;
     if (k < ns && o->segment_addr[k] <= addr_[r]) {
       if (o->segment_num_blocks[k]++ == 0) o->segment_first_block[k] = static_cast<uint32_t>(i);
-      o->segment_allocated[k] += size_[r];
-      o->segment_requested[k] += requested_[r];
+      if (!pending) o->segment_allocated[k] += size_[r], o->segment_requested[k] += requested_[r];
     } else {
       ++o->blocks_outside_segments;
     }
@@ -163,23 +167,16 @@ void AllocatorStateIndex::at(uint32_t step, AllocatorState* o) const {
       if (next <= end || next - end > kSmallSize) continue;
       const uint64_t tail = next - end;
       o->block_size[i] += tail;
-      o->segment_allocated[j] += tail;
-      o->allocated_bytes += tail;
-      if (o->block_pending_free[i]) o->pending_free_bytes += tail;
+      if (o->block_pending_free[i]) {
+        o->pending_free_bytes += tail;
+      } else {
+        o->segment_allocated[j] += tail;
+        o->allocated_bytes += tail;
+      }
     }
   }
-  o->inactive_bytes = o->reserved_bytes > o->allocated_bytes ? o->reserved_bytes - o->allocated_bytes : 0;
-  // Allocated as PyTorch counts it (memory_allocated(), a segment's allocated_size): a block freed while another
-  // stream still uses it is no longer allocated, nor free yet; it is in pending_free_bytes, and its request is
-  // left out of requested_bytes (and both out of each segment's figures) the same way.
-  for (size_t j = 0; j < ns; ++j) {
-    const size_t first = o->segment_first_block[j], last = first + o->segment_num_blocks[j];
-    for (size_t i = first; i < last; ++i)
-      if (o->block_pending_free[i]) o->segment_allocated[j] -= o->block_size[i], o->segment_requested[j] -= o->block_requested[i];
-  }
-  for (size_t i = 0; i < nb; ++i)
-    if (o->block_pending_free[i]) o->requested_bytes -= o->block_requested[i];
-  o->allocated_bytes -= o->pending_free_bytes;
+  const uint64_t held = o->allocated_bytes + o->pending_free_bytes;
+  o->inactive_bytes = o->reserved_bytes > held ? o->reserved_bytes - held : 0;
   o->rounding_waste_bytes = o->allocated_bytes > o->requested_bytes ? o->allocated_bytes - o->requested_bytes : 0;
 }
 

@@ -58,10 +58,14 @@ void only_in(const Snapshot& x, const std::set<std::pair<uint64_t, uint64_t>>& o
 
 }  // namespace
 
-SnapshotDiff diff_snapshots(const Snapshot& a, const Snapshot& b) {
+SnapshotDiff diff_snapshots(const Snapshot& a, const Snapshot& b, const Lifetimes* la, const Lifetimes* lb) {
   SnapshotDiff d;
-  for (const DeviceLifetimes& lt : build_lifetimes(a).devices) d.peaks_a.emplace_back(lt.device, lt.total[lt.peak_step()]);
-  for (const DeviceLifetimes& lt : build_lifetimes(b).devices) d.peaks_b.emplace_back(lt.device, lt.total[lt.peak_step()]);
+  auto peaks = [](const Snapshot& s, const Lifetimes* given, std::vector<std::pair<int64_t, uint64_t>>* out) {
+    const Lifetimes built = given ? Lifetimes{} : build_lifetimes(s);
+    for (const DeviceLifetimes& lt : (given ? *given : built).devices) out->emplace_back(lt.device, lt.total[lt.peak_step()]);
+  };
+  peaks(a, la, &d.peaks_a);
+  peaks(b, lb, &d.peaks_b);
   std::set<std::pair<uint64_t, uint64_t>> sa, sb;
   for (const Segment& seg : a.segments) {
     sa.insert({seg.address, seg.total_size});

@@ -23,13 +23,8 @@ std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes
   for (const Segment& seg : s.segments) {
     const unsigned __int128 seg_end = static_cast<unsigned __int128>(seg.address) + seg.total_size;
     unsigned __int128 prev_end = seg.address, tiled = 0;
-    // PyTorch splits a segment into blocks that cover it exactly; when they do not, the file's final state (every
-    // "at the end" figure, and the pre-trace allocations the timeline starts from) is not what the allocator held.
-    if (seg.num_blocks) {
-      for (const Block& b : s.blocks_of(seg)) tiled += b.size;
-      untiled += tiled != seg.total_size;
-    }
     for (const Block& b : s.blocks_of(seg)) {
+      tiled += b.size;
       const unsigned __int128 end = static_cast<unsigned __int128>(b.address) + b.size;
       if (b.address < seg.address || end > seg_end) ++outside;
       if (b.address < prev_end && b.address >= seg.address) ++overlapping;
@@ -37,6 +32,9 @@ std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes
       if (b.size >> 63 || b.requested_size >> 63) ++huge;
     }
     if (seg.total_size >> 63) ++huge;
+    // PyTorch splits a segment into blocks that cover it exactly; when they do not, the file's final state (every
+    // "at the end" figure, and the pre-trace allocations the timeline starts from) is not what the allocator held.
+    untiled += seg.num_blocks && tiled != seg.total_size;
   }
   add(&out, outside, "block(s) lie outside their segment's address range");
   add(&out, overlapping, "block(s) overlap the previous block of their segment");
