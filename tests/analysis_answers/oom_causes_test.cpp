@@ -11,6 +11,8 @@
 #include <regex>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "allocscope/gpu_sizes.h"
 #include "allocscope/allocator_state.h"
@@ -189,14 +191,18 @@ OomReport explain(clitest::SnapshotBuilder& b, uint64_t requested, uint64_t driv
 
 constexpr uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
 
+// A segment's blocks: `used` bytes allocated at `st`, then a free hole of `hole` bytes.
+std::vector<std::tuple<uint64_t, uint64_t, BlockState, StackId>> used_then_hole(uint64_t used, uint64_t hole, StackId st) {
+  return {{used, used, BlockState::kActiveAllocated, st}, {hole, hole, BlockState::kInactive, 0}};
+}
+
 // A 512 KiB request on a stream whose only free piece (20 MiB) is in a large-pool segment: small requests take
 // only 2 MiB small-pool segments, and the driver had 1 MiB. The free piece is on the request's own stream.
 TEST(OomRules, AFreeBlockInTheOtherPoolIsNamedAsSuchNotAsAnotherStream) {
   clitest::SnapshotBuilder b;
   const StackId st = b.stack({{"train", "train.py", 10}});
   b.segment(0x100000000, 0, 2 * MiB, {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, st}});
-  b.segment(0x200000000, 0, 20 * MiB,
-            {{20 * MiB, 20 * MiB, BlockState::kActiveAllocated, st}, {20 * MiB, 20 * MiB, BlockState::kInactive, 0}});
+  b.segment(0x200000000, 0, 20 * MiB, used_then_hole(20 * MiB, 20 * MiB, st));
   b.device();
   const OomReport r = explain(b, 512 << 10, 1 * MiB);
   EXPECT_EQ(r.cause, OomCause::kFragmentation) << r.advice;
@@ -214,8 +220,7 @@ TEST(OomRules, HolesAndTheDriverTogetherHoldingTheRequestIsFragmentation) {
   const StackId st = b.stack({{"train", "train.py", 10}});
   b.segment(0x100000000, 0, 62 * GiB, {{62 * GiB, 62 * GiB, BlockState::kActiveAllocated, st}});
   for (uint64_t k = 0; k < 12; ++k)
-    b.segment(0x2000000000 + k * 2 * GiB, 0, 600 * MiB,
-              {{600 * MiB, 600 * MiB, BlockState::kActiveAllocated, st}, {424 * MiB, 424 * MiB, BlockState::kInactive, 0}});
+    b.segment(0x2000000000 + k * 2 * GiB, 0, 600 * MiB, used_then_hole(600 * MiB, 424 * MiB, st));
   b.device();
   const OomReport r = explain(b, 8 * GiB, 4 * GiB);
   EXPECT_EQ(r.cause, OomCause::kFragmentation) << r.advice;
@@ -238,8 +243,7 @@ TEST(OomRules, AnotherStreamsBlockInTheOtherPoolIsNotBlamedOnTheStream) {
   clitest::SnapshotBuilder b;
   const StackId st = b.stack({{"train", "train.py", 10}});
   b.segment(0x100000000, 0, 2 * MiB, {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, st}});
-  b.segment(0x200000000, 7, 2 * MiB,
-            {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, st}, {18 * MiB, 18 * MiB, BlockState::kInactive, 0}});
+  b.segment(0x200000000, 7, 2 * MiB, used_then_hole(2 * MiB, 18 * MiB, st));
   b.device();
   const OomReport r = explain(b, 512 << 10, 1 * MiB);
   EXPECT_EQ(r.largest_free_other_streams, 0u);

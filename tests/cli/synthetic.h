@@ -44,6 +44,11 @@ class SnapshotBuilder {
     const auto row = static_cast<uint32_t>(s.events.size_rows());
     s.devices.push_back({static_cast<int64_t>(s.devices.size()), row, row});
   }
+  // A START annotation (e.g. "Optimizer.step#SGD.step") just before the next event: an iteration boundary.
+  void annotate(const std::string& name) {
+    s.annotations.push_back({true, s.strings.intern(name), static_cast<int64_t>(s.devices.size()) - 1,
+                             1000 + static_cast<int64_t>(s.events.size_rows()) + 1});
+  }
   void event(allocscope::Action a, uint64_t addr, uint64_t size, allocscope::StackId stack = 0,
              const std::string& compile_context = "N/A") {
     auto& e = s.events;
