@@ -169,6 +169,9 @@ TEST(CliAnswers, WhatIfOneAndTwoSnapshots) {
   const double truth = 2789481472.0;  // gpt_adamw_b32_s256: torch.cuda.max_memory_allocated
   EXPECT_NEAR(one["predicted_allocated"].get<double>(), truth, 0.10 * truth);
   EXPECT_EQ(one["fits"], true);
+  EXPECT_EQ(one["verdict"], "fits");
+  EXPECT_LE(one["needed_low"].get<double>(), one["predicted_needed"].get<double>());
+  EXPECT_GE(one["needed_high"].get<double>(), one["predicted_needed"].get<double>());
   EXPECT_GT(one["max_batch_scale"].get<double>(), 4.0);
   ASSERT_FALSE(one["terms"].empty());
   EXPECT_EQ(one["terms"][0]["phase"], "peak");

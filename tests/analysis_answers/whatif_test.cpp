@@ -111,11 +111,38 @@ const nlohmann::json& caps() {
 }
 const nlohmann::json* cap_named(const std::string& name) { return entry_named(caps(), name); }
 
+// Verdicts judged on a GPU whose room is `margin` times what the target run really trained in: wrong when the
+// verdict says the opposite; "unsure" is never wrong, and is counted, for each margin.
+struct Tally {
+  std::map<double, int> right, unsure, wrong;
+  void add(Verdict v, double margin, const std::string& what) {
+    if (v == Verdict::kUnsure) ++unsure[margin];
+    else if ((v == Verdict::kFits) == (margin > 1)) ++right[margin];
+    else {
+      ++wrong[margin];
+      ADD_FAILURE() << what << ": says " << verdict_name(v) << " on " << margin << "x its need";
+    }
+  }
+  void print(const char* what) const {
+    std::set<double> margins;
+    for (const auto* m : {&right, &unsure, &wrong})
+      for (const auto& kv : *m) margins.insert(kv.first);
+    for (double m : margins)
+      std::printf("%s on %.2fx the need: %d right, %d unsure, %d wrong\n", what, m, count(right, m), count(unsure, m),
+                  count(wrong, m));
+  }
+  static int count(const std::map<double, int>& m, double margin) { return m.count(margin) ? m.at(margin) : 0; }
+};
+GpuCapacity gpu_for(const nlohmann::json& cap, double margin) {
+  return GpuCapacity{static_cast<uint64_t>(cap["min_cap"].get<double>() * margin) + kTypicalContextBytes, "test", false};
+}
+
 // One snapshot, batch scaled up to 4x: the predicted peak allocated within 10% of the measured run's, and the
 // fits verdict right on GPUs 15% above and below the least memory the run really trained in (and how often at 10%).
 TEST(WhatIf, OneSnapshotPredictsLargerBatchesWithin10Percent) {
-  int predictions = 0, verdicts_15 = 0, misses_15 = 0, old_rule_misses_15 = 0, verdicts_10 = 0, misses_10 = 0;
+  int predictions = 0;
   double worst = 0;
+  Tally tally;
   for (const Family& f : kFamilies)
     for (int from : f.batches)
       for (int to : f.batches) {
@@ -136,42 +163,96 @@ TEST(WhatIf, OneSnapshotPredictsLargerBatchesWithin10Percent) {
         // unconstrained reserved peak (the CNN's is 1.5x what it needs).
         const nlohmann::json* cap = cap_named(name_of(f, to));
         ASSERT_TRUE(cap) << name_of(f, to);
-        const double needed = (*cap)["min_cap"].get<double>();
-        std::printf("    least room predicted %.3f of the measured need\n", static_cast<double>(r.predicted_needed) / needed);
+        std::printf("    least room predicted %.3f of the measured need\n",
+                    static_cast<double>(r.predicted_needed) / (*cap)["min_cap"].get<double>());
         for (double margin : {1.2, 0.8, 1.15, 0.85, 1.1, 0.9}) {
-          o.gpu = GpuCapacity{static_cast<uint64_t>(needed * margin) + kTypicalContextBytes, "test", false};
+          o.gpu = gpu_for(*cap, margin);
           const WhatIfReport v = what_if(base->s, base->lt, base->c, o);
-          if (margin == 1.2 || margin == 0.8) {
-            EXPECT_EQ(v.fits, margin > 1) << name_of(f, from) << " -> " << to << " on " << margin << "x its need";
-            continue;
-          }
-          if (margin == 1.1 || margin == 0.9) {
-            ++verdicts_10;
-            if (v.fits != (margin > 1)) {
-              ++misses_10;
-              std::printf("    verdict wrong on %.2fx its need\n", margin);
-            }
-            continue;
-          }
-          ++verdicts_15;
-          if (v.fits != (margin > 1)) {
-            ++misses_15;
-            std::printf("    verdict wrong on %.2fx its need\n", margin);
-          }
-          // The rule before 2026-11-25 (the unconstrained reserved peak must fit), judged by the same oracle.
-          if ((r.predicted_reserved <= allocator_room(*o.gpu)) != (margin > 1)) ++old_rule_misses_15;
+          tally.add(v.verdict, margin, name_of(f, from) + " -> " + std::to_string(to));
+          // Twice the recorded batch or nearer, 20% either way is decided.
+          if (o.batch <= 2 && (margin == 1.2 || margin == 0.8))
+            EXPECT_NE(v.verdict, Verdict::kUnsure) << name_of(f, from) << " -> " << to << " on " << margin << "x its need";
         }
         ++predictions;
       }
   std::printf("%d predictions from one snapshot, worst error %.3f\n", predictions, worst);
+  tally.print("one snapshot, batch up to 4x");
   EXPECT_GE(predictions, 15);
-  // On GPUs 15% above and below the need, every verdict right. Until 2026-11-25 one was not (gpt_ckpt_adamw_b8 ->
-  // 32): its activations' gradients, 4 and 16 MiB at batch 8 like its weights, were not scaled (whatif.cpp).
-  std::printf("fits verdicts at 15%% from the need: %d of %d right (the reserved-peak rule: %d); at 10%%: %d of %d\n",
-              verdicts_15 - misses_15, verdicts_15, verdicts_15 - old_rule_misses_15, verdicts_10 - misses_10,
-              verdicts_10);
-  EXPECT_EQ(misses_15, 0);
-  EXPECT_EQ(misses_10, 0);
+}
+
+// Every direction and distance the fixtures allow (smaller and larger batches up to 8x from one snapshot; every pair
+// of two snapshots for every other size, extrapolated or between them; the GPT's sequence lengths from one snapshot
+// and from two), judged by what each target run trained in on GPUs 10-20% above and below it: no verdict wrong.
+// Until 2026-11-26 three were (a helper's audit): from one snapshot the CNN 16 -> 128 (its least memory read 10%
+// high) said "does not fit" where it fit; two compiled GPT-2 runs predicted downward read 1.45x and 1.54x
+// (torch.compile's autotuning, a different number of buffers at each shape, outran the pairing, and what had no
+// partner kept its size); and one snapshot scaling the sequence length said "fits" where attention's square made
+// the run 8-26% larger than linear.
+TEST(WhatIf, VerdictsAreNeverWrong) {
+  Tally one, two, seq;
+  const double margins[] = {1.2, 0.8, 1.15, 0.85, 1.1, 0.9};
+  for (const Family& f : kFamilies)
+    for (int from : f.batches)
+      for (int to : f.batches) {
+        if (to == from || to > 8 * from || from > 8 * to) continue;
+        const LoadedRun* base = load(name_of(f, from));
+        const nlohmann::json* cap = cap_named(name_of(f, to));
+        ASSERT_TRUE(base && cap) << name_of(f, to);
+        WhatIfOptions o;
+        o.batch = static_cast<double>(to) / from;
+        for (double margin : margins) {
+          o.gpu = gpu_for(*cap, margin);
+          one.add(what_if(base->s, base->lt, base->c, o).verdict, margin, name_of(f, from) + " -> " + std::to_string(to));
+        }
+      }
+  struct Case {
+    std::string a, b;
+    double sa, sb;
+  };
+  std::vector<std::pair<Case, std::pair<std::string, double>>> cases;
+  for (const Family& f : kFamilies)
+    for (size_t i = 0; i < f.batches.size(); ++i)
+      for (size_t k = i + 1; k < f.batches.size(); ++k)
+        for (int t : f.batches)
+          if (t != f.batches[i] && t != f.batches[k])
+            cases.push_back({{name_of(f, f.batches[i]), name_of(f, f.batches[k]), double(f.batches[i]), double(f.batches[k])},
+                             {name_of(f, t), double(t)}});
+  const int lengths[] = {128, 256, 512, 1024};
+  auto at_length = [](int t) { return "gpt_adamw_b8_s" + std::to_string(t); };
+  for (int i = 0; i < 4; ++i)
+    for (int k = i + 1; k < 4; ++k)
+      for (int t : lengths)
+        if (t != lengths[i] && t != lengths[k])
+          cases.push_back({{at_length(lengths[i]), at_length(lengths[k]), double(lengths[i]), double(lengths[k])},
+                           {at_length(t), double(t)}});
+  for (const auto& [c, target] : cases) {
+    const LoadedRun* a = load(c.a);
+    const LoadedRun* b = load(c.b);
+    const nlohmann::json* cap = cap_named(target.first);
+    ASSERT_TRUE(a && b && cap) << target.first;
+    std::vector<WhatIfRun> runs{{&a->s, &a->lt, c.sa}, {&b->s, &b->lt, c.sb}};
+    for (double margin : margins) {
+      auto v = what_if_fit_runs(runs, target.second, gpu_for(*cap, margin));
+      ASSERT_TRUE(v.ok()) << c.a << " + " << c.b << ": " << v.error().message;
+      two.add(v.value().verdict, margin, c.a + " + " + c.b + " -> " + target.first);
+    }
+  }
+  for (int from : lengths)
+    for (int to : lengths) {
+      if (to == from) continue;
+      const LoadedRun* base = load(at_length(from));
+      const nlohmann::json* cap = cap_named(at_length(to));
+      ASSERT_TRUE(base && cap);
+      WhatIfOptions o;
+      o.seq = static_cast<double>(to) / from;
+      for (double margin : margins) {
+        o.gpu = gpu_for(*cap, margin);
+        seq.add(what_if(base->s, base->lt, base->c, o).verdict, margin, at_length(from) + " -> " + at_length(to));
+      }
+    }
+  one.print("one snapshot, batch 1/8x to 8x");
+  two.print("two snapshots, any target");
+  seq.print("one snapshot, sequence length");
 }
 
 // What one snapshot scales, allocation by allocation, against a real run at a larger batch: each allocation paired
@@ -260,7 +341,11 @@ TEST(WhatIf, TwoSnapshotsPredictWithin5Percent) {
     if (c.a == "mlp_sgd_amp_b256" && c.target == "mlp_sgd_amp_b2048") c.tolerance = 0.08;
   cases.push_back({"gpt_adamw_b8_s128", "gpt_adamw_b8_s256", "gpt_adamw_b8_s512", 128, 256, 512});
   cases.push_back({"gpt_adamw_b8_s128", "gpt_adamw_b8_s256", "gpt_adamw_b8_s1024", 128, 256, 1024});
-  int verdicts_10 = 0, misses_10 = 0;
+  // torch.compile's runs downward and between two sizes (the replayed run is the second, as the CLI picks the one
+  // nearer the target): until 2026-11-26 they read 1.45x and 1.62x (the compiler's autotuning outran the pairing).
+  cases.push_back({"gpt2c_amp_adamw_b8_s512", "gpt2c_amp_adamw_b4_s512", "gpt2c_amp_adamw_b2_s512", 8, 4, 2});
+  cases.push_back({"gpt2c_amp_adamw_b2_s512", "gpt2c_amp_adamw_b8_s512", "gpt2c_amp_adamw_b4_s512", 2, 8, 4});
+  Tally tally;
   for (const Case& c : cases) {
     const LoadedRun* a = load(c.a);
     const LoadedRun* b = load(c.b);
@@ -273,27 +358,19 @@ TEST(WhatIf, TwoSnapshotsPredictWithin5Percent) {
                 c.target.c_str(), static_cast<double>(r.value().predicted_allocated) / alloc, r.value().paired,
                 r.value().unpaired);
     EXPECT_LT(err(r.value().predicted_allocated, alloc), c.tolerance) << c.a << " + " << c.b << " -> " << c.target;
-    // The fits verdict on GPUs 15% above and below the least memory the target run trained in.
+    // The fits verdict on GPUs 10-15% above and below the least memory the target run trained in: never wrong,
+    // and decided at 15% where the target is within twice the nearer size.
     const nlohmann::json* cap = cap_named(c.target);
     ASSERT_TRUE(cap) << c.target;
-    // At 10%, counted and printed (docs/analyses.md).
     for (double margin : {1.15, 0.85, 1.1, 0.9}) {
-      const GpuCapacity gpu{static_cast<uint64_t>((*cap)["min_cap"].get<double>() * margin) + kTypicalContextBytes, "test", false};
-      auto v = what_if_fit(a->s, a->lt, b->s, b->lt, c.sa, c.sb, c.st, gpu);
+      auto v = what_if_fit(a->s, a->lt, b->s, b->lt, c.sa, c.sb, c.st, gpu_for(*cap, margin));
       ASSERT_TRUE(v.ok());
-      if (margin == 1.1 || margin == 0.9) {
-        ++verdicts_10;
-        if (v.value().fits != (margin > 1)) {
-          ++misses_10;
-          std::printf("    verdict wrong on %.2fx its need\n", margin);
-        }
-        continue;
-      }
-      EXPECT_EQ(v.value().fits, margin > 1) << c.a << " + " << c.b << " -> " << c.target << " on " << margin << "x its need";
+      tally.add(v.value().verdict, margin, c.a + " + " + c.b + " -> " + c.target);
+      if (c.st <= 2 * std::max(c.sa, c.sb) && (margin == 1.15 || margin == 0.85))
+        EXPECT_NE(v.value().verdict, Verdict::kUnsure) << c.a << " + " << c.b << " -> " << c.target << " on " << margin;
     }
   }
-  std::printf("fits verdicts at 10%% from the need: %d of %d right\n", verdicts_10 - misses_10, verdicts_10);
-  EXPECT_EQ(misses_10, 0);
+  tally.print("two snapshots");
 }
 
 // The allocator replay under a cap, at each run's own sizes, against the least memory the run trained in: within 1%
@@ -509,8 +586,12 @@ TEST(WhatIf, CompiledRunsPairWhereverTheCacheIs) {
     EXPECT_GT(files, 0u);
     return s;
   };
+  // Nine in ten of what is not the compiler's first-step autotuning (left out of the pairing: it allocates a
+  // different number of buffers at each shape).
+  uint32_t steady = 0;
+  for (uint32_t j = 0; j < b->lt.count(); ++j) steady += !autotuning(b->s, b->lt.stack[j]);
   const uint32_t where_recorded = paired(a->s, a->lt, b->s, b->lt);
-  EXPECT_GT(where_recorded, b->lt.count() * 9 / 10);
+  EXPECT_GT(where_recorded, steady * 9 / 10);
   const Snapshot ma = moved(a->s), mb = moved(b->s);
   EXPECT_EQ(paired(ma, a->lt, mb, b->lt), where_recorded);
 }

@@ -137,6 +137,17 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     await page.waitForFunction((w) => document.querySelector('[data-fits]').dataset.fits === w, want, { timeout: 10000 }).catch(() => {});
     eq(await attr('[data-fits]', 'data-fits'), want, `What-if on ${gpu}: fits = ${want}`);
   }
+  // A GPU whose room beside the 704 MiB context is exactly the least memory predicted: inside the prediction's
+  // error, so neither yes nor no (whatif.h's Verdict).
+  const needed = Number(await attr('[data-predicted-needed]', 'data-predicted-needed'));
+  await page.fill('.gpu-input', String(needed + 704 * 2 ** 20));
+  await page.press('.gpu-input', 'Enter');
+  await page.waitForFunction(() => document.querySelector('[data-fits]').dataset.fits === 'unsure', null, { timeout: 10000 }).catch(() => {});
+  eq(await attr('[data-fits]', 'data-fits'), 'unsure', 'What-if on a GPU inside the prediction\'s error: unsure');
+  ok(/with this prediction's error/.test(await page.textContent('[data-fits]')), 'the verdict gives the range of the least memory');
+  await page.fill('.gpu-input', '24gb');
+  await page.press('.gpu-input', 'Enter');
+  await page.waitForFunction(() => document.querySelector('[data-fits]').dataset.fits === 'yes', null, { timeout: 10000 }).catch(() => {});
   await page.screenshot({ path: path.join(artifacts, 'whatif.png') });
   // The scenario (batch x4 on a 24 GB GPU) drawn over the Active Memory Timeline: the same predicted peak, the GPU's
   // room, and the label saying what is drawn; "Hide what-if" takes it away.

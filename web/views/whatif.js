@@ -12,6 +12,21 @@ function slider(label, cls) {
   return { input, value, node: el('label', null, `${label} `, input, ' ', value) };
 }
 
+// The core's verdict (whatif.h's Verdict): "unsure" where the GPU's room lies within the prediction's error.
+function fitsWord(r) {
+  if (!r.gpu) return 'unknown';
+  return r.verdict === 'fits' ? 'yes' : r.verdict === 'does not fit' ? 'no' : 'unsure';
+}
+
+function verdictText(r) {
+  const on = `${r.gpu.label} (${bytes(r.gpu.total)})`;
+  const range = `it needs ${bytes(r.predicted_needed)} (${bytes(r.needed_low)} to ${bytes(r.needed_high)} with this prediction's error)` +
+    ` and the allocator has ${bytes(r.gpu.allocator_room)} beside the CUDA context`;
+  if (r.verdict === 'fits') return `Fits on ${on}: ${range}.`;
+  if (r.verdict === 'does not fit') return `Does not fit on ${on}: ${range}.`;
+  return `Unsure on ${on}: ${range}; a snapshot recorded nearer the target settles it.`;
+}
+
 function drawChart(canvas, measured, predicted, room) {
   const { ctx: g, width, height } = fitCanvas(canvas);
   const th = theme();
@@ -99,13 +114,12 @@ export default {
       if (mine !== seqNo) return;  // a newer slider position is on its way
       gpuError.textContent = '';
       const r = reply.body;
-      const fits = r.gpu ? (r.fits ? 'yes' : 'no') : 'unknown';
-      const verdict = !r.gpu ? 'Type a GPU to see whether it fits.'
-        : r.fits ? `Fits on ${r.gpu.label} (${bytes(r.gpu.total)}).` : `Does not fit on ${r.gpu.label} (${bytes(r.gpu.total)}).`;
+      const fits = fitsWord(r);
+      const verdict = !r.gpu ? 'Type a GPU to see whether it fits.' : verdictText(r);
       const most = r.gpu ? (r.max_batch_scale > 0 ? ` The largest batch that fits is ${r.max_batch_scale.toFixed(2)}x the recorded one.`
         : ' Not even the parts that do not grow with the batch fit.') : '';
       body.replaceChildren(
-        el('div', { class: `verdict ${fits === 'no' ? 'bad' : ''}`, 'data-fits': fits, 'data-predicted-allocated': r.predicted_allocated,
+        el('div', { class: `verdict ${fits === 'no' ? 'bad' : fits === 'unsure' ? 'warn' : ''}`, 'data-fits': fits, 'data-predicted-allocated': r.predicted_allocated, 'data-predicted-needed': r.predicted_needed,
           'data-predicted-reserved': r.predicted_reserved, text: verdict + most }),
         el('div', { class: 'cards' },
           card('Peak allocated, recorded', bytes(r.measured_allocated)),
@@ -150,10 +164,10 @@ export default {
           return;
         }
         const r = reply.body;
-        const fits = r.gpu ? (r.fits ? 'yes' : 'no') : 'unknown';
-        const verdict = !r.gpu ? '' : r.fits ? ` Fits on ${r.gpu.label} (${bytes(r.gpu.total)}).` : ` Does not fit on ${r.gpu.label} (${bytes(r.gpu.total)}).`;
+        const fits = fitsWord(r);
+        const verdict = !r.gpu ? '' : ` ${verdictText(r)}`;
         out.replaceChildren(
-          el('div', { class: `verdict ${fits === 'no' ? 'bad' : ''}`, 'data-fit-fits': fits, 'data-fit-predicted-allocated': r.predicted_allocated,
+          el('div', { class: `verdict ${fits === 'no' ? 'bad' : fits === 'unsure' ? 'warn' : ''}`, 'data-fit-fits': fits, 'data-fit-predicted-allocated': r.predicted_allocated,
             'data-fit-predicted-reserved': r.predicted_reserved, 'data-fit-pair': `${r.size_a},${r.size_b}`,
             text: `At ${r.target}: peak allocated ${bytes(r.predicted_allocated)}, reserved ${bytes(r.predicted_reserved)}, ` +
                   `runs in at least ${bytes(r.predicted_needed)} ` +

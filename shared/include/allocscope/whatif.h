@@ -51,6 +51,12 @@ std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt)
 uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes,
                               const std::vector<uint8_t>* optional = nullptr);
 
+// Whether a run fits a GPU. A prediction has an error that grows with how far its target is from what was recorded
+// (and, with one snapshot, with a sequence scale it cannot see attention in): "unsure" where the GPU's room lies
+// within it, rather than a verdict the error could turn.
+enum class Verdict : uint8_t { kFits, kDoesNotFit, kUnsure };
+const char* verdict_name(Verdict v);  // "fits", "does not fit", "unsure"
+
 // The terms of the usual estimate (parameters + optimizer state + max(gradients + optimizer scratch, activations)),
 // measured at one step.
 struct WhatIfTerms {
@@ -80,9 +86,13 @@ struct WhatIfReport {
   uint32_t predicted_peak_step = 0;
   uint64_t scaled_bytes_at_peak = 0;  // what scales, at the measured peak (requested bytes)
   // With a GPU: whether the run fits beside a CUDA context (predicted_needed above), and the largest batch scale that
-  // does.
+  // does (by the prediction itself, so with its error).
   std::optional<GpuCapacity> gpu;
-  bool fits = false;
+  Verdict verdict = Verdict::kUnsure;
+  bool fits = false;  // verdict == kFits
+  // The least memory with the prediction's error: sizes that one snapshot cannot pin (a sequence scale: linear to
+  // quadratic) at either end, widened by error_band for the distance from the recorded size.
+  uint64_t needed_low = 0, needed_high = 0;
   double max_batch_scale = 0;  // 0 when not even the fixed part fits
   std::vector<std::string> notes;  // what the prediction assumes
   std::vector<uint64_t> predicted_total;  // with_totals: requested bytes alive at each step, sizes scaled
@@ -103,7 +113,9 @@ struct WhatIfFit {
   uint64_t predicted_allocated = 0, predicted_reserved = 0;
   uint64_t predicted_needed = 0;  // as WhatIfReport::predicted_needed
   std::optional<GpuCapacity> gpu;
+  Verdict verdict = Verdict::kUnsure;  // as WhatIfReport's, unpaired allocations taken as constant to quadratic
   bool fits = false;
+  uint64_t needed_low = 0, needed_high = 0;
   std::vector<std::string> notes;
   // With more than two snapshots (what_if_fit_runs): every size given, and how one step of extrapolation did in this
   // job: each run above the two smallest predicted from the two just below it, against what it measured.

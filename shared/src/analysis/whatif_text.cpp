@@ -7,6 +7,15 @@
 
 namespace allocscope {
 
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kFits: return "fits";
+    case Verdict::kDoesNotFit: return "does not fit";
+    case Verdict::kUnsure: return "unsure";
+  }
+  return "unsure";
+}
+
 using namespace text_detail;
 using json_detail::Json;
 
@@ -18,10 +27,20 @@ std::string scale(double x) {
   return b;
 }
 
-std::string verdict(const std::optional<GpuCapacity>& gpu, bool fits, uint64_t needed) {
+// The verdict, the least memory and its range, and the room the GPU leaves; for "unsure", what would settle it.
+std::string verdict(const std::optional<GpuCapacity>& gpu, Verdict v, uint64_t needed, uint64_t low, uint64_t high) {
   if (!gpu) return "";
-  return std::string(fits ? "FITS" : "DOES NOT FIT") + " on " + gpu->label + " (" + size(gpu->total_bytes) +
-         "): needs at least " + size(needed) + " for the allocator plus the CUDA context\n";
+  const char* head = v == Verdict::kFits ? "FITS" : v == Verdict::kDoesNotFit ? "DOES NOT FIT" : "UNSURE";
+  std::string o = std::string(head) + " on " + gpu->label + " (" + size(gpu->total_bytes) + "): needs " + size(needed) +
+                  " (" + size(low) + " to " + size(high) + " with this prediction's error) for the allocator, which has " +
+                  size(allocator_room(*gpu)) + " beside the CUDA context\n";
+  if (v == Verdict::kUnsure)
+    o += "  the GPU's room lies within the prediction's error: a snapshot recorded nearer the target settles it\n";
+  return o;
+}
+
+Json verdict_json(const std::optional<GpuCapacity>& gpu, Verdict v) {
+  return gpu ? Json(verdict_name(v)) : Json(nullptr);
 }
 
 Json gpu_json(const std::optional<GpuCapacity>& gpu) {
@@ -40,10 +59,11 @@ std::string to_text(const WhatIfReport& r) {
   o += "  peak reserved   " + rpad(size(r.measured_reserved), 10) + " -> " + rpad(size(r.predicted_reserved), 10) + "\n";
   o += "  least memory it runs in: " + size(r.predicted_needed) + " (short of memory, the allocator frees its cache)\n";
   o += "  grows with the batch at the peak: " + size(r.scaled_bytes_at_peak) + "\n";
-  const std::string v = verdict(r.gpu, r.fits, r.predicted_needed);
+  const std::string v = verdict(r.gpu, r.verdict, r.predicted_needed, r.needed_low, r.needed_high);
   if (!v.empty()) {
     o += "  " + v;
-    o += r.max_batch_scale > 0 ? "  largest batch that fits: " + scale(r.max_batch_scale) + " the recorded one\n"
+    o += r.max_batch_scale > 0 ? "  largest batch that fits: about " + scale(r.max_batch_scale) +
+                                     " the recorded one (the prediction's own, with the same error)\n"
                                : "  not even the parts that do not grow with the batch fit\n";
   }
   o += "measured terms (requested bytes):\n";
@@ -77,7 +97,10 @@ std::string to_json(const WhatIfReport& r) {
          {"predicted_peak_step", r.predicted_peak_step},
          {"scaled_bytes_at_peak", r.scaled_bytes_at_peak},
          {"gpu", gpu_json(r.gpu)},
+         {"verdict", verdict_json(r.gpu, r.verdict)},
          {"fits", r.gpu ? Json(r.fits) : Json(nullptr)},
+         {"needed_low", r.gpu ? Json(r.needed_low) : Json(nullptr)},
+         {"needed_high", r.gpu ? Json(r.needed_high) : Json(nullptr)},
          {"max_batch_scale", r.gpu ? Json(r.max_batch_scale) : Json(nullptr)},
          {"terms", terms},
          {"notes", r.notes}};
@@ -106,7 +129,7 @@ std::string to_text(const WhatIfFit& r) {
     }
     o += "\n";
   }
-  const std::string v = verdict(r.gpu, r.fits, r.predicted_needed);
+  const std::string v = verdict(r.gpu, r.verdict, r.predicted_needed, r.needed_low, r.needed_high);
   if (!v.empty()) o += "  " + v;
   for (const std::string& n : r.notes) o += "note: " + n + "\n";
   return o;
@@ -124,7 +147,10 @@ std::string to_json(const WhatIfFit& r) {
          {"predicted_reserved", r.predicted_reserved},
          {"predicted_needed", r.predicted_needed},
          {"gpu", gpu_json(r.gpu)},
+         {"verdict", verdict_json(r.gpu, r.verdict)},
          {"fits", r.gpu ? Json(r.fits) : Json(nullptr)},
+         {"needed_low", r.gpu ? Json(r.needed_low) : Json(nullptr)},
+         {"needed_high", r.gpu ? Json(r.needed_high) : Json(nullptr)},
          {"notes", r.notes}};
   if (!r.sizes.empty()) {
     j["sizes"] = r.sizes;
