@@ -75,6 +75,82 @@ TEST(Ranks, RuleOnRowsByHand) {
   EXPECT_NE(to_text(r).find("three or more"), std::string::npos);
 }
 
+// What an outlier holds, on rows made by hand (a helper's audit, 2026-11-26, found each of these wrong).
+RankRow with_sites(const char* name, uint64_t peak, uint64_t reserved, uint64_t final_allocated,
+                   std::vector<RankSite> sites) {
+  RankRow r = row(name, peak, reserved);
+  r.bytes[static_cast<int>(RankMeasure::kFinalAllocated)] = final_allocated;
+  r.sites = std::move(sites);
+  return r;
+}
+const RankSite* site_in(const std::vector<RankSite>& list, const std::string& site) {
+  for (const RankSite& s : list)
+    if (s.site == site) return &s;
+  return nullptr;
+}
+size_t at_name(const RanksReport& r, const std::string& name) {
+  for (size_t i = 0; i < r.rows.size(); ++i)
+    if (r.rows[i].name == name) return i;
+  return r.rows.size();
+}
+
+constexpr uint64_t G = 1ull << 30, M = 1ull << 20;
+
+TEST(Ranks, EveryRankAnOutlierIsHeldToTheOthers) {
+  // Every rank an outlier on a different measure: no rank is typical, so each is held to the median of all the
+  // others (it was held to nothing, and "held more" its whole peak).
+  const RanksReport r = compare_ranks({with_sites("rank0", 2 * G, G, G, {{"a.py:1:f", 2 * G}}),
+                                 with_sites("rank1", G, 2 * G, G, {{"a.py:1:f", G}}),
+                                 with_sites("rank2", G, G, 2 * G, {{"a.py:1:f", G}})});
+  ASSERT_EQ(r.outliers, 3u);
+  const RankVerdict& v0 = r.verdicts[at_name(r, "rank0")];
+  ASSERT_EQ(v0.holds_more.size(), 1u);
+  EXPECT_EQ(v0.holds_more[0].bytes, G);  // 2 GiB against the median of 1 and 1
+  const RankVerdict& v1 = r.verdicts[at_name(r, "rank1")];
+  ASSERT_EQ(v1.holds_less.size(), 1u);
+  EXPECT_EQ(v1.holds_less[0].bytes, G / 2);  // 1 GiB against the median of 2 and 1
+}
+
+TEST(Ranks, ASiteTheOutlierLacksIsListedWhenItsSitesAreWhole) {
+  // A site the outlier does not hold at all, smaller than every site it lists: its list is whole (its sites add up
+  // to its peak), so it holds none there.
+  std::vector<RankRow> rows;
+  for (const char* n : {"rank0", "rank1", "rank2"})
+    rows.push_back(with_sites(n, G + 100 * M, G, G, {{"big.py:1:f", G}, {"small.py:2:g", 100 * M}}));
+  rows.push_back(with_sites("rank3", 2 * G, G, G, {{"big.py:1:f", 2 * G}}));
+  const RanksReport r = compare_ranks(rows);
+  ASSERT_EQ(r.outliers, 1u);
+  const RankSite* less = site_in(r.verdicts[0].holds_less, "small.py:2:g");
+  ASSERT_TRUE(less) << to_text(r);
+  EXPECT_EQ(less->bytes, 100 * M);
+}
+
+TEST(Ranks, OneLineNamedByTwoPathsIsOneSite) {
+  // One line named by two paths (the same text): one site, compared once.
+  std::vector<RankRow> rows;
+  for (const char* n : {"rank0", "rank1", "rank2", "rank3"})
+    rows.push_back(with_sites(n, 1000 * M, G, G, {{"gen_ddp.py:11:<module>", 700 * M}, {"gen_ddp.py:11:<module>", 300 * M}}));
+  rows.push_back(with_sites("rank4", 1300 * M, G, G,
+                            {{"gen_ddp.py:11:<module>", 1000 * M}, {"gen_ddp.py:11:<module>", 300 * M}}));
+  const RanksReport r = compare_ranks(rows);
+  ASSERT_EQ(r.outliers, 1u);
+  ASSERT_EQ(r.verdicts[0].holds_more.size(), 1u) << to_text(r);
+  EXPECT_EQ(r.verdicts[0].holds_more[0].bytes, 300 * M);
+  EXPECT_TRUE(r.verdicts[0].holds_less.empty()) << to_text(r);
+}
+
+TEST(Ranks, AMedianOfZeroHasNoShare) {
+  // A median of 0 has no share: the text says so rather than "+0%".
+  std::vector<RankRow> zero;
+  for (const char* n : {"rank0", "rank1", "rank2"}) zero.push_back(with_sites(n, G, G, 0, {}));
+  zero.push_back(with_sites("rank3", G, G, 1024, {}));
+  const RanksReport r = compare_ranks(zero);
+  ASSERT_EQ(r.outliers, 1u);
+  const std::string text = to_text(r);
+  EXPECT_EQ(text.find("+0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("against a median of 0"), std::string::npos) << text;
+}
+
 TEST(Ranks, SummaryJsonRowEqualsSnapshotRow) {
   const Loaded* l = load("ddp_rank1");
   ASSERT_TRUE(l);

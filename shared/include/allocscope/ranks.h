@@ -63,7 +63,8 @@ struct RankVerdict {
   // (JSON: null).
   std::array<double, kRankMeasures> z{};
   double score = 0;                        // the largest z over the measures it is an outlier on
-  // What it holds at its peak above the median of the other ranks' bytes at the same site, largest first.
+  // What it holds at its peak above the median of the typical ranks' bytes at the same site (the ranks that are not
+  // outliers; all the other ranks when every rank is one; a site is its text), largest first.
   std::vector<RankSite> holds_more;
   // The sites the others hold (median) that it holds less of: for a rank that stands out by using less.
   std::vector<RankSite> holds_less;

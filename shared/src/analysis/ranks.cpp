@@ -193,25 +193,52 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
       }
     }
   }
+  // Sites are compared by their text (the one rule for "which line"): two ranks, or two files of one rank, may name
+  // the same line by different paths (a job's code under each node's own folder), and a list with one text twice
+  // would be compared twice against a median that mixed them.
+  for (size_t i : good) {
+    std::vector<RankSite> merged;
+    std::unordered_map<std::string, size_t> at;
+    for (RankSite& s : rows[i].sites) {
+      auto [it, fresh] = at.emplace(s.site, merged.size());
+      if (fresh) merged.push_back(std::move(s));
+      else merged[it->second].bytes += s.bytes;
+    }
+    std::stable_sort(merged.begin(), merged.end(), [](const RankSite& a, const RankSite& b) { return a.bytes > b.bytes; });
+    rows[i].sites = std::move(merged);
+  }
   // What the typical rank holds at each site: the median over the ranks that are not outliers, a rank without the
-  // site counting as 0 bytes there.
+  // site counting as 0 bytes there; where every rank is an outlier on some measure, the median over all the others.
   std::vector<size_t> typical;
   for (size_t i : good)
     if (!v[i].outlier) typical.push_back(i);
-  std::unordered_map<std::string, std::vector<double>> at_site;
-  for (size_t i : typical)
-    for (const RankSite& s : rows[i].sites) at_site[s.site].push_back(static_cast<double>(s.bytes));
-  std::unordered_map<std::string, double> typical_bytes;
-  for (auto& [site, b] : at_site) {
-    b.resize(std::max(b.size(), typical.size()), 0.0);
-    typical_bytes[site] = median_of(b);
-  }
+  auto medians_over = [&](const std::vector<size_t>& ranks) {
+    std::unordered_map<std::string, std::vector<double>> at_site;
+    for (size_t i : ranks)
+      for (const RankSite& s : rows[i].sites) at_site[s.site].push_back(static_cast<double>(s.bytes));
+    std::unordered_map<std::string, double> out;
+    for (auto& [site, b] : at_site) {
+      b.resize(std::max(b.size(), ranks.size()), 0.0);
+      out[site] = median_of(b);
+    }
+    return out;
+  };
+  const std::unordered_map<std::string, double> typical_bytes_all = medians_over(typical);
   for (size_t i : good) {
     if (!v[i].outlier) continue;
     ++r.outliers;
-    uint64_t smallest_listed = UINT64_MAX;
+    std::unordered_map<std::string, double> others_bytes;
+    if (typical.empty()) {
+      std::vector<size_t> others;
+      for (size_t j : good)
+        if (j != i) others.push_back(j);
+      others_bytes = medians_over(others);
+    }
+    const auto& typical_bytes = typical.empty() ? others_bytes : typical_bytes_all;
+    uint64_t smallest_listed = UINT64_MAX, listed_bytes = 0;
     for (const RankSite& s : rows[i].sites) {
       smallest_listed = std::min(smallest_listed, s.bytes);
+      listed_bytes += s.bytes;
       auto it = typical_bytes.find(s.site);
       const double t = it == typical_bytes.end() ? 0 : it->second;
       if (static_cast<double>(s.bytes) > t)
@@ -219,11 +246,13 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
       else if (static_cast<double>(s.bytes) < t)
         v[i].holds_less.push_back({s.site, static_cast<uint64_t>(t - static_cast<double>(s.bytes))});
     }
-    // A typical site this rank does not list: it holds none there only when the site would have made its list.
+    // A typical site this rank does not list: it holds none there when its list is whole (its sites add up to its
+    // peak), or else when the site would have made its list.
+    const bool whole = listed_bytes >= rows[i].bytes[static_cast<int>(RankMeasure::kPeakAllocated)];
     for (const auto& typical_site : typical_bytes) {
       const std::string& site = typical_site.first;  // not a structured binding: clang 14 cannot capture those
       const double t = typical_site.second;
-      if (t <= 0 || t <= static_cast<double>(smallest_listed == UINT64_MAX ? 0 : smallest_listed)) continue;
+      if (t <= 0 || (!whole && t <= static_cast<double>(smallest_listed == UINT64_MAX ? 0 : smallest_listed))) continue;
       const bool listed = std::any_of(rows[i].sites.begin(), rows[i].sites.end(), [&](const RankSite& s) { return s.site == site; });
       if (!listed) v[i].holds_less.push_back({site, static_cast<uint64_t>(t)});
     }

@@ -66,10 +66,11 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
       for (int k = 0; k < kRankMeasures; ++k) {
         if (!v.outlier_on[k]) continue;
         const double delta = static_cast<double>(row.bytes[k]) - r.median[k];
-        char pct[32];
-        std::snprintf(pct, sizeof pct, "%+.0f%%", r.median[k] > 0 ? 100.0 * delta / r.median[k] : 0.0);
+        char pct[48];
+        if (r.median[k] > 0) std::snprintf(pct, sizeof pct, ", %+.0f%% against the median", 100.0 * delta / r.median[k]);
+        else std::snprintf(pct, sizeof pct, " against a median of 0");  // no share of nothing
         out += "    " + std::string(kLabel[k]) + " " + memviz::format_size(row.bytes[k]) + " (" + signed_size(delta) +
-               ", " + pct + " against the median)\n";
+               pct + ")\n";
       }
       for (const RankSite& s : v.holds_more)
         out += "    holds more at its peak: " + signed_size(static_cast<double>(s.bytes)) + "  " + s.site + "\n";
