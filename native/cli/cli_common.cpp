@@ -97,4 +97,12 @@ int no_device(const std::string& verb, const std::string& path, const Lifetimes&
   return fail(verb + ": no device with a trace in " + path + " (devices with segments only: " + device_list(all) + ")");
 }
 
+bool parse_count(const std::string& text, uint32_t* out) {
+  if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  const unsigned long long v = std::stoull(text);
+  if (v > UINT32_MAX) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
 }  // namespace allocscope::cli

@@ -27,6 +27,10 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
 // Prints "allocscope: MESSAGE" to stderr and returns exit code 1.
 int fail(const std::string& message);
 
+// A whole number for an option (a step, an event, a count, a device ordinal): digits only, at most UINT32_MAX.
+// "-5", "3x" and "" are refused rather than read as something else.
+bool parse_count(const std::string& text, uint32_t* out);
+
 // What a per-device verb says when no device matched. A snapshot with nothing in it is an answer, not an error: it
 // says so on stdout (with --json: {"devices":[]}) and returns 0. A --device the file lacks is an error naming the
 // devices it has.

@@ -42,7 +42,10 @@ int run_categories(const std::vector<std::string>& argv) {
     auto c = categorize(s, lt, it, ff, co);
     if (!c.ok()) return fail("categories: " + c.error().describe());
     uint32_t step = at == "peak" ? lt.peak_step() : at == "end" ? lt.steps() - 1 : static_cast<uint32_t>(std::stoull(at));
-    if (step >= lt.steps()) step = lt.steps() - 1;
+    if (step >= lt.steps())  // past the trace: said, not clamped into its last step
+      return fail("categories: --at " + at + " is past the end of device " + std::to_string(lt.device) +
+                  "'s trace (steps 0.." + std::to_string(lt.steps() - 1) + ")" +
+                  (args.has("device") ? "" : "; --device picks one device"));
     out += (first ? "" : args.has("json") ? "," : "\n") +
            (args.has("json") ? to_json(s, lt, c.value(), step) : to_text(s, lt, c.value(), ff, step));
     first = false;

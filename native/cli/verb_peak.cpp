@@ -15,14 +15,6 @@
 namespace allocscope::cli {
 namespace {
 
-bool parse_u32(const std::string& s, uint32_t* out) {
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 10) return false;
-  const unsigned long long v = std::stoull(s);
-  if (v > UINT32_MAX) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
-
 std::string tree_text(const Snapshot& s, const FlameTree& t, uint32_t max_depth) {
   auto col = [](std::string v) { return v.size() < 10 ? std::string(10 - v.size(), ' ') + v : v; };
   std::string o = "\nstack tree of the allocations alive at the peak (visible frames, outermost first):\n" +
@@ -43,12 +35,14 @@ int run_peak(const std::vector<std::string>& argv) {
       return fail("peak: unknown option --" + name);
   if (args.positional.size() != 1) return fail("usage: allocscope peak FILE [--device N] [--from STEP] [--to STEP] [--json]");
   PeakOptions po;
-  if (args.has("from") && !parse_u32(args.get("from"), &po.step_begin)) return fail("peak: --from needs a step number");
-  if (args.has("to") && !parse_u32(args.get("to"), &po.step_end)) return fail("peak: --to needs a step number");
-  if (args.has("top") && !parse_u32(args.get("top"), &po.top)) return fail("peak: --top needs a number");
+  if (args.has("from") && !parse_count(args.get("from"), &po.step_begin)) return fail("peak: --from needs a step number");
+  if (args.has("to") && !parse_count(args.get("to"), &po.step_end)) return fail("peak: --to needs a step number");
+  if (args.has("top") && !parse_count(args.get("top"), &po.top)) return fail("peak: --top needs a number");
   uint32_t depth = 6, device = 0;
-  if (args.has("depth") && !parse_u32(args.get("depth"), &depth)) return fail("peak: --depth needs a number");
-  if (args.has("device") && !parse_u32(args.get("device"), &device)) return fail("peak: --device needs an ordinal");
+  if (args.has("depth") && !parse_count(args.get("depth"), &depth)) return fail("peak: --depth needs a number");
+  if (args.has("device") && !parse_count(args.get("device"), &device)) return fail("peak: --device needs an ordinal");
+  if (po.step_begin > po.step_end)
+    return fail("peak: --from " + std::to_string(po.step_begin) + " is after --to " + std::to_string(po.step_end));
   Snapshot s;
   if (!load_or_report(args.positional[0], &s)) return 1;
   const Lifetimes all = build_lifetimes(s);
@@ -57,6 +51,11 @@ int run_peak(const std::vector<std::string>& argv) {
   bool first = true;
   for (const DeviceLifetimes& lt : all.devices) {
     if (args.has("device") ? lt.device != device : lt.event_count == 0 && all.devices.size() > 1) continue;
+    // A window past the trace is a mistake to say, not one to clamp into the last step.
+    if (args.has("from") && po.step_begin > lt.event_count)
+      return fail("peak: --from " + std::to_string(po.step_begin) + " is past the end of device " +
+                  std::to_string(lt.device) + "'s trace (steps 0.." + std::to_string(lt.event_count) + ")" +
+                  (args.has("device") ? "" : "; --device picks one device"));
     const SegmentTimeline st = build_segment_timeline(s, lt.device);
     const Iterations it = detect_iterations(s, lt);
     auto c = categorize(s, lt, it, ff);

@@ -26,12 +26,19 @@ int run_state(const std::vector<std::string>& argv) {
   const Lifetimes all = build_lifetimes(s);
   int64_t device = all.devices.empty() ? 0 : all.devices.front().device;
   int64_t step = -1;  // default: the end
-  try {
-    if (args.has("device")) device = std::stoll(args.get("device"));
-    if (args.has("event")) step = std::stoll(args.get("event")) + 1;  // the state right after event E
-    if (args.has("step")) step = std::stoll(args.get("step"));
-  } catch (...) {
-    return fail("state: --device, --event and --step take integers");
+  uint32_t v = 0;
+  if (args.has("device")) {
+    if (!parse_count(args.get("device"), &v)) return fail("state: --device needs an ordinal");
+    device = v;
+  }
+  if (args.has("event") && args.has("step")) return fail("state: give --event or --step, not both");
+  if (args.has("event")) {
+    if (!parse_count(args.get("event"), &v)) return fail("state: --event needs an event index (0, 1, ...)");
+    step = static_cast<int64_t>(v) + 1;  // the state right after event E
+  }
+  if (args.has("step")) {
+    if (!parse_count(args.get("step"), &v)) return fail("state: --step needs a step number (0, 1, ...)");
+    step = v;
   }
   const DeviceLifetimes lt = build_device_lifetimes(s, device);
   if (!s.device(device) && lt.count() == 0) {
@@ -109,7 +116,7 @@ const RegisterVerb kRegister({
     "trace and the final segments: segments (expandable ones merged as PyTorch shows them), active blocks,\n"
     "blocks waiting for free_completed, and rounding waste (block size minus requested size). Block sizes the\n"
     "final segments do not know are estimated as the request rounded up to 512 bytes and marked '~'.\n\n"
-    "  --device N   device ordinal (default 0)\n"
+    "  --device N   device ordinal (default: the first device the file has)\n"
     "  --event E    state after device event E (0-based); --step S is the state after S events\n"
     "  --blocks     list each segment's blocks\n"
     "  --json       machine-readable output\n",

@@ -90,12 +90,15 @@ void print_text(const nlohmann::json& j) {
               static_cast<unsigned long long>(j["allocated_before_trace"]["alive_at_end"].get<uint64_t>()));
   const auto& a = j["active"];
   const auto& r = j["reserved"];
-  std::printf("  active:   start %s, peak %s at event %lld, end %s\n", sz(a["initial_bytes"]).c_str(),
-              sz(a["peak_bytes"]).c_str(), static_cast<long long>(a["peak_step"].get<int64_t>()) - 1,
-              sz(a["final_bytes"]).c_str());
-  std::printf("  reserved: start %s, peak %s at event %lld, end %s\n", sz(r["initial_bytes"]).c_str(),
-              sz(r["peak_bytes"]).c_str(), static_cast<long long>(r["peak_step"].get<int64_t>()) - 1,
-              sz(r["final_bytes"]).c_str());
+  // Step s is the state after s events: step 0 is before the first one.
+  auto when = [](const nlohmann::json& step) {
+    const int64_t s = step.get<int64_t>();
+    return s == 0 ? std::string("before the first event") : "at event " + std::to_string(s - 1);
+  };
+  std::printf("  active:   start %s, peak %s %s, end %s\n", sz(a["initial_bytes"]).c_str(), sz(a["peak_bytes"]).c_str(),
+              when(a["peak_step"]).c_str(), sz(a["final_bytes"]).c_str());
+  std::printf("  reserved: start %s, peak %s %s, end %s\n", sz(r["initial_bytes"]).c_str(), sz(r["peak_bytes"]).c_str(),
+              when(r["peak_step"]).c_str(), sz(r["final_bytes"]).c_str());
   if (!j["largest_at_peak"].empty()) std::printf("  largest alive at the peak:\n");
   for (const auto& x : j["largest_at_peak"])
     std::printf("    %12s  %s\n", sz(x["bytes"]).c_str(), x["where"].get<std::string>().c_str());
@@ -111,12 +114,8 @@ int run_timeline(const std::vector<std::string>& argv) {
   if (args.positional.size() != 1) return fail("usage: allocscope timeline FILE [--device N] [--top K] [--json] [--memoryviz]");
   Snapshot s;
   if (!load_or_report(args.positional[0], &s)) return 1;
-  size_t top = 5;
-  try {
-    top = std::stoul(args.get("top", "5"));
-  } catch (...) {
-    return fail("timeline: --top needs a number");
-  }
+  uint32_t top = 5;
+  if (args.has("top") && !parse_count(args.get("top"), &top)) return fail("timeline: --top needs a number");
   const Lifetimes lt = build_lifetimes(s);
   const std::string want = args.get("device", "");
   if (args.has("memoryviz")) {
@@ -139,6 +138,8 @@ int run_timeline(const std::vector<std::string>& argv) {
   for (const DeviceLifetimes& d : lt.devices)
     if (want.empty() || std::to_string(d.device) == want) out.push_back(device_json(s, d, top));
   if (!want.empty() && out.empty()) return fail("timeline: no device " + want + " in " + args.positional[0]);
+  // An empty file says why there is nothing to show (its JSON stays the empty list of devices).
+  if (out.empty() && !args.has("json")) return no_device("timeline", args.positional[0], lt, "", false);
   if (args.has("json")) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {

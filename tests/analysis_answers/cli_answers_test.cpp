@@ -162,6 +162,28 @@ TEST(CliAnswers, EmptyAndListOnlyFilesAnswer) {
   EXPECT_NE(missing.err.find("(devices: 1)"), std::string::npos) << missing.err;
 }
 
+// Positions and windows the trace does not have are errors, not the end of the trace or its last step; the peak
+// before the first event is said so (a helper's audit, 2026-11-26, found each of these read silently).
+TEST(CliAnswers, PositionsOutsideTheTraceAreErrors) {
+  const std::string seed = std::string(ALLOCSCOPE_FIXTURES) + "/linear_seed.pickle";
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"state", seed, "--event", "-5"}, {"state", seed, "--step", "-1"},
+        {"state", seed, "--event", "3x"}, {"state", seed, "--event", "3", "--step", "4"},
+        {"peak", seed, "--from", "20", "--to", "10"}, {"peak", seed, "--from", "200"}, {"timeline", seed, "--top", "x"},
+        {"categories", seed, "--at", "200"}}) {
+    const CliRun r = run(bad);
+    EXPECT_NE(r.code, 0) << bad[0] << " " << bad[2] << " " << bad[3] << ": " << r.out;
+    EXPECT_FALSE(r.err.empty()) << bad[0] << " " << bad[2];
+  }
+  EXPECT_EQ(run({"state", seed, "--event", "3"}).out.rfind("device 0 after 4 of 33 events", 0), 0u);
+  const CliRun t = run({"timeline", std::string(ALLOCSCOPE_FIXTURES) + "/external/pt20_opt13b.pickle.gz"});
+  EXPECT_NE(t.out.find("before the first event"), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("event -1"), std::string::npos) << t.out;
+  const CliRun e = run({"timeline", std::string(ALLOCSCOPE_FIXTURES) + "/external/pt26_empty.pickle.gz"});
+  EXPECT_EQ(e.code, 0);
+  EXPECT_NE(e.out.find("holds no allocations"), std::string::npos) << e.out;
+}
+
 // whatif: one snapshot scaled, and two fitted, each judged by the run PyTorch measured at the target size.
 TEST(CliAnswers, WhatIfOneAndTwoSnapshots) {
   const std::string dir = std::string(ALLOCSCOPE_FIXTURES) + "/whatif/";
