@@ -85,27 +85,6 @@ bool still_held(const LeakGroup& g, uint32_t alive_at_end) {
   return alive_at_end >= g.alive_count[0] + (gained + 1) / 2;
 }
 
-// Iterations guessed from a repeating stack in a training trace must be training steps, and a step runs a backward
-// pass: where the trace has one at all but most guessed iterations hold none, they are a model's layers inside one
-// pass (a forward whose activations are still held when the snapshot is dumped, from an OOM observer or an `except`
-// block, would otherwise read as a hoard). Region k (1 <= k < m) is the iteration from boundary k-1 to boundary k.
-bool iterations_hold_backward(const DeviceLifetimes& lt, const Iterations& it, const Categories& c) {
-  const uint32_t m = static_cast<uint32_t>(it.boundary.size());
-  if (m < 2) return true;
-  std::vector<uint8_t> has(it.regions(), 0);
-  bool any = false;
-  for (uint32_t i = 0; i < lt.count(); ++i) {
-    if (lt.alloc_event[i] == kNoEvent) continue;
-    if (c.reason[i] != CategoryReason::kBackwardFrame && c.reason[i] != CategoryReason::kEngineThread) continue;
-    any = true;
-    has[it.region_of(lt.birth_step(i))] = 1;
-  }
-  if (!any) return true;  // no backward anywhere: inference, or a loop of its own; nothing to hold it to
-  uint32_t with = 0;
-  for (uint32_t k = 1; k < m; ++k) with += has[k];
-  return 2 * with >= m - 1;
-}
-
 }  // namespace
 
 LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it, const Categories& c,
@@ -157,10 +136,8 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   }
 
   const bool guessed = it.source == Iterations::Source::kPeriodic;
-  // Guessed iterations need more of them before a trend is believed, and in a training trace a backward pass in
-  // most of them.
-  if (m >= (guessed ? std::max(options.min_boundaries, options.min_guessed_boundaries) : options.min_boundaries) &&
-      (!guessed || iterations_hold_backward(lt, it, c))) {
+  // Guessed iterations need more of them before a trend is believed.
+  if (m >= (guessed ? std::max(options.min_boundaries, options.min_guessed_boundaries) : options.min_boundaries)) {
     for (auto& [site, a] : sites) {
       LeakGroup g;
       g.site = site;
