@@ -701,5 +701,32 @@ TEST(LeakRules, AForwardPassRunningOutOfMemoryPartwayIsNotALeak) {
   EXPECT_FALSE(r.leak_suspected()) << FrameFilter::site_text(b.s, r.growing.front().site);
 }
 
+// A training step, then an evaluation loop that keeps each batch's output on the GPU (a classic leak: predictions
+// appended to a list without .cpu()). The guessed iterations are the evaluation batches, which run no backward pass;
+// a rule requiring one in each guessed iteration was tried and hid this (a review's case, 2026-11-26).
+TEST(LeakRules, AnEvaluationLoopKeepingItsOutputsAfterTrainingIsALeak) {
+  clitest::SnapshotBuilder b;
+  const StackId seed = b.stack({{"backward", "/usr/lib/python3/dist-packages/torch/_tensor.py", 625},
+                                {"train", "train.py", 40}});
+  const StackId train_act = b.stack({{"forward", "model.py", 10}, {"train", "train.py", 38}});
+  const StackId act = b.stack({{"forward", "model.py", 10}, {"evaluate", "train.py", 52}});
+  const StackId out = b.stack({{"forward", "model.py", 12}, {"evaluate", "train.py", 52}});
+  b.device();
+  uint64_t addr = 0x10000000;
+  b.event(Action::kAlloc, addr += 64ull << 20, 32ull << 20, train_act);
+  b.event(Action::kAlloc, addr += 64ull << 20, 4, seed);
+  b.event(Action::kFreeCompleted, addr, 4, seed);
+  b.event(Action::kFreeCompleted, addr - (64ull << 20), 32ull << 20, train_act);
+  for (int batch = 0; batch < 12; ++batch) {
+    b.event(Action::kAlloc, addr += 64ull << 20, 32ull << 20, act);
+    b.event(Action::kAlloc, addr += 64ull << 20, 1 << 20, out);  // kept
+    b.event(Action::kFreeCompleted, addr - (64ull << 20), 32ull << 20, act);
+  }
+  const LeakReport r = leaks_of(b.s);
+  ASSERT_EQ(r.iterations.source, Iterations::Source::kPeriodic);
+  ASSERT_TRUE(r.leak_suspected());
+  EXPECT_EQ(FrameFilter::site_text(b.s, r.growing.front().site), "model.py:12:forward");  // the deepest user frame
+}
+
 }  // namespace
 }  // namespace allocscope::test
