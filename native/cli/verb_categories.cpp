@@ -26,8 +26,9 @@ int run_categories(const std::vector<std::string>& argv) {
   if (args.positional.size() != 1)
     return fail("usage: allocscope categories FILE [--at peak|end|STEP] [--rule REGEX=CATEGORY]... [--json]");
   const std::string at = args.get("at", "peak"), dev = args.get("device");
-  const bool at_number = !at.empty() && at.size() <= 10 && at.find_first_not_of("0123456789") == std::string::npos;
-  if (at != "peak" && at != "end" && !at_number) return fail("categories: --at takes peak, end or a step number");
+  uint32_t at_step = 0;
+  if (at != "peak" && at != "end" && !parse_count(at, &at_step))
+    return fail("categories: --at takes peak, end or a step number");
   if (args.has("device") && (dev.empty() || dev.find_first_not_of("0123456789") != std::string::npos || dev.size() > 9))
     return fail("categories: --device needs an ordinal");
   Snapshot s;
@@ -41,7 +42,7 @@ int run_categories(const std::vector<std::string>& argv) {
     const Iterations it = detect_iterations(s, lt);
     auto c = categorize(s, lt, it, ff, co);
     if (!c.ok()) return fail("categories: " + c.error().describe());
-    uint32_t step = at == "peak" ? lt.peak_step() : at == "end" ? lt.steps() - 1 : static_cast<uint32_t>(std::stoull(at));
+    uint32_t step = at == "peak" ? lt.peak_step() : at == "end" ? lt.steps() - 1 : at_step;
     if (step >= lt.steps())  // past the trace: said, not clamped into its last step
       return fail("categories: --at " + at + " is past the end of device " + std::to_string(lt.device) +
                   "'s trace (steps 0.." + std::to_string(lt.steps() - 1) + ")" +

@@ -99,10 +99,12 @@ RankRow summarise(const std::string& path, uint32_t top_sites) {
   return rank_row(*s, summarize(*s, lt, ff, top_sites), path);
 }
 
+// A count option (parse_count's rule), held to `max` (more workers than 256 or sites than 1,000 would only cost).
 bool read_count(const Args& args, const char* name, uint64_t fallback, uint64_t max, uint64_t* out) {
-  const std::string v = args.get(name, std::to_string(fallback));
-  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return false;
-  *out = std::min<uint64_t>(std::stoull(v), max);
+  uint32_t v = 0;
+  if (!args.has(name)) v = static_cast<uint32_t>(fallback);
+  else if (!parse_count(args.get(name), &v)) return false;
+  *out = std::min<uint64_t>(v, max);
   return true;
 }
 

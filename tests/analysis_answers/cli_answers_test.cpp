@@ -170,7 +170,7 @@ TEST(CliAnswers, PositionsOutsideTheTraceAreErrors) {
        {std::vector<std::string>{"state", seed, "--event", "-5"}, {"state", seed, "--step", "-1"},
         {"state", seed, "--event", "3x"}, {"state", seed, "--event", "3", "--step", "4"},
         {"peak", seed, "--from", "20", "--to", "10"}, {"peak", seed, "--from", "200"}, {"timeline", seed, "--top", "x"},
-        {"categories", seed, "--at", "200"}}) {
+        {"categories", seed, "--at", "200"}, {"categories", seed, "--at", "4294967297"}}) {
     const CliRun r = run(bad);
     EXPECT_NE(r.code, 0) << bad[0] << " " << bad[2] << " " << bad[3] << ": " << r.out;
     EXPECT_FALSE(r.err.empty()) << bad[0] << " " << bad[2];

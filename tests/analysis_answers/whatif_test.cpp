@@ -202,7 +202,18 @@ TEST(WhatIf, VerdictsAreNeverWrong) {
         o.batch = static_cast<double>(to) / from;
         for (double margin : margins) {
           o.gpu = gpu_for(*cap, margin);
-          one.add(what_if(base->s, base->lt, base->c, o).verdict, margin, name_of(f, from) + " -> " + std::to_string(to));
+          const WhatIfReport v = what_if(base->s, base->lt, base->c, o);
+          one.add(v.verdict, margin, name_of(f, from) + " -> " + std::to_string(to));
+          // "The largest batch that surely fits" agrees with the verdict, and every recorded run up to it does fit
+          // this GPU (each run's real need against the room it leaves).
+          EXPECT_EQ(v.max_batch_scale >= o.batch, v.verdict == Verdict::kFits) << name_of(f, from) << " -> " << to;
+          for (int other : f.batches) {
+            const nlohmann::json* c = cap_named(name_of(f, other));
+            if (!c || static_cast<double>(other) / from > v.max_batch_scale) continue;
+            EXPECT_LE((*c)["min_cap"].get<double>(), static_cast<double>(allocator_room(*o.gpu)))
+                << name_of(f, from) << ": batch " << other << " is within the largest batch that surely fits ("
+                << v.max_batch_scale << "x) on " << margin << "x the need of " << to;
+          }
         }
       }
   struct Case {
@@ -574,6 +585,34 @@ TEST(WhatIf, OnlyConvolutionWorkspacesAreOptional) {
 // torch.compile's generated code is told by its file, in Inductor's default cache (/tmp/torchinductor_USER) or, named
 // as Inductor names it (xy/cxy...py), wherever TORCHINDUCTOR_CACHE_DIR puts it: the compiled runs' frames moved to
 // another cache folder pair as well as where they were recorded (and without that rule only 407 of 1,400 pair).
+// torch.compile's autotuning is told by PyTorch's own frames (torch/_inductor/), not by a user's folder or function
+// that happens to be named alike: such a job pairs as it does under its own names (a review's case: a script in
+// ~/my_inductor_tests whose function is benchmark_run lost two thirds of its pairs).
+TEST(WhatIf, AutotuningIsPyTorchsOwnFramesOnly) {
+  const LoadedRun* a = load("mlp_adamw_b256");
+  const LoadedRun* b = load("mlp_adamw_b512");
+  ASSERT_TRUE(a && b);
+  auto paired = [](const Snapshot& sa, const DeviceLifetimes& la, const Snapshot& sb, const DeviceLifetimes& lb) {
+    uint32_t k = 0;
+    for (int64_t p : pair_allocations(sa, la, sb, lb)) k += p >= 0;
+    return k;
+  };
+  auto renamed = [](Snapshot s) {
+    uint32_t frames = 0;
+    for (Frame& f : s.frames) {
+      const std::string file(s.str(f.filename));
+      if (file.size() < 13 || file.substr(file.size() - 13) != "gen_whatif.py") continue;
+      f.filename = s.strings.intern("/home/u/my_inductor_tests/gen_whatif.py");
+      if (s.str(f.name) == "run_one") f.name = s.strings.intern("benchmark_run");
+      ++frames;
+    }
+    EXPECT_GT(frames, 0u);
+    return s;
+  };
+  const Snapshot ra = renamed(a->s), rb = renamed(b->s);
+  EXPECT_EQ(paired(ra, a->lt, rb, b->lt), paired(a->s, a->lt, b->s, b->lt));
+}
+
 TEST(WhatIf, CompiledRunsPairWhereverTheCacheIs) {
   const LoadedRun* a = load("gpt2c_amp_adamw_b2_s512");
   const LoadedRun* b = load("gpt2c_amp_adamw_b4_s512");

@@ -116,8 +116,9 @@ export default {
       const r = reply.body;
       const fits = fitsWord(r);
       const verdict = !r.gpu ? 'Type a GPU to see whether it fits.' : verdictText(r);
-      const most = r.gpu ? (r.max_batch_scale > 0 ? ` The largest batch that fits is ${r.max_batch_scale.toFixed(2)}x the recorded one.`
-        : ' Not even the parts that do not grow with the batch fit.') : '';
+      const most = r.gpu ? (r.max_batch_scale > 0 ? ` The largest batch that surely fits is ${r.max_batch_scale.toFixed(2)}x the recorded one.`
+        : r.seq_scale !== 1 ? ' Not even the smallest batch surely fits at this sequence length.'
+        : ' Not even the parts that do not grow with the batch surely fit.') : '';
       body.replaceChildren(
         el('div', { class: `verdict ${fits === 'no' ? 'bad' : fits === 'unsure' ? 'warn' : ''}`, 'data-fits': fits, 'data-predicted-allocated': r.predicted_allocated, 'data-predicted-needed': r.predicted_needed,
           'data-predicted-reserved': r.predicted_reserved, text: verdict + most }),

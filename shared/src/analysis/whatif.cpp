@@ -55,11 +55,14 @@ enum StackFlag : uint16_t {
 };
 
 // torch.compile's autotuning in a compiled graph's first call: Inductor benchmarks each kernel's configs
-// (triton_heuristics.py's benchmark_all_configs, runtime/benchmarking.py) with copies of the kernel's arguments and
-// a buffer that flushes the L2. A different number of allocations at each shape (200 copies at batch 4, 400 at 8 in
-// the compiled GPT-2 runs), all freed before the step goes on.
+// (torch/_inductor/runtime/triton_heuristics.py's benchmark_all_configs, runtime/benchmarking.py) with copies of the
+// kernel's arguments and a buffer that flushes the L2. A different number of allocations at each shape (200 copies
+// at batch 4, 400 at 8 in the compiled GPT-2 runs), all freed before the step goes on.
 bool autotune_frame(std::string_view file, std::string_view name) {
-  return file.find("_inductor") != std::string_view::npos && name.find("bench") != std::string_view::npos;
+  if (name.find("bench") == std::string_view::npos) return false;
+  // PyTorch's own package only (a user's folder named "*_inductor*" is not it), on any OS.
+  return file.find("torch/_inductor/") != std::string_view::npos ||
+         file.find("torch\\_inductor\\") != std::string_view::npos;
 }
 
 // What a stack's C++ frames say beyond its category: a cuDNN workspace (its size follows the batch, unlike cuBLAS's
@@ -137,8 +140,9 @@ Decision decide(const DeviceLifetimes& lt, const std::vector<uint64_t>& low, con
   Decision d;
   const uint64_t at_low = &low == &point ? point_needed : least_allocator_room(lt, low, optional);
   const uint64_t at_high = &high == &point ? point_needed : least_allocator_room(lt, high, optional);
-  d.low = times(std::min(at_low, point_needed), 1.0 - band);
-  d.high = times(std::max(at_high, point_needed), 1.0 + band);
+  // (At the arithmetic's cap, 2^56 bytes, the range still holds the point.)
+  d.low = std::min(times(std::min(at_low, point_needed), 1.0 - band), point_needed);
+  d.high = std::max(times(std::max(at_high, point_needed), 1.0 + band), point_needed);
   const bool point_fits = point_needed <= room && !replay_caching_allocator(lt, point, room, optional).out_of_memory;
   if (point_fits && d.high <= room) d.verdict = Verdict::kFits;
   else if (d.low > room) d.verdict = Verdict::kDoesNotFit;
@@ -340,24 +344,28 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     // Conservative where the two disagree (running out of memory is not strictly monotone in the cap).
     // With a sequence scale, one snapshot cannot tell linear activations from attention's t^2 scores: the sizes
     // that grow are bracketed between the two.
-    const double band = error_band(batch_farther ? options.batch : options.seq);
+    // The distance from the recording counts both scales (twice the batch at twice the length is four times the
+    // tokens).
+    auto band_at = [&](double b) { return error_band(std::exp2(std::fabs(std::log2(b)) + std::fabs(std::log2(options.seq)))); };
+    const double q2 = options.seq * options.seq;
+    auto low_at = [&](double b) { return scaled_sizes(lt, grows, b * std::min(options.seq, q2)); };
+    auto high_at = [&](double b) { return scaled_sizes(lt, grows, b * std::max(options.seq, q2)); };
     Decision d;
     if (options.seq != 1.0) {
-      const double q2 = options.seq * options.seq;
-      const std::vector<uint64_t> low = scaled_sizes(lt, grows, options.batch * std::min(options.seq, q2));
-      const std::vector<uint64_t> high = scaled_sizes(lt, grows, options.batch * std::max(options.seq, q2));
-      d = decide(lt, low, sizes, high, r.predicted_needed, band, room, &optional);
+      d = decide(lt, low_at(options.batch), sizes, high_at(options.batch), r.predicted_needed, band_at(options.batch),
+                 room, &optional);
     } else {
-      d = decide(lt, sizes, sizes, sizes, r.predicted_needed, band, room, &optional);
+      d = decide(lt, sizes, sizes, sizes, r.predicted_needed, band_at(options.batch), room, &optional);
     }
     r.verdict = d.verdict;
     r.needed_low = d.low;
     r.needed_high = d.high;
     r.fits = r.verdict == Verdict::kFits;
-    // The largest batch scale (the sequence scale held) that fits: what it needs only grows with the batch, so
-    // bisect.
+    // The largest batch scale (the sequence scale held) that surely fits, as the verdict judges: the high end of
+    // the sizes replayed under the room less the error band. What it needs grows with the batch, so bisect.
     auto fits_at = [&](double b) {
-      return !replay_caching_allocator(lt, scaled_sizes(lt, grows, b * options.seq), room, &optional).out_of_memory;
+      const double cap = static_cast<double>(room) / (1.0 + band_at(b));
+      return !replay_caching_allocator(lt, high_at(b), static_cast<uint64_t>(cap), &optional).out_of_memory;
     };
     double lo = 0, hi = 1;
     if (fits_at(1e-6)) {
@@ -368,10 +376,10 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       }
       r.max_batch_scale = lo;
     }
-    // The largest batch agrees with the verdict on the batch asked about (the bisection tests other points).
+    // The largest batch agrees with the verdict on the batch asked about (the bisection tests other points, and
+    // running out is not strictly monotone in the cap).
     if (r.verdict == Verdict::kFits) r.max_batch_scale = std::max(r.max_batch_scale, options.batch);
-    else if (r.verdict == Verdict::kDoesNotFit && r.max_batch_scale >= options.batch)
-      r.max_batch_scale = options.batch * 0.995;
+    else if (r.max_batch_scale >= options.batch) r.max_batch_scale = options.batch * 0.995;
   }
   note_extrapolation(batch_farther ? options.batch : options.seq, &r.notes);
   if (options.seq != 1.0)

@@ -62,9 +62,10 @@ std::string to_text(const WhatIfReport& r) {
   const std::string v = verdict(r.gpu, r.verdict, r.predicted_needed, r.needed_low, r.needed_high);
   if (!v.empty()) {
     o += "  " + v;
-    o += r.max_batch_scale > 0 ? "  largest batch that fits: about " + scale(r.max_batch_scale) +
-                                     " the recorded one (the prediction's own, with the same error)\n"
-                               : "  not even the parts that do not grow with the batch fit\n";
+    o += r.max_batch_scale > 0 ? "  largest batch that surely fits: " + scale(r.max_batch_scale) +
+                                     " the recorded one (the high end of the prediction's range)\n"
+         : r.seq != 1.0        ? "  not even the smallest batch surely fits at this sequence length\n"
+                               : "  not even the parts that do not grow with the batch surely fit\n";
   }
   o += "measured terms (requested bytes):\n";
   o += "  phase            step      total  parameters   gradients  optimizer  activations  temporaries     other\n";
