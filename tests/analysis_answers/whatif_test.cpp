@@ -585,6 +585,24 @@ TEST(WhatIf, OnlyConvolutionWorkspacesAreOptional) {
 // torch.compile's generated code is told by its file, in Inductor's default cache (/tmp/torchinductor_USER) or, named
 // as Inductor names it (xy/cxy...py), wherever TORCHINDUCTOR_CACHE_DIR puts it: the compiled runs' frames moved to
 // another cache folder pair as well as where they were recorded (and without that rule only 407 of 1,400 pair).
+// With expandable segments a run maps pages as its blocks need them and needs about its allocated peak, less than the
+// model of the default allocator finds where that one would fragment: the range's low end reaches down to the
+// allocated peak, so no "does not fit" rests on fragmentation the run will not have.
+TEST(WhatIf, ExpandableSegmentsReachDownToTheAllocatedPeak) {
+  auto r = load_snapshot_file(std::string(ALLOCSCOPE_FIXTURES) + "/expandable_segments.pickle");
+  ASSERT_TRUE(r.ok());
+  const Snapshot s = std::move(r).value();
+  ASSERT_TRUE(s.expandable_segments());
+  const DeviceLifetimes lt = build_device_lifetimes(s, 0);
+  auto c = categorize(s, lt, detect_iterations(s, lt), FrameFilter(s));
+  ASSERT_TRUE(c.ok());
+  WhatIfOptions o;
+  o.gpu = GpuCapacity{80ull << 30, "test", false};
+  const WhatIfReport w = what_if(s, lt, c.value(), o);
+  ASSERT_GT(w.predicted_needed, w.predicted_allocated);  // the default allocator's model needs more
+  EXPECT_LE(w.needed_low, static_cast<uint64_t>(static_cast<double>(w.predicted_allocated) * 0.95) + 1);
+}
+
 // torch.compile's autotuning is told by PyTorch's own frames (torch/_inductor/), not by a user's folder or function
 // that happens to be named alike: such a job pairs as it does under its own names (a review's case: a script in
 // ~/my_inductor_tests whose function is benchmark_run lost two thirds of its pairs).

@@ -134,15 +134,19 @@ struct Decision {
   Verdict verdict = Verdict::kUnsure;
   uint64_t low = 0, high = 0;
 };
+// With expandable segments the run maps pages as its blocks need them, and needs about its allocated peak: less than
+// this model of the default allocator finds where that allocator would fragment. So the low end reaches down to the
+// allocated peak, and the model cannot call such a run "does not fit" for fragmentation it will not have.
 Decision decide(const DeviceLifetimes& lt, const std::vector<uint64_t>& low, const std::vector<uint64_t>& point,
                 const std::vector<uint64_t>& high, uint64_t point_needed, double band, uint64_t room,
-                const std::vector<uint8_t>* optional) {
+                const std::vector<uint8_t>* optional, bool expandable) {
   Decision d;
   const uint64_t at_low = &low == &point ? point_needed : least_allocator_room(lt, low, optional);
   const uint64_t at_high = &high == &point ? point_needed : least_allocator_room(lt, high, optional);
   // (At the arithmetic's cap, 2^56 bytes, the range still holds the point.)
   d.low = std::min(times(std::min(at_low, point_needed), 1.0 - band), point_needed);
   d.high = std::max(times(std::max(at_high, point_needed), 1.0 + band), point_needed);
+  if (expandable) d.low = std::min(d.low, times(replay_caching_allocator(lt, low).peak_allocated, 1.0 - band));
   const bool point_fits = point_needed <= room && !replay_caching_allocator(lt, point, room, optional).out_of_memory;
   if (point_fits && d.high <= room) d.verdict = Verdict::kFits;
   else if (d.low > room) d.verdict = Verdict::kDoesNotFit;
@@ -353,9 +357,10 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     Decision d;
     if (options.seq != 1.0) {
       d = decide(lt, low_at(options.batch), sizes, high_at(options.batch), r.predicted_needed, band_at(options.batch),
-                 room, &optional);
+                 room, &optional, s.expandable_segments());
     } else {
-      d = decide(lt, sizes, sizes, sizes, r.predicted_needed, band_at(options.batch), room, &optional);
+      d = decide(lt, sizes, sizes, sizes, r.predicted_needed, band_at(options.batch), room, &optional,
+                 s.expandable_segments());
     }
     r.verdict = d.verdict;
     r.needed_low = d.low;
@@ -534,7 +539,8 @@ Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const S
     // Between the two sizes, the nearer one is the distance that counts.
     const double nearest = beyond != 1.0 ? beyond : std::min(target / smallest, largest / target);
     const Decision d = decide(lb, unpaired.empty() ? sizes : low, sizes, unpaired.empty() ? sizes : high,
-                              out.predicted_needed, error_band(nearest), allocator_room(*gpu), &optional);
+                              out.predicted_needed, error_band(nearest), allocator_room(*gpu), &optional,
+                              b.expandable_segments());
     out.verdict = d.verdict;
     out.needed_low = d.low;
     out.needed_high = d.high;
