@@ -195,6 +195,8 @@ TEST(CliAnswers, WhatIfOneAndTwoSnapshots) {
   EXPECT_LE(one["needed_low"].get<double>(), one["predicted_needed"].get<double>());
   EXPECT_GE(one["needed_high"].get<double>(), one["predicted_needed"].get<double>());
   EXPECT_GT(one["max_batch_scale"].get<double>(), 4.0);
+  EXPECT_GE(one["max_batch_scale_sure"].get<double>(), 4.0);  // it fits at 4x
+  EXPECT_LE(one["max_batch_scale_sure"].get<double>(), one["max_batch_scale"].get<double>());
   ASSERT_FALSE(one["terms"].empty());
   EXPECT_EQ(one["terms"][0]["phase"], "peak");
   const auto two = json_of(run({"whatif", dir + "gpt_adamw_b8_s128.pickle.gz", dir + "gpt_adamw_b8_s256.pickle.gz",

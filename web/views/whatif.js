@@ -116,9 +116,11 @@ export default {
       const r = reply.body;
       const fits = fitsWord(r);
       const verdict = !r.gpu ? 'Type a GPU to see whether it fits.' : verdictText(r);
-      const most = r.gpu ? (r.max_batch_scale > 0 ? ` The largest batch that surely fits is ${r.max_batch_scale.toFixed(2)}x the recorded one.`
-        : r.seq_scale !== 1 ? ' Not even the smallest batch surely fits at this sequence length.'
-        : ' Not even the parts that do not grow with the batch surely fit.') : '';
+      const x = (v) => Number(v.toPrecision(4));
+      const most = !r.gpu ? ''
+        : r.max_batch_scale_sure > 0 ? ` The largest batch that fits is ${x(r.max_batch_scale_sure)}x to ${x(r.max_batch_scale)}x the recorded one (surely, and by the prediction itself).`
+        : r.max_batch_scale > 0 ? ` The largest batch that fits is up to ${x(r.max_batch_scale)}x the recorded one by the prediction; none surely.`
+        : ` Not even a thousandth of the recorded batch fits${r.seq_scale !== 1 ? ' at this sequence length' : ''}.`;
       body.replaceChildren(
         el('div', { class: `verdict ${fits === 'no' ? 'bad' : fits === 'unsure' ? 'warn' : ''}`, 'data-fits': fits, 'data-predicted-allocated': r.predicted_allocated, 'data-predicted-needed': r.predicted_needed,
           'data-predicted-reserved': r.predicted_reserved, text: verdict + most }),

@@ -93,7 +93,10 @@ struct WhatIfReport {
   // The least memory with the prediction's error: sizes that one snapshot cannot pin (a sequence scale: linear to
   // quadratic) at either end, widened by error_band for the distance from the recorded size.
   uint64_t needed_low = 0, needed_high = 0;
-  double max_batch_scale = 0;  // 0 when not even the fixed part fits
+  // The largest batch scale that fits, as a range: by the prediction itself, and surely (the high end of its range
+  // under the room). At or above the batch asked about for FITS (the sure end), below it for DOES NOT FIT (the
+  // prediction's end), and around it for UNSURE. 0: not even a thousandth of the recorded batch.
+  double max_batch_scale = 0, max_batch_scale_sure = 0;
   std::vector<std::string> notes;  // what the prediction assumes
   std::vector<uint64_t> predicted_total;  // with_totals: requested bytes alive at each step, sizes scaled
 };

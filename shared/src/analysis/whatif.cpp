@@ -366,25 +366,42 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     r.needed_low = d.low;
     r.needed_high = d.high;
     r.fits = r.verdict == Verdict::kFits;
-    // The largest batch scale (the sequence scale held) that surely fits, as the verdict judges: the high end of
-    // the sizes replayed under the room less the error band. What it needs grows with the batch, so bisect.
-    auto fits_at = [&](double b) {
-      const double cap = static_cast<double>(room) / (1.0 + band_at(b));
-      return !replay_caching_allocator(lt, high_at(b), static_cast<uint64_t>(cap), &optional).out_of_memory;
-    };
-    double lo = 0, hi = 1;
-    if (fits_at(1e-6)) {
+    // The largest batch scale (the sequence scale held) that fits, as a range like the least memory: by the
+    // prediction itself (its sizes under the GPU's room), and surely (the high end of the sizes under the room less
+    // the error band). What a run needs grows with the batch, so each is a bisection over capped replays; running
+    // out is not strictly monotone in the cap, so a boundary is where one replay fits and the next does not.
+    auto largest = [&](auto&& fits_at) {
+      double lo = 0, hi = 1;
       while (hi < 65536 && fits_at(hi)) lo = hi, hi *= 2;
-      for (int k = 0; k < 20 && hi - lo > 0.005 * hi; ++k) {
+      if (lo == 0) {  // below the recorded batch: halve down to a thousandth of it
+        while (hi > 1e-3 && !fits_at(hi / 2)) hi /= 2;
+        if (hi <= 1e-3) return 0.0;
+        lo = hi / 2;
+      }
+      for (int k = 0; k < 20 && hi - lo > 0.002 * hi; ++k) {
         const double mid = (lo + hi) / 2;
         (fits_at(mid) ? lo : hi) = mid;
       }
-      r.max_batch_scale = lo;
+      return lo;
+    };
+    r.max_batch_scale = largest([&](double b) {
+      return !replay_caching_allocator(lt, scaled_sizes(lt, grows, b * options.seq), room, &optional).out_of_memory;
+    });
+    r.max_batch_scale_sure = largest([&](double b) {
+      const double cap = static_cast<double>(room) / (1.0 + band_at(b));
+      return !replay_caching_allocator(lt, high_at(b), static_cast<uint64_t>(cap), &optional).out_of_memory;
+    });
+    r.max_batch_scale_sure = std::min(r.max_batch_scale_sure, r.max_batch_scale);
+    // Both agree with the verdict on the batch asked about (the bisections test other points): FITS has the sure
+    // end at or above it, DOES NOT FIT the prediction's end below it, UNSURE lies between them.
+    if (r.verdict == Verdict::kFits) {
+      r.max_batch_scale_sure = std::max(r.max_batch_scale_sure, options.batch);
+      r.max_batch_scale = std::max(r.max_batch_scale, options.batch);
+    } else {
+      r.max_batch_scale_sure = std::min(r.max_batch_scale_sure, options.batch * 0.995);
+      if (r.verdict == Verdict::kDoesNotFit) r.max_batch_scale = std::min(r.max_batch_scale, options.batch * 0.995);
+      else r.max_batch_scale = std::max(r.max_batch_scale, options.batch);
     }
-    // The largest batch agrees with the verdict on the batch asked about (the bisection tests other points, and
-    // running out is not strictly monotone in the cap).
-    if (r.verdict == Verdict::kFits) r.max_batch_scale = std::max(r.max_batch_scale, options.batch);
-    else if (r.max_batch_scale >= options.batch) r.max_batch_scale = options.batch * 0.995;
   }
   note_extrapolation(batch_farther ? options.batch : options.seq, &r.notes);
   if (options.seq != 1.0)

@@ -62,10 +62,17 @@ std::string to_text(const WhatIfReport& r) {
   const std::string v = verdict(r.gpu, r.verdict, r.predicted_needed, r.needed_low, r.needed_high);
   if (!v.empty()) {
     o += "  " + v;
-    o += r.max_batch_scale > 0 ? "  largest batch that surely fits: " + scale(r.max_batch_scale) +
-                                     " the recorded one (the high end of the prediction's range)\n"
-         : r.seq != 1.0        ? "  not even the smallest batch surely fits at this sequence length\n"
-                               : "  not even the parts that do not grow with the batch surely fit\n";
+    char most[200];
+    if (r.max_batch_scale_sure > 0)
+      std::snprintf(most, sizeof most, "  largest batch that fits: %.4gx to %.4gx the recorded one (surely, and by the "
+                    "prediction itself)\n", r.max_batch_scale_sure, r.max_batch_scale);
+    else if (r.max_batch_scale > 0)
+      std::snprintf(most, sizeof most, "  largest batch that fits: up to %.4gx the recorded one by the prediction; "
+                    "none surely\n", r.max_batch_scale);
+    else
+      std::snprintf(most, sizeof most, "  not even a thousandth of the recorded batch fits%s\n",
+                    r.seq != 1.0 ? " at this sequence length" : "");
+    o += most;
   }
   o += "measured terms (requested bytes):\n";
   o += "  phase            step      total  parameters   gradients  optimizer  activations  temporaries     other\n";
@@ -103,6 +110,7 @@ std::string to_json(const WhatIfReport& r) {
          {"needed_low", r.gpu ? Json(r.needed_low) : Json(nullptr)},
          {"needed_high", r.gpu ? Json(r.needed_high) : Json(nullptr)},
          {"max_batch_scale", r.gpu ? Json(r.max_batch_scale) : Json(nullptr)},
+         {"max_batch_scale_sure", r.gpu ? Json(r.max_batch_scale_sure) : Json(nullptr)},
          {"terms", terms},
          {"notes", r.notes}};
   return json_detail::dump(j);
