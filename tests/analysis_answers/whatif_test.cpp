@@ -585,6 +585,39 @@ TEST(WhatIf, OnlyConvolutionWorkspacesAreOptional) {
 // torch.compile's generated code is told by its file, in Inductor's default cache (/tmp/torchinductor_USER) or, named
 // as Inductor names it (xy/cxy...py), wherever TORCHINDUCTOR_CACHE_DIR puts it: the compiled runs' frames moved to
 // another cache folder pair as well as where they were recorded (and without that rule only 407 of 1,400 pair).
+// A run that ran out of memory, asked about at its own batch on its own GPU (tests/fixtures/oom_causes: ten runs made
+// to fail on an H100, each labelled with its cause): the requests that failed are tried in the replay, so a run that
+// failed for its own tensors, fragmentation or a request larger than the GPU is never called FITS there (8 of the 10
+// were before 2026-11-26, a review found). A run capped by set_per_process_memory_fraction, or crowded out by
+// memory another process held, does fit the whole GPU on its own.
+TEST(WhatIf, RunsThatRanOutOfMemoryDoNotFitTheirOwnGpu) {
+  const std::string oom_dir = std::string(ALLOCSCOPE_FIXTURES) + "/oom_causes/";
+  int runs = 0;
+  for (const char* name : {"oom_capped", "oom_fragmentation", "oom_fragmentation_streams", "oom_live",
+                           "oom_live_expandable", "oom_live_freed", "oom_live_segment_rounding", "oom_outside",
+                           "oom_outside_modest", "oom_too_large"}) {
+    std::ifstream lf(oom_dir + name + ".label.json");
+    ASSERT_TRUE(lf) << name;
+    const nlohmann::json label = nlohmann::json::parse(lf);
+    auto loaded = load_snapshot_file(oom_dir + name + ".pickle.gz");
+    ASSERT_TRUE(loaded.ok()) << name;
+    const Snapshot s = std::move(loaded).value();
+    const DeviceLifetimes lt = build_device_lifetimes(s, 0);
+    auto c = categorize(s, lt, detect_iterations(s, lt), FrameFilter(s));
+    ASSERT_TRUE(c.ok());
+    WhatIfOptions o;
+    o.gpu = GpuCapacity{label["gpu_total"].get<uint64_t>(), "its own", false};
+    const WhatIfReport w = what_if(s, lt, c.value(), o);
+    const std::string cause = label["cause"];
+    if (cause == "allocator_cap" || cause == "held_outside")
+      EXPECT_EQ(w.verdict, Verdict::kFits) << name << " (" << cause << ")";
+    else
+      EXPECT_NE(w.verdict, Verdict::kFits) << name << " (" << cause << ") failed on this GPU";
+    ++runs;
+  }
+  EXPECT_EQ(runs, 10);
+}
+
 // With expandable segments a run maps pages as its blocks need them and needs about its allocated peak, less than the
 // model of the default allocator finds where that one would fragment: the range's low end reaches down to the
 // allocated peak, so no "does not fit" rests on fragmentation the run will not have.

@@ -335,8 +335,54 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   r.predicted_allocated = predicted.peak_allocated;
   r.predicted_reserved = predicted.peak_reserved;
   r.predicted_peak_step = predicted.peak_allocated_step;
-  const std::vector<uint8_t> optional = optional_rows(s, lt);
-  r.predicted_needed = least_allocator_room(lt, sizes, &optional);
+  // The requests that failed (a trace that ran out of memory) have no row, so the replay never tried them and read
+  // such runs as fitting the GPU they failed on, fragmentation included. For a batch and a sequence at least as
+  // large as recorded, the least memory is found with each failed request tried, at its recorded size, right after
+  // the point it failed at (and released at the next event). Smaller runs may ask for less: not added there.
+  DeviceLifetimes with_failed;
+  const bool failed_rows = options.batch >= 1.0 && options.seq >= 1.0 &&
+                           std::any_of(s.events.action.begin() + lt.event_begin,
+                                       s.events.action.begin() + lt.event_begin + lt.event_count,
+                                       [](Action a) { return a == Action::kOom; });
+  if (failed_rows) {
+    with_failed = lt;
+    for (uint32_t e = 0; e < lt.event_count; ++e) {
+      const uint32_t row = lt.event_begin + e;
+      if (s.events.action[row] != Action::kOom) continue;
+      with_failed.addr.push_back(0);
+      with_failed.size.push_back(s.events.size[row]);
+      with_failed.block_size.push_back(0);
+      with_failed.stream.push_back(s.events.stream[row]);
+      with_failed.stack.push_back(0);
+      with_failed.alloc_event.push_back(e);
+      with_failed.free_event.push_back(e + 1 < lt.event_count ? e + 1 : kNoEvent);
+      with_failed.free_requested_event.push_back(kNoEvent);
+      with_failed.origin.push_back(LifetimeOrigin{});
+    }
+  }
+  const DeviceLifetimes& rl = failed_rows ? with_failed : lt;
+  std::vector<uint8_t> grows_rl = grows, optional = optional_rows(s, lt);
+  grows_rl.resize(rl.count(), 0);  // a failed request keeps its recorded size
+  optional.resize(rl.count(), 0);
+  const std::vector<uint64_t> sizes_rl = failed_rows ? scaled_sizes(rl, grows_rl, factor) : sizes;
+  r.predicted_needed = least_allocator_room(rl, sizes_rl, &optional);
+  // A trace that ran out of memory: the run needed at least what was alive then plus what it asked for (the replay
+  // has no row for a request that failed, and read such runs as fitting the GPU they failed on). A batch and a
+  // sequence at least as large need at least as much.
+  uint64_t failed_need = 0;
+  if (options.batch >= 1.0 && options.seq >= 1.0 && lt.steps() > 0)
+    for (uint32_t e = 0; e < lt.event_count; ++e)
+      if (s.events.action[lt.event_begin + e] == Action::kOom)
+        failed_need = std::max(failed_need, lt.total[std::min(e, lt.steps() - 1)] + s.events.size[lt.event_begin + e]);
+  if (failed_need > r.predicted_needed) {
+    r.predicted_needed = failed_need;
+    char note[200];
+    std::snprintf(note, sizeof note,
+                  "the trace ran out of memory: the run needed at least %.1f MiB (what was alive then and what it "
+                  "asked for), more than the replay finds",
+                  static_cast<double>(failed_need) / (1 << 20));
+    r.notes.push_back(note);
+  }
 
   // The scale farther from 1 (a longer sequence at a smaller batch is still far from what was recorded).
   const bool batch_farther = std::fabs(std::log(options.batch)) >= std::fabs(std::log(options.seq));
@@ -352,15 +398,20 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     // tokens).
     auto band_at = [&](double b) { return error_band(std::exp2(std::fabs(std::log2(b)) + std::fabs(std::log2(options.seq)))); };
     const double q2 = options.seq * options.seq;
-    auto low_at = [&](double b) { return scaled_sizes(lt, grows, b * std::min(options.seq, q2)); };
-    auto high_at = [&](double b) { return scaled_sizes(lt, grows, b * std::max(options.seq, q2)); };
+    auto low_at = [&](double b) { return scaled_sizes(rl, grows_rl, b * std::min(options.seq, q2)); };
+    auto high_at = [&](double b) { return scaled_sizes(rl, grows_rl, b * std::max(options.seq, q2)); };
     Decision d;
     if (options.seq != 1.0) {
-      d = decide(lt, low_at(options.batch), sizes, high_at(options.batch), r.predicted_needed, band_at(options.batch),
+      d = decide(rl, low_at(options.batch), sizes_rl, high_at(options.batch), r.predicted_needed, band_at(options.batch),
                  room, &optional, s.expandable_segments());
     } else {
-      d = decide(lt, sizes, sizes, sizes, r.predicted_needed, band_at(options.batch), room, &optional,
+      d = decide(rl, sizes_rl, sizes_rl, sizes_rl, r.predicted_needed, band_at(options.batch), room, &optional,
                  s.expandable_segments());
+    }
+    if (failed_need) {  // measured, not modelled: the range starts there
+      d.low = std::max(d.low, failed_need);
+      d.high = std::max(d.high, d.low);
+      d.verdict = d.low > room ? Verdict::kDoesNotFit : d.verdict;
     }
     r.verdict = d.verdict;
     r.needed_low = d.low;
@@ -385,11 +436,11 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       return lo;
     };
     r.max_batch_scale = largest([&](double b) {
-      return !replay_caching_allocator(lt, scaled_sizes(lt, grows, b * options.seq), room, &optional).out_of_memory;
+      return !replay_caching_allocator(rl, scaled_sizes(rl, grows_rl, b * options.seq), room, &optional).out_of_memory;
     });
     r.max_batch_scale_sure = largest([&](double b) {
       const double cap = static_cast<double>(room) / (1.0 + band_at(b));
-      return !replay_caching_allocator(lt, high_at(b), static_cast<uint64_t>(cap), &optional).out_of_memory;
+      return !replay_caching_allocator(rl, high_at(b), static_cast<uint64_t>(cap), &optional).out_of_memory;
     });
     r.max_batch_scale_sure = std::min(r.max_batch_scale_sure, r.max_batch_scale);
     // Both agree with the verdict on the batch asked about (the bisections test other points): FITS has the sure
