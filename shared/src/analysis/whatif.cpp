@@ -153,6 +153,30 @@ Decision decide(const DeviceLifetimes& lt, const std::vector<uint64_t>& low, con
   return d;
 }
 
+// The requests that failed (a trace that ran out of memory) have no row, so a replay never tries them, and reads
+// such a run as fitting the GPU it failed on, fragmentation included. `lt` with a row for each failed request, at
+// its recorded size, from right after its failure to the next event; nullopt when the trace has none. Only for runs
+// at least as large as recorded: a smaller one may ask for less.
+std::optional<DeviceLifetimes> with_failed_requests(const Snapshot& s, const DeviceLifetimes& lt) {
+  const auto first = s.events.action.begin() + lt.event_begin;
+  if (std::none_of(first, first + lt.event_count, [](Action a) { return a == Action::kOom; })) return std::nullopt;
+  DeviceLifetimes out = lt;
+  for (uint32_t e = 0; e < lt.event_count; ++e) {
+    const uint32_t row = lt.event_begin + e;
+    if (s.events.action[row] != Action::kOom) continue;
+    out.addr.push_back(0);
+    out.size.push_back(s.events.size[row]);
+    out.block_size.push_back(0);
+    out.stream.push_back(s.events.stream[row]);
+    out.stack.push_back(0);
+    out.alloc_event.push_back(e);
+    out.free_event.push_back(e + 1 < lt.event_count ? e + 1 : kNoEvent);
+    out.free_requested_event.push_back(kNoEvent);
+    out.origin.push_back(LifetimeOrigin{});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt) {
@@ -335,32 +359,11 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   r.predicted_allocated = predicted.peak_allocated;
   r.predicted_reserved = predicted.peak_reserved;
   r.predicted_peak_step = predicted.peak_allocated_step;
-  // The requests that failed (a trace that ran out of memory) have no row, so the replay never tried them and read
-  // such runs as fitting the GPU they failed on, fragmentation included. For a batch and a sequence at least as
-  // large as recorded, the least memory is found with each failed request tried, at its recorded size, right after
-  // the point it failed at (and released at the next event). Smaller runs may ask for less: not added there.
-  DeviceLifetimes with_failed;
-  const bool failed_rows = options.batch >= 1.0 && options.seq >= 1.0 &&
-                           std::any_of(s.events.action.begin() + lt.event_begin,
-                                       s.events.action.begin() + lt.event_begin + lt.event_count,
-                                       [](Action a) { return a == Action::kOom; });
-  if (failed_rows) {
-    with_failed = lt;
-    for (uint32_t e = 0; e < lt.event_count; ++e) {
-      const uint32_t row = lt.event_begin + e;
-      if (s.events.action[row] != Action::kOom) continue;
-      with_failed.addr.push_back(0);
-      with_failed.size.push_back(s.events.size[row]);
-      with_failed.block_size.push_back(0);
-      with_failed.stream.push_back(s.events.stream[row]);
-      with_failed.stack.push_back(0);
-      with_failed.alloc_event.push_back(e);
-      with_failed.free_event.push_back(e + 1 < lt.event_count ? e + 1 : kNoEvent);
-      with_failed.free_requested_event.push_back(kNoEvent);
-      with_failed.origin.push_back(LifetimeOrigin{});
-    }
-  }
-  const DeviceLifetimes& rl = failed_rows ? with_failed : lt;
+  // The requests that failed are tried too (with_failed_requests), for a run at least as large as recorded.
+  std::optional<DeviceLifetimes> with_failed;
+  if (options.batch >= 1.0 && options.seq >= 1.0) with_failed = with_failed_requests(s, lt);
+  const bool failed_rows = with_failed.has_value();
+  const DeviceLifetimes& rl = failed_rows ? *with_failed : lt;
   std::vector<uint8_t> grows_rl = grows, optional = optional_rows(s, lt);
   grows_rl.resize(rl.count(), 0);  // a failed request keeps its recorded size
   optional.resize(rl.count(), 0);
@@ -598,15 +601,23 @@ Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const S
   const AllocatorReplay p = replay_caching_allocator(lb, sizes);
   out.predicted_allocated = p.peak_allocated;
   out.predicted_reserved = p.peak_reserved;
-  const std::vector<uint8_t> optional = optional_rows(b, lb);
-  if (with_needs || gpu) out.predicted_needed = least_allocator_room(lb, sizes, &optional);
+  // The replayed run's failed requests are tried too, at their recorded size, for a target at least its size.
+  std::optional<DeviceLifetimes> with_failed;
+  if (target >= size_b) with_failed = with_failed_requests(b, lb);
+  const DeviceLifetimes& rl = with_failed ? *with_failed : lb;
+  std::vector<uint8_t> optional = optional_rows(b, lb);
+  optional.resize(rl.count(), 0);
+  for (auto* v : {&sizes, &low, &high})
+    if (!v->empty())
+      for (uint32_t j = lb.count(); j < rl.count(); ++j) v->push_back(rl.size[j]);
+  if (with_needs || gpu) out.predicted_needed = least_allocator_room(rl, sizes, &optional);
   const double largest = std::max(size_a, size_b), smallest = std::min(size_a, size_b);
   const double beyond = target > largest ? target / largest : target < smallest ? target / smallest : 1.0;
   if (gpu) {
     out.gpu = gpu;
     // Between the two sizes, the nearer one is the distance that counts.
     const double nearest = beyond != 1.0 ? beyond : std::min(target / smallest, largest / target);
-    const Decision d = decide(lb, unpaired.empty() ? sizes : low, sizes, unpaired.empty() ? sizes : high,
+    const Decision d = decide(rl, unpaired.empty() ? sizes : low, sizes, unpaired.empty() ? sizes : high,
                               out.predicted_needed, error_band(nearest), allocator_room(*gpu), &optional,
                               b.expandable_segments());
     out.verdict = d.verdict;
