@@ -642,6 +642,13 @@ TEST(WhatIf, ExpandableSegmentsReachDownToTheAllocatedPeak) {
   EXPECT_LE(w.needed_low, static_cast<uint64_t>(static_cast<double>(w.predicted_allocated) * 0.95) + 1);
 }
 
+// How many allocations of B pair_allocations pairs with one of A.
+uint32_t paired(const Snapshot& sa, const DeviceLifetimes& la, const Snapshot& sb, const DeviceLifetimes& lb) {
+  uint32_t k = 0;
+  for (int64_t p : pair_allocations(sa, la, sb, lb)) k += p >= 0;
+  return k;
+}
+
 // torch.compile's autotuning is told by PyTorch's own frames (torch/_inductor/), not by a user's folder or function
 // that happens to be named alike: such a job pairs as it does under its own names (a review's case: a script in
 // ~/my_inductor_tests whose function is benchmark_run lost two thirds of its pairs).
@@ -649,11 +656,6 @@ TEST(WhatIf, AutotuningIsPyTorchsOwnFramesOnly) {
   const LoadedRun* a = load("mlp_adamw_b256");
   const LoadedRun* b = load("mlp_adamw_b512");
   ASSERT_TRUE(a && b);
-  auto paired = [](const Snapshot& sa, const DeviceLifetimes& la, const Snapshot& sb, const DeviceLifetimes& lb) {
-    uint32_t k = 0;
-    for (int64_t p : pair_allocations(sa, la, sb, lb)) k += p >= 0;
-    return k;
-  };
   auto renamed = [](Snapshot s) {
     uint32_t frames = 0;
     for (Frame& f : s.frames) {
@@ -674,11 +676,6 @@ TEST(WhatIf, CompiledRunsPairWhereverTheCacheIs) {
   const LoadedRun* a = load("gpt2c_amp_adamw_b2_s512");
   const LoadedRun* b = load("gpt2c_amp_adamw_b4_s512");
   ASSERT_TRUE(a && b);
-  auto paired = [](const Snapshot& sa, const DeviceLifetimes& la, const Snapshot& sb, const DeviceLifetimes& lb) {
-    uint32_t k = 0;
-    for (int64_t p : pair_allocations(sa, la, sb, lb)) k += p >= 0;
-    return k;
-  };
   auto moved = [](Snapshot s) {
     uint32_t files = 0;
     for (Frame& f : s.frames) {

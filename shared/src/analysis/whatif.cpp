@@ -137,9 +137,10 @@ struct Decision {
 // With expandable segments the run maps pages as its blocks need them, and needs about its allocated peak: less than
 // this model of the default allocator finds where that allocator would fragment. So the low end reaches down to the
 // allocated peak, and the model cannot call such a run "does not fit" for fragmentation it will not have.
+// `floor`: what the run is measured to need (failed_floor), below which no end of the range goes.
 Decision decide(const DeviceLifetimes& lt, const std::vector<uint64_t>& low, const std::vector<uint64_t>& point,
                 const std::vector<uint64_t>& high, uint64_t point_needed, double band, uint64_t room,
-                const std::vector<uint8_t>* optional, bool expandable) {
+                const std::vector<uint8_t>* optional, bool expandable, uint64_t floor) {
   Decision d;
   const uint64_t at_low = &low == &point ? point_needed : least_allocator_room(lt, low, optional);
   const uint64_t at_high = &high == &point ? point_needed : least_allocator_room(lt, high, optional);
@@ -147,6 +148,8 @@ Decision decide(const DeviceLifetimes& lt, const std::vector<uint64_t>& low, con
   d.low = std::min(times(std::min(at_low, point_needed), 1.0 - band), point_needed);
   d.high = std::max(times(std::max(at_high, point_needed), 1.0 + band), point_needed);
   if (expandable) d.low = std::min(d.low, times(replay_caching_allocator(lt, low).peak_allocated, 1.0 - band));
+  d.low = std::max(d.low, floor);
+  d.high = std::max(d.high, d.low);
   const bool point_fits = point_needed <= room && !replay_caching_allocator(lt, point, room, optional).out_of_memory;
   if (point_fits && d.high <= room) d.verdict = Verdict::kFits;
   else if (d.low > room) d.verdict = Verdict::kDoesNotFit;
@@ -175,6 +178,16 @@ std::optional<DeviceLifetimes> with_failed_requests(const Snapshot& s, const Dev
     out.origin.push_back(LifetimeOrigin{});
   }
   return out;
+}
+
+// What was alive when each failed request was made, plus the request (requested bytes; `with_failed` is
+// with_failed_requests(lt)): measured, not modelled, so a floor for the least memory. 0 without failed requests.
+uint64_t failed_floor(const DeviceLifetimes& lt, const std::optional<DeviceLifetimes>& with_failed) {
+  uint64_t floor = 0;
+  if (with_failed)
+    for (uint32_t j = lt.count(); j < with_failed->count(); ++j)
+      floor = std::max(floor, lt.total[std::min(with_failed->alloc_event[j], lt.steps() - 1)] + with_failed->size[j]);
+  return floor;
 }
 
 }  // namespace
@@ -364,19 +377,19 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   if (options.batch >= 1.0 && options.seq >= 1.0) with_failed = with_failed_requests(s, lt);
   const bool failed_rows = with_failed.has_value();
   const DeviceLifetimes& rl = failed_rows ? *with_failed : lt;
-  std::vector<uint8_t> grows_rl = grows, optional = optional_rows(s, lt);
-  grows_rl.resize(rl.count(), 0);  // a failed request keeps its recorded size
-  optional.resize(rl.count(), 0);
-  const std::vector<uint64_t> sizes_rl = failed_rows ? scaled_sizes(rl, grows_rl, factor) : sizes;
+  std::vector<uint8_t> grows_with_failed, optional = optional_rows(s, lt);
+  std::vector<uint64_t> sizes_with_failed;
+  if (failed_rows) {
+    grows_with_failed = grows;
+    grows_with_failed.resize(rl.count(), 0);  // a failed request keeps its recorded size
+    optional.resize(rl.count(), 0);
+    sizes_with_failed = scaled_sizes(rl, grows_with_failed, factor);
+  }
+  const std::vector<uint8_t>& grows_rl = failed_rows ? grows_with_failed : grows;
+  const std::vector<uint64_t>& sizes_rl = failed_rows ? sizes_with_failed : sizes;
   r.predicted_needed = least_allocator_room(rl, sizes_rl, &optional);
-  // A trace that ran out of memory: the run needed at least what was alive then plus what it asked for (the replay
-  // has no row for a request that failed, and read such runs as fitting the GPU they failed on). A batch and a
-  // sequence at least as large need at least as much.
-  uint64_t failed_need = 0;
-  if (options.batch >= 1.0 && options.seq >= 1.0 && lt.steps() > 0)
-    for (uint32_t e = 0; e < lt.event_count; ++e)
-      if (s.events.action[lt.event_begin + e] == Action::kOom)
-        failed_need = std::max(failed_need, lt.total[std::min(e, lt.steps() - 1)] + s.events.size[lt.event_begin + e]);
+  // What was alive at a failure plus the request is a measured floor (the replay of a fragmenting run can need more).
+  const uint64_t failed_need = failed_floor(lt, with_failed);
   if (failed_need > r.predicted_needed) {
     r.predicted_needed = failed_need;
     char note[200];
@@ -386,7 +399,6 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
                   static_cast<double>(failed_need) / (1 << 20));
     r.notes.push_back(note);
   }
-
   // The scale farther from 1 (a longer sequence at a smaller batch is still far from what was recorded).
   const bool batch_farther = std::fabs(std::log(options.batch)) >= std::fabs(std::log(options.seq));
   if (options.gpu) {
@@ -406,15 +418,10 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     Decision d;
     if (options.seq != 1.0) {
       d = decide(rl, low_at(options.batch), sizes_rl, high_at(options.batch), r.predicted_needed, band_at(options.batch),
-                 room, &optional, s.expandable_segments());
+                 room, &optional, s.expandable_segments(), failed_need);
     } else {
       d = decide(rl, sizes_rl, sizes_rl, sizes_rl, r.predicted_needed, band_at(options.batch), room, &optional,
-                 s.expandable_segments());
-    }
-    if (failed_need) {  // measured, not modelled: the range starts there
-      d.low = std::max(d.low, failed_need);
-      d.high = std::max(d.high, d.low);
-      d.verdict = d.low > room ? Verdict::kDoesNotFit : d.verdict;
+                 s.expandable_segments(), failed_need);
     }
     r.verdict = d.verdict;
     r.needed_low = d.low;
@@ -610,7 +617,8 @@ Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const S
   for (auto* v : {&sizes, &low, &high})
     if (!v->empty())
       for (uint32_t j = lb.count(); j < rl.count(); ++j) v->push_back(rl.size[j]);
-  if (with_needs || gpu) out.predicted_needed = least_allocator_room(rl, sizes, &optional);
+  const uint64_t failed_need = failed_floor(lb, with_failed);
+  if (with_needs || gpu) out.predicted_needed = std::max(least_allocator_room(rl, sizes, &optional), failed_need);
   const double largest = std::max(size_a, size_b), smallest = std::min(size_a, size_b);
   const double beyond = target > largest ? target / largest : target < smallest ? target / smallest : 1.0;
   if (gpu) {
@@ -619,7 +627,7 @@ Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const S
     const double nearest = beyond != 1.0 ? beyond : std::min(target / smallest, largest / target);
     const Decision d = decide(rl, unpaired.empty() ? sizes : low, sizes, unpaired.empty() ? sizes : high,
                               out.predicted_needed, error_band(nearest), allocator_room(*gpu), &optional,
-                              b.expandable_segments());
+                              b.expandable_segments(), failed_need);
     out.verdict = d.verdict;
     out.needed_low = d.low;
     out.needed_high = d.high;
