@@ -125,6 +125,37 @@ TEST(Iterations, PeriodicWithoutAnnotations) {
   for (uint32_t r = 0; r < it.regions(); ++r) EXPECT_LE(it.region_end(r), it.steps);
 }
 
+// The index the categories and leaks use must answer exactly what a binary search over the boundaries answers: even
+// boundaries, clustered ones (many in one bucket), one, none, and a boundary at step 0 and at the largest step.
+TEST(Iterations, RegionIndexAnswersAsABinarySearch) {
+  std::vector<std::vector<uint32_t>> cases = {{}, {0}, {7}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {1000, 1001, 1002, 5000}};
+  std::vector<uint32_t> even, clustered;
+  for (uint32_t b = 37; b < 200000; b += 1234) even.push_back(b);
+  for (uint32_t b = 0; b < 300; ++b) clustered.push_back(90000 + b * 3);
+  clustered.push_back(UINT32_MAX - 1);
+  cases.push_back(even);
+  cases.push_back(clustered);
+  const Loaded* l = load("linear_seed");  // real boundaries too
+  ASSERT_TRUE(l);
+  cases.push_back(detect_iterations(l->s, traced_device(*l)).boundary);
+  for (const auto& b : cases) {
+    Iterations it;
+    it.boundary = b;
+    const RegionIndex index(it);
+    std::vector<uint32_t> steps = {0, 1, 2, UINT32_MAX - 2, UINT32_MAX - 1, UINT32_MAX};
+    for (uint32_t x : b)
+      for (int d = -2; d <= 2; ++d) steps.push_back(x + static_cast<uint32_t>(d));
+    for (uint32_t s = 0; s < 250000; s += 97) steps.push_back(s);
+    for (uint32_t s : steps) {
+      const auto upper = static_cast<uint32_t>(std::upper_bound(b.begin(), b.end(), s) - b.begin());
+      const auto lower = static_cast<uint32_t>(std::lower_bound(b.begin(), b.end(), s) - b.begin());
+      ASSERT_EQ(index.region_of(s), upper) << "step " << s << " of " << b.size() << " boundaries";
+      ASSERT_EQ(index.before(s), lower) << "step " << s << " of " << b.size() << " boundaries";
+      ASSERT_EQ(it.region_of(s), upper);
+    }
+  }
+}
+
 TEST(Peak, LinearSeedEqualsPyTorchViewer) {
   const Loaded* l = load("linear_seed");
   ASSERT_TRUE(l);

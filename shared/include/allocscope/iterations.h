@@ -25,7 +25,24 @@ struct Iterations {
   uint32_t region_of(uint32_t step) const;   // number of boundaries <= step
   uint32_t region_end(uint32_t region) const { return region < boundary.size() ? boundary[region] : steps; }
 };
-std::string_view iteration_source_name(Iterations::Source s);  // "none", "annotations", "periodic"
+std::string_view iteration_source_name(Iterations::Source s);
+
+// Counts of boundaries before a step, in O(1) for the loops that ask once or twice per allocation (categories,
+// leaks): a binary search per call was a quarter of `summarize`'s time on a 1M-event trace. Built from `it` at
+// construction, it reads it.boundary, which must outlive it and not change; the answers are std::upper_bound's
+// and std::lower_bound's over it exactly.
+class RegionIndex {
+ public:
+  explicit RegionIndex(const Iterations& it);
+  uint32_t region_of(uint32_t step) const { return count(step, true); }  // boundaries <= step
+  uint32_t before(uint32_t step) const { return count(step, false); }    // boundaries < step
+
+ private:
+  uint32_t count(uint32_t step, bool or_equal) const;
+  const std::vector<uint32_t>& b_;
+  unsigned shift_ = 0;
+  std::vector<uint32_t> first_;  // first_[j]: boundaries below step j << shift_ (one past the last bucket too)
+};  // "none", "annotations", "periodic"
 
 // Annotations first: the START of each `Optimizer.step#...` on the device (PyTorch's optimizer emits them while
 // memory history is recorded). Otherwise the periodic pattern: the allocation stack whose occurrence count is the

@@ -304,11 +304,12 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   // frameless threads once the region has seen a forward). What the forward leaves alive until the backward is
   // saved for it; what is made before the forward and read by it is the batch.
   const uint32_t regions = it.regions();
+  const RegionIndex index(it);
   std::vector<uint32_t> backward_start(regions, UINT32_MAX), forward_start(regions, UINT32_MAX);
   for (uint32_t i = 0; i < n; ++i) {
     if (lt.alloc_event[i] == kNoEvent) continue;
     const uint32_t b = lt.birth_step(i);
-    const uint32_t r = it.region_of(b);
+    const uint32_t r = index.region_of(b);
     const uint8_t bits = bits_of(i);
     if ((bits & kFwd) && !(bits & (kBwd | kOpt)) && forward_start[r] == UINT32_MAX) forward_start[r] = b;
     const bool bwd = (bits & kBwd) || (python_stacks && lt.stack[i] == 0 && forward_start[r] != UINT32_MAX);
@@ -328,7 +329,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
     const StackId st = lt.stack[i];
     const uint8_t bits = bits_of(i);
     const uint32_t birth = lt.birth_step(i), death = lt.death_step(i);
-    const uint32_t region = it.region_of(birth);
+    const uint32_t region = index.region_of(birth);
     const bool outlives_region = death > it.region_end(region);
     const bool traced = lt.origin[i] == LifetimeOrigin::kTraced;
     const bool never_freed = lt.free_event[i] == kNoEvent;
@@ -382,7 +383,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   // alive (so a cuBLAS workspace left by earlier work is not taken for one); in inference, every such block is.
   std::unordered_set<uint64_t> long_backward_sizes;
   for (uint32_t i : undecided)
-    if (lt.death_step(i) > it.region_end(it.region_of(lt.birth_step(i)))) long_backward_sizes.insert(lt.size[i]);
+    if (lt.death_step(i) > it.region_end(index.region_of(lt.birth_step(i)))) long_backward_sizes.insert(lt.size[i]);
   for (uint32_t i : pretrace) {
     if (!undecided.empty() && !long_backward_sizes.count(lt.size[i])) continue;
     out.category[i] = Category::kParameter;
@@ -390,7 +391,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
     param_sizes.insert(lt.size[i]);
   }
   for (uint32_t i : undecided) {
-    const uint32_t region = it.region_of(lt.birth_step(i));
+    const uint32_t region = index.region_of(lt.birth_step(i));
     const bool outlives_region = lt.death_step(i) > it.region_end(region);
     out.reason[i] = lt.stack[i] == 0 ? CategoryReason::kEngineThread : CategoryReason::kBackwardFrame;
     if (outlives_region && param_sizes.count(lt.size[i])) {

@@ -14,10 +14,9 @@ namespace allocscope {
 namespace {
 
 // Range [first, last) of boundaries that fall inside [birth, death).
-void boundary_range(const Iterations& it, uint32_t birth, uint32_t death, uint32_t* first, uint32_t* last) {
-  const auto& b = it.boundary;
-  *first = static_cast<uint32_t>(std::lower_bound(b.begin(), b.end(), birth) - b.begin());
-  *last = static_cast<uint32_t>(std::lower_bound(b.begin(), b.end(), death) - b.begin());
+void boundary_range(const RegionIndex& index, uint32_t birth, uint32_t death, uint32_t* first, uint32_t* last) {
+  *first = index.before(birth);
+  *last = index.before(death);
 }
 
 struct Acc {
@@ -101,17 +100,18 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
 
   std::unique_ptr<OwnerMap> owners;  // captures only: each allocation there is a reservation its stack owns
   if (is_capture(s)) owners = std::make_unique<OwnerMap>(s);
+  const RegionIndex index(it);
   std::unordered_map<FrameId, Acc> sites;        // every allocation, by site
   std::unordered_map<FrameId, Acc> held_grads;  // gradients alive at 2+ boundaries, by site
   for (uint32_t i = 0; i < lt.count(); ++i) {
     const uint32_t birth = lt.birth_step(i), death = lt.death_step(i);
-    const uint32_t region = it.region_of(birth);
+    const uint32_t region = index.region_of(birth);
     if (region + 1 < regions && death > it.region_end(region + 1)) {
       ++r.survivor_count[region];
       r.survivor_bytes[region] += lt.size[i];
     }
     uint32_t first, last;
-    boundary_range(it, birth, death, &first, &last);
+    boundary_range(index, birth, death, &first, &last);
     if (first >= last) continue;  // alive at no boundary: cannot accumulate across iterations
     // In a capture, memory a library reserves and keeps (a caching allocator's pool growing at warm-up, NCCL's
     // buffers) is how that library works: reserved, not leaked. Only the program's own allocations can leak there.

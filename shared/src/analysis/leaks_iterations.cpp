@@ -12,6 +12,32 @@ uint32_t Iterations::region_of(uint32_t step) const {
   return static_cast<uint32_t>(std::upper_bound(boundary.begin(), boundary.end(), step) - boundary.begin());
 }
 
+RegionIndex::RegionIndex(const Iterations& it) : b_(it.boundary) {
+  if (b_.empty()) return;
+  // About four buckets per boundary, so that a bucket holds none or one in a loop of even steps.
+  const uint64_t span = uint64_t{b_.back()} + 1;
+  while ((span >> shift_) > 4 * uint64_t{b_.size()} + 64) ++shift_;
+  const size_t buckets = static_cast<size_t>((span >> shift_) + 1);
+  first_.resize(buckets + 1);
+  size_t r = 0;
+  for (size_t j = 0; j <= buckets; ++j) {
+    const uint64_t start = uint64_t{j} << shift_;
+    while (r < b_.size() && b_[r] < start) ++r;
+    first_[j] = static_cast<uint32_t>(r);
+  }
+}
+
+uint32_t RegionIndex::count(uint32_t step, bool or_equal) const {
+  if (b_.empty()) return 0;
+  const size_t j = step >> shift_;
+  if (j + 1 >= first_.size()) return static_cast<uint32_t>(b_.size());  // past the last boundary's bucket
+  // The boundaries in step's bucket are b_[first_[j], first_[j + 1]): all before it are below step, all after
+  // it above.
+  auto lo = b_.begin() + first_[j], hi = b_.begin() + first_[j + 1];
+  auto at = or_equal ? std::upper_bound(lo, hi, step) : std::lower_bound(lo, hi, step);
+  return static_cast<uint32_t>(at - b_.begin());
+}
+
 std::string_view iteration_source_name(Iterations::Source s) {
   switch (s) {
     case Iterations::Source::kAnnotations: return "annotations";
