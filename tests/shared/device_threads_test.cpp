@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,8 @@
 #include "allocscope/lifetimes.h"
 #include "allocscope/loader.h"
 #include "allocscope/summary.h"
+#include "../cli/synthetic.h"
+#include "analysis/lifetimes_parts.h"
 #include "util/parallel.h"
 
 namespace allocscope {
@@ -39,6 +43,80 @@ TEST(DeviceThreads, OneThreadAndSeveralGiveTheSameAnswer) {
   auto s = load_snapshot_file(std::string(ALLOCSCOPE_FIXTURES) + "/external/pt28_4dev_expandable_oom.pickle.gz");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(build_lifetimes(s.value()).devices.size(), 3u);
+}
+
+// One device's replay split over two halves of the addresses (a core each) must give every row, total and warning
+// the whole replay gives, in the same order: on every kept snapshot, every device.
+// A trace no real file has all of: addresses allocated twice without a free, frees of blocks allocated before the
+// trace (with and without their free_requested just before), and blocks left over in the final segments.
+Snapshot shuffled_trace() {
+  clitest::SnapshotBuilder b;
+  const StackId a = b.stack({{"f", "a.py", 1}}), c = b.stack({{"g", "b.py", 2}});
+  b.device();
+  std::mt19937_64 rng(12345);
+  std::vector<uint64_t> pool;
+  for (uint64_t k = 0; k < 3000; ++k) pool.push_back(0x7f0000000000ull + k * 512);
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t addr = pool[rng() % pool.size()];
+    const uint64_t size = 512 * (1 + rng() % 8);
+    switch (rng() % 7) {
+      case 0: case 1: case 2: b.event(Action::kAlloc, addr, size, i % 2 ? a : c); break;
+      case 3: b.event(Action::kFreeRequested, addr, size, a); break;
+      case 4: b.event(Action::kFreeRequested, addr, size, c); b.event(Action::kFreeCompleted, addr, size, a); break;
+      default: b.event(Action::kFreeCompleted, addr, size, c); break;
+    }
+  }
+  std::vector<std::tuple<uint64_t, uint64_t, BlockState, StackId>> blocks;
+  for (int k = 0; k < 3000; ++k)
+    blocks.emplace_back(512, 500, k % 3 == 0 ? BlockState::kActiveAllocated
+                                  : k % 3 == 1 ? BlockState::kActivePendingFree : BlockState::kInactive, a);
+  b.segment(pool[0], 0, 0, blocks);
+  return b.s;
+}
+
+TEST(DeviceThreads, TheReplayOnTwoCoresIsTheReplayOnOne) {
+  namespace fs = std::filesystem;
+  size_t devices = 0, with_freed_only = 0, with_final_state = 0, with_warnings = 0;
+  std::vector<std::string> paths = {""};  // "": the shuffled trace
+  for (const auto& e : fs::recursive_directory_iterator(ALLOCSCOPE_FIXTURES)) {
+    const std::string path = e.path().string();
+    if (e.is_regular_file() && (path.ends_with(".pickle") || path.ends_with(".pickle.gz"))) paths.push_back(path);
+  }
+  for (const std::string& path : paths) {
+    auto s = path.empty() ? Result<Snapshot>(shuffled_trace()) : load_snapshot_file(path);
+    if (!s.ok()) continue;  // the hostile ones
+    SCOPED_TRACE(path.empty() ? "shuffled trace" : path);
+    for (const DeviceLifetimes& whole : build_lifetimes(s.value()).devices) {
+      const DeviceLifetimes one = detail::build_device_lifetimes_in(s.value(), whole.device, 1);
+      const DeviceLifetimes two = detail::build_device_lifetimes_in(s.value(), whole.device, 2);
+      for (const DeviceLifetimes* lt : {&whole, &two}) {
+        ASSERT_EQ(lt->addr, one.addr);
+        ASSERT_EQ(lt->size, one.size);
+        ASSERT_EQ(lt->block_size, one.block_size);
+        ASSERT_EQ(lt->stream, one.stream);
+        ASSERT_EQ(lt->stack, one.stack);
+        ASSERT_EQ(lt->alloc_event, one.alloc_event);
+        ASSERT_EQ(lt->free_event, one.free_event);
+        ASSERT_EQ(lt->free_requested_event, one.free_requested_event);
+        ASSERT_EQ(lt->origin, one.origin);
+        ASSERT_EQ(lt->total, one.total);
+        ASSERT_EQ(lt->warnings, one.warnings);
+        ASSERT_EQ(lt->known_peak_step, one.known_peak_step);
+      }
+      ++devices;
+      with_warnings += !one.warnings.empty();
+      bool freed = false, final_state = false;
+      for (LifetimeOrigin o : one.origin)
+        freed |= o == LifetimeOrigin::kFreedOnly, final_state |= o == LifetimeOrigin::kFinalState;
+      with_freed_only += freed;
+      with_final_state += final_state;
+    }
+  }
+  // The order-dependent parts were exercised: frees without allocs, blocks from before the trace, warnings.
+  EXPECT_GT(devices, 100u);
+  EXPECT_GT(with_freed_only, 5u);
+  EXPECT_GT(with_final_state, 5u);
+  EXPECT_GT(with_warnings, 0u);
 }
 
 // detail::both: with no core to spare, `a` runs before `b` on the calling thread; with one, both run, and the caller

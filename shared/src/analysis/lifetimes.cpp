@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "analysis/addr_map.h"
+#include "analysis/lifetimes_parts.h"
 #include "analysis/step_totals.h"
 #include "util/parallel.h"
 
@@ -33,7 +34,38 @@ const DeviceLifetimes* Lifetimes::first_traced() const {
   return nullptr;
 }
 
-DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
+namespace {
+
+// The replay on two cores: frees pair with allocs by address only, so a replay of the events whose address falls
+// in one half of a hash (both halves walked on a core each) does exactly what the whole replay does to those
+// addresses. Only the order-dependent parts are gathered afterwards, in event order: the rows of frees without an
+// alloc, whose place in the stack counts such frees across both halves, and the warnings.
+constexpr unsigned kMaxParts = 2;
+unsigned part_of(uint64_t addr, unsigned parts) {
+  return parts == 1 ? 0 : static_cast<unsigned>((addr * 0x9E3779B97F4A7C15ull) >> 63);
+}
+
+// Per half of the addresses.
+struct Part {
+  detail::AddrMap live{4096};  // pass 1: addr -> 0; pass 2: addr -> row of the live (not yet free_completed) alloc
+  uint32_t allocs = 0, freed_only = 0;
+  struct FreedOnly {
+    uint32_t event, src, requested;  // the free_completed, the event whose fields it takes, its free_requested
+  };
+  std::vector<FreedOnly> freed;                               // pass 2, in event order
+  std::vector<std::pair<uint32_t, std::string>> warnings;     // pass 2: (event, text), in event order
+};
+
+// Runs fn(p) for each part, on a core each when there are two.
+template <class Fn>
+void each_part(unsigned parts, Fn&& fn) {
+  if (parts == 1) return fn(0u);
+  detail::both(true, [&] { fn(0u); }, [&] { fn(1u); });
+}
+
+}  // namespace
+
+DeviceLifetimes detail::build_device_lifetimes_in(const Snapshot& s, int64_t device, unsigned parts) {
   DeviceLifetimes out;
   out.device = device;
   const DeviceTrace* trace = s.device(device);
@@ -42,41 +74,56 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
   out.event_begin = begin;
   out.event_count = n;
   const EventColumns& ev = s.events;
+  parts = parts >= 2 ? 2 : 1;
 
   // Every column is sized once, to its final length, and rows are written in place: building 56-byte rows first and
   // copying them into columns held both at once (~350 MB for a 10M-event trace in the browser, whose heap never
   // gives memory back), and growing or re-copying columns leaves holes the heap keeps. The stacking order puts the
   // freed-only and final-state rows (known only after the replay) before the traced ones, so a first replay counts
   // them: it touches only an address map.
-  uint32_t allocs = 0, freed_only = 0, final_only = 0;
-  {
-    detail::AddrMap live(4096);
+  Part part[kMaxParts];
+  each_part(parts, [&](unsigned p) {
+    Part& h = part[p];
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t r = begin + i;
-      if (ev.action[r] == Action::kAlloc) {
-        live.put(ev.addr[r], 0);
-        ++allocs;
-      } else if (ev.action[r] == Action::kFreeCompleted) {
-        freed_only += live.erase(ev.addr[r]) == detail::AddrMap::kAbsent;
+      const Action a = ev.action[r];
+      if (a != Action::kAlloc && a != Action::kFreeCompleted) continue;
+      const uint64_t addr = ev.addr[r];
+      if (part_of(addr, parts) != p) continue;
+      if (a == Action::kAlloc) {
+        h.live.put(addr, 0);
+        ++h.allocs;
+      } else {
+        h.freed_only += h.live.erase(addr) == detail::AddrMap::kAbsent;
       }
     }
-    for (const Segment& seg : s.segments) {
-      if (seg.device != device) continue;
-      for (const Block& b : s.blocks_of(seg))
-        final_only += b.state == BlockState::kActiveAllocated && live.get(b.address) == detail::AddrMap::kAbsent;
-    }
+  });
+  uint32_t allocs = 0, freed_only = 0, final_only = 0;
+  for (unsigned p = 0; p < parts; ++p) allocs += part[p].allocs, freed_only += part[p].freed_only;
+  for (const Segment& seg : s.segments) {
+    if (seg.device != device) continue;
+    for (const Block& b : s.blocks_of(seg))
+      final_only += b.state == BlockState::kActiveAllocated &&
+                    part[part_of(b.address, parts)].live.get(b.address) == detail::AddrMap::kAbsent;
   }
   const uint32_t front = final_only + freed_only;  // rows [0, front) stack before the traced ones
   const size_t total_rows = size_t{front} + allocs;
-  out.addr.resize(total_rows);
-  out.size.resize(total_rows);
-  out.block_size.resize(total_rows);
-  out.stream.resize(total_rows);
-  out.stack.resize(total_rows);
-  out.alloc_event.resize(total_rows);
-  out.free_event.resize(total_rows);
-  out.free_requested_event.resize(total_rows);
-  out.origin.resize(total_rows);
+  // Sized (and so zeroed) on both cores too: a 1M-event trace's columns are ~24 MB.
+  each_part(parts, [&](unsigned p) {
+    if (p == 0 || parts == 1) {
+      out.addr.resize(total_rows);
+      out.size.resize(total_rows);
+      out.block_size.resize(total_rows);
+      out.stream.resize(total_rows);
+    }
+    if (p == 1 || parts == 1) {
+      out.stack.resize(total_rows);
+      out.alloc_event.resize(total_rows);
+      out.free_event.resize(total_rows);
+      out.free_requested_event.resize(total_rows);
+      out.origin.resize(total_rows);
+    }
+  });
   auto put = [&out](uint32_t row, uint64_t addr, uint64_t size, uint64_t block_size, int64_t stream, StackId stack,
                     uint32_t alloc_event, uint32_t free_event, uint32_t free_requested_event, LifetimeOrigin origin) {
     out.addr[row] = addr;
@@ -90,52 +137,85 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
     out.origin[row] = origin;
   };
 
-  uint32_t next_traced = front, freed_seen = 0;
-  detail::AddrMap live(4096);   // addr -> row in `out` of the live (not yet free_completed) alloc
-  detail::AddrMap requested_before(64);  // addr -> free_requested event of a block whose alloc we never saw
-
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t r = begin + i;
-    const uint64_t addr = ev.addr[r];
-    switch (ev.action[r]) {
-      case Action::kAlloc: {
-        uint32_t prev = live.get(addr);
-        if (prev != detail::AddrMap::kAbsent)
-          out.warnings.push_back("event " + std::to_string(i) + ": address allocated again without a free; the "
-                                 "earlier allocation stays alive (as in PyTorch's viewer)");
-        live.put(addr, next_traced);
-        put(next_traced++, addr, ev.size[r], 0, ev.stream[r], ev.stack[r], i, kNoEvent, kNoEvent,
-            LifetimeOrigin::kTraced);
-        break;
+  // Each part writes only the rows of its own allocs: a traced alloc's row is `front` plus the number of allocs
+  // before it in the whole trace, which both parts count.
+  each_part(parts, [&](unsigned p) {
+    Part& h = part[p];
+    h.live = detail::AddrMap(4096);          // addr -> row in `out` of the live (not yet free_completed) alloc
+    detail::AddrMap requested_before(64);  // addr -> free_requested event of a block whose alloc we never saw
+    uint32_t next_traced = front;
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t r = begin + i;
+      const Action a = ev.action[r];
+      if (a != Action::kAlloc && a != Action::kFreeRequested && a != Action::kFreeCompleted) continue;
+      const uint64_t addr = ev.addr[r];
+      if (part_of(addr, parts) != p) {
+        next_traced += a == Action::kAlloc;
+        continue;
       }
-      case Action::kFreeRequested: {
-        uint32_t t = live.get(addr);
-        if (t != detail::AddrMap::kAbsent) {
-          out.free_requested_event[t] = i;
-        } else {
-          requested_before.put(addr, i);
-        }
-        break;
-      }
-      case Action::kFreeCompleted: {
-        uint32_t t = live.erase(addr);
-        if (t != detail::AddrMap::kAbsent) {
-          out.free_event[t] = i;
+      switch (a) {
+        case Action::kAlloc: {
+          if (h.live.get(addr) != detail::AddrMap::kAbsent)
+            h.warnings.emplace_back(i, "event " + std::to_string(i) +
+                                           ": address allocated again without a free; the earlier allocation stays "
+                                           "alive (as in PyTorch's viewer)");
+          h.live.put(addr, next_traced);
+          put(next_traced++, addr, ev.size[r], 0, ev.stream[r], ev.stack[r], i, kNoEvent, kNoEvent,
+              LifetimeOrigin::kTraced);
           break;
         }
-        // PyTorch elides an immediately preceding free_requested of the same address into one `free` event and keeps
-        // that event's fields; otherwise the free_completed's own.
-        uint32_t src = r;
-        if (i > 0 && ev.action[r - 1] == Action::kFreeRequested && ev.addr[r - 1] == addr) src = r - 1;
-        uint32_t req = requested_before.erase(addr);
-        // Stacking order: PyTorch pushes freed-only then final-state elements to `initially_allocated`, reverses it,
-        // and stacks those first: the last freed-only row right after the final-state ones.
-        put(front - 1 - freed_seen++, addr, ev.size[src], 0, ev.stream[src], ev.stack[src], kNoEvent, i,
-            req == detail::AddrMap::kAbsent ? kNoEvent : req, LifetimeOrigin::kFreedOnly);
-        break;
+        case Action::kFreeRequested: {
+          const uint32_t t = h.live.get(addr);
+          if (t != detail::AddrMap::kAbsent) {
+            out.free_requested_event[t] = i;
+          } else {
+            requested_before.put(addr, i);
+          }
+          break;
+        }
+        default: {  // kFreeCompleted
+          const uint32_t t = h.live.erase(addr);
+          if (t != detail::AddrMap::kAbsent) {
+            out.free_event[t] = i;
+            break;
+          }
+          // PyTorch elides an immediately preceding free_requested of the same address into one `free` event and
+          // keeps that event's fields; otherwise the free_completed's own.
+          uint32_t src = r;
+          if (i > 0 && ev.action[r - 1] == Action::kFreeRequested && ev.addr[r - 1] == addr) src = r - 1;
+          h.freed.push_back({i, src, requested_before.erase(addr)});
+          break;
+        }
       }
-      default:
-        break;  // segment events, oom, snapshot: not part of the active-memory timeline
+    }
+  });
+
+  // Frees without an alloc, in event order across both parts. Stacking order: PyTorch pushes freed-only then
+  // final-state elements to `initially_allocated`, reverses it, and stacks those first: the last freed-only row right
+  // after the final-state ones.
+  {
+    uint32_t freed_seen = 0;
+    size_t at[kMaxParts] = {};
+    for (;;) {
+      unsigned next = parts;
+      for (unsigned p = 0; p < parts; ++p)
+        if (at[p] < part[p].freed.size() &&
+            (next == parts || part[p].freed[at[p]].event < part[next].freed[at[next]].event))
+          next = p;
+      if (next == parts) break;
+      const Part::FreedOnly& f = part[next].freed[at[next]++];
+      put(front - 1 - freed_seen++, ev.addr[f.src], ev.size[f.src], 0, ev.stream[f.src], ev.stack[f.src], kNoEvent,
+          f.event, f.requested == detail::AddrMap::kAbsent ? kNoEvent : f.requested, LifetimeOrigin::kFreedOnly);
+    }
+    size_t wat[kMaxParts] = {};
+    for (;;) {
+      unsigned next = parts;
+      for (unsigned p = 0; p < parts; ++p)
+        if (wat[p] < part[p].warnings.size() &&
+            (next == parts || part[p].warnings[wat[p]].first < part[next].warnings[wat[next]].first))
+          next = p;
+      if (next == parts) break;
+      out.warnings.push_back(std::move(part[next].warnings[wat[next]++].second));
     }
   }
 
@@ -145,7 +225,7 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
     if (seg.device != device) continue;
     for (const Block& b : s.blocks_of(seg)) {
       if (b.state != BlockState::kActiveAllocated && b.state != BlockState::kActivePendingFree) continue;
-      uint32_t t = live.get(b.address);
+      const uint32_t t = part[part_of(b.address, parts)].live.get(b.address);
       if (t != detail::AddrMap::kAbsent) {
         out.block_size[t] = b.size;
         continue;
@@ -162,6 +242,19 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
   return out;
 }
 
+namespace {
+// Two parts when a core is free for the second (a one-GPU rank's file: one device, the other core idle) and the
+// trace is long enough to pay for a thread.
+unsigned parts_for(const Snapshot& s, size_t devices, int64_t device) {
+  const DeviceTrace* trace = s.device(device);
+  return devices == 1 && trace && trace->count() >= (1u << 16) && detail::threads_for(2) >= 2 ? 2 : 1;
+}
+}  // namespace
+
+DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
+  return detail::build_device_lifetimes_in(s, device, parts_for(s, 1, device));
+}
+
 Lifetimes build_lifetimes(const Snapshot& s) {
   // PyTorch offers a device when its trace has events or it has segments.
   std::vector<int64_t> ordinals;
@@ -172,7 +265,9 @@ Lifetimes build_lifetimes(const Snapshot& s) {
   ordinals.erase(std::unique(ordinals.begin(), ordinals.end()), ordinals.end());
   Lifetimes out;
   out.devices.resize(ordinals.size());
-  detail::parallel_for(ordinals.size(), [&](size_t k) { out.devices[k] = build_device_lifetimes(s, ordinals[k]); });
+  detail::parallel_for(ordinals.size(), [&](size_t k) {
+    out.devices[k] = detail::build_device_lifetimes_in(s, ordinals[k], parts_for(s, ordinals.size(), ordinals[k]));
+  });
   return out;
 }
 
