@@ -120,13 +120,7 @@ class ValueVec {
 // float, a big int, a generation past 2^28) goes to a side list that the slot points to.
 class MemoTable {
  public:
-  // Natively 2 MB blocks: the command-line tool backs buffers that large with 2 MB pages (native/cli/large_pages.cpp;
-  // a 1M-event file's ~19 MB memo cost 4,700 page faults in 4 KB pages). WebAssembly's heap never shrinks: 128 KB.
-#if defined(__EMSCRIPTEN__)
   static constexpr unsigned kShift = 14;
-#else
-  static constexpr unsigned kShift = 18;
-#endif
   static constexpr size_t kBlock = size_t{1} << kShift;
 
   size_t size() const { return size_; }
