@@ -251,6 +251,103 @@ TEST(OomRules, AnotherStreamsBlockInTheOtherPoolIsNotBlamedOnTheStream) {
   EXPECT_NE(r.advice.find("in the large pool"), std::string::npos) << r.advice;
 }
 
+// With expandable segments a free piece still serves only its pool. The pool is the one the segment's final entry
+// names (segment_type), or the small pool when a mapped range is no whole number of the large pool's 20 MiB pages.
+// An audit found both counted as usable by any request ("largest free block 20 MiB: no piece holds 512 KiB").
+TEST(OomRules, AnExpandableSegmentServesOnlyItsOwnPool) {
+  auto expandable = [](clitest::SnapshotBuilder& b, const char* type) {
+    b.s.segments.back().is_expandable = true;
+    if (type) b.s.segments.back().segment_type = b.s.strings.intern(type);
+  };
+  {  // 512 KiB asked; the small pool's segment is full, the large pool's has a 20 MiB hole
+    clitest::SnapshotBuilder b;
+    const StackId st = b.stack({{"train", "train.py", 10}});
+    b.segment(0x100000000, 0, 2 * MiB, {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, st}});
+    expandable(b, "small");
+    b.segment(0x200000000, 0, 20 * MiB, used_then_hole(20 * MiB, 20 * MiB, st));
+    expandable(b, "large");
+    b.device();
+    const OomReport r = explain(b, 512 << 10, 1 * MiB);
+    EXPECT_TRUE(r.expandable_segments);
+    EXPECT_EQ(r.usable_free, 0u);
+    EXPECT_EQ(r.largest_free_other_pool, 20 * MiB);
+    EXPECT_NE(r.advice.find("in the large pool"), std::string::npos) << r.advice;
+  }
+  {  // 30 MiB asked; the only hole (4 MiB) is in a 6 MiB range without segment_type: 2 MiB pages, the small pool
+    clitest::SnapshotBuilder b;
+    const StackId st = b.stack({{"train", "train.py", 10}});
+    b.segment(0x100000000, 0, 2 * MiB, used_then_hole(2 * MiB, 4 * MiB, st));
+    expandable(b, nullptr);
+    b.device();
+    const OomReport r = explain(b, 30 * MiB, 1 * MiB);
+    EXPECT_EQ(r.usable_free, 0u);
+    EXPECT_EQ(r.largest_free_other_pool, 4 * MiB);
+  }
+  {  // the same range, 40 MiB of 20 MiB pages and no segment_type: either pool's, so usable by both
+    clitest::SnapshotBuilder b;
+    const StackId st = b.stack({{"train", "train.py", 10}});
+    b.segment(0x100000000, 0, 20 * MiB, used_then_hole(20 * MiB, 20 * MiB, st));
+    expandable(b, nullptr);
+    b.device();
+    EXPECT_EQ(explain(b, 512 << 10, 1 * MiB).usable_free, 20 * MiB);
+  }
+}
+
+// pt28 device 1 ran with expandable segments; a 2 MiB small-pool segment (segment_type 'small') has 558,592 free
+// bytes in ten holes that its 4.9 GiB request could not use. An independent replay of the file (plain Python from
+// the format, the audit's oracle) gives 138,832,384 usable bytes of 139,390,976 cached free.
+TEST(OomRules, Pt28sSmallPoolHolesAreNotUsableByItsLargeRequest) {
+  const Loaded* l = load("external/pt28_4dev_expandable_oom");
+  ASSERT_TRUE(l);
+  const auto reports = analyze_ooms(l->s, l->lifetimes);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].device, 1);
+  EXPECT_EQ(reports[0].cached_free, 139390976u);
+  EXPECT_EQ(reports[0].usable_free, 138832384u);
+}
+
+// A block freed while another stream's work still used it is pending at the OOM: not a live allocation, not in the
+// largest live ones, and counted apart (an audit found it listed as live: "1 live blocks, 0.0B requested").
+TEST(OomRules, APendingFreeIsNotALiveAllocation) {
+  clitest::SnapshotBuilder b;
+  const StackId st = b.stack({{"train", "train.py", 10}});
+  b.segment(0x100000000, 0, 0, {{100 * MiB, 100 * MiB, BlockState::kInactive, 0}});
+  b.device();
+  b.event(Action::kAlloc, 0x100000000, 50 * MiB, st);
+  b.event(Action::kFreeRequested, 0x100000000, 50 * MiB, st);
+  b.event(Action::kOom, 1 * MiB, 200 * MiB);
+  b.event(Action::kFreeCompleted, 0x100000000, 50 * MiB, st);
+  const Lifetimes lt = build_lifetimes(b.s);
+  const auto reports = analyze_ooms(b.s, lt);
+  ASSERT_EQ(reports.size(), 1u);
+  const OomReport& r = reports[0];
+  EXPECT_EQ(r.allocated, 0u);
+  EXPECT_EQ(r.live_allocations, 0u);
+  EXPECT_TRUE(r.top_rows.empty());
+  EXPECT_EQ(r.pending_free, 50 * MiB);
+  EXPECT_EQ(r.cached_free, 50 * MiB);  // reserved - allocated - pending
+  EXPECT_NE(to_text(b.s, lt, reports).find("pending free"), std::string::npos);
+}
+
+// --gpu naming a GPU smaller than reserved + the driver's free (a typo, another machine's GPU) cannot be the one it
+// ran on: an audit found "held outside 0.0B" and a sure verdict from it. It is set aside for the inferred one.
+TEST(OomRules, AGpuSmallerThanWhatTheOomShowsInUseIsSetAside) {
+  const Loaded* l = load("oom");
+  ASSERT_TRUE(l);
+  OomOptions opt;
+  opt.gpu = GpuCapacity{22ull << 30, "24 GB", false};
+  const auto given = analyze_ooms(l->s, l->lifetimes, opt);
+  const auto inferred = analyze_ooms(l->s, l->lifetimes);
+  ASSERT_EQ(given.size(), 1u);
+  EXPECT_TRUE(given[0].gpu_given_too_small);
+  EXPECT_FALSE(inferred[0].gpu_given_too_small);
+  EXPECT_TRUE(given[0].gpu.inferred);
+  EXPECT_EQ(given[0].gpu.total_bytes, inferred[0].gpu.total_bytes);
+  EXPECT_EQ(given[0].held_outside, inferred[0].held_outside);
+  EXPECT_EQ(given[0].cause, inferred[0].cause);
+  EXPECT_NE(given[0].advice.find("cannot be the GPU this ran on"), std::string::npos) << given[0].advice;
+}
+
 // reserved = allocated + pending free + cached free, and a segment's allocated is its allocated_size: a block freed
 // while another stream still uses it counts in none but pending.
 TEST(OomRules, PendingFreesAreNeitherAllocatedNorFreeInTheAllocatorState) {

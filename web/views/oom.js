@@ -54,6 +54,10 @@ export default {
           card('Reserved by the allocator', bytes(o.reserved)),
           card('Allocated (live blocks)', bytes(o.allocated), `${count(o.live_allocations)} allocations`),
           card('Cached, free', bytes(o.cached_free), `largest free block ${bytes(o.largest_free_block)}`),
+          o.pending_free
+            ? card('Pending free', bytes(o.pending_free), 'freed, waiting for another stream\'s queued work: neither allocated nor free',
+                { 'data-oom-pending': o.pending_free })
+            : null,
           o.usable_free !== o.cached_free
             ? card('Usable by this request', bytes(o.usable_free),
                 `largest ${bytes(o.usable_largest_free_block)}: its stream and pool (${bytes(o.free_other_streams)} cached for other streams)`,

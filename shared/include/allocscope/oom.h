@@ -43,7 +43,9 @@ struct OomReport {
   uint64_t reserved = 0;       // segments' bytes
   uint64_t allocated = 0;      // active blocks' bytes (allocator block sizes)
   uint64_t requested_live = 0; // the live requests (what the program asked for)
-  uint64_t cached_free = 0;    // reserved - allocated: free inside segments
+  uint64_t cached_free = 0;    // reserved - allocated - pending_free: free inside segments
+  uint64_t pending_free = 0;   // blocks freed while another stream's queued work still used them: neither allocated
+                               // nor free until that work completes
   uint64_t largest_free_block = 0;  // the largest gap inside one segment
   // A cached block serves only the stream it was made on, and the pool of its size (requests up to 1 MiB take 2 MiB
   // small-pool segments, larger ones the large pool): what of the free bytes this request could have used.
@@ -53,13 +55,14 @@ struct OomReport {
   uint64_t free_other_streams = 0;         // free bytes in segments of other streams
   uint64_t largest_free_other_streams = 0;  // the largest of those gaps in the request's pool
   uint64_t largest_free_other_pool = 0;     // the largest gap in the other pool, on any stream
-  uint32_t live_allocations = 0;
+  uint32_t live_allocations = 0;  // blocks allocated at the OOM, pending frees left out
   uint64_t driver_needed = 0;  // the new segment no cached block could spare it from (segment_size of the request)
   // The cause is fragmentation: memory was free (cached plus the driver's) but in no piece this request could use.
   bool fragmentation = false;
   OomCause cause = OomCause::kLiveTensors;
   bool cause_sure = true;        // false when the cause hangs on the GPU's size and that size was inferred
   GpuCapacity gpu;               // total_bytes 0 when even the largest GPU we know is smaller than the numbers
+  bool gpu_given_too_small = false;  // the GPU given is smaller than reserved + device_free: set aside, inferred
   uint64_t held_outside = 0;     // gpu total - reserved - device_free: a lower bound when the GPU size is inferred
   // Merged snapshots (outside.h): what the capture saw allocated outside PyTorch's allocator at the OOM, by owner.
   bool has_outside = false;

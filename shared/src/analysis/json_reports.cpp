@@ -27,6 +27,7 @@ std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
                  {"allocated", o.allocated},
                  {"requested_live", o.requested_live},
                  {"cached_free", o.cached_free},
+                 {"pending_free", o.pending_free},
                  {"largest_free_block", o.largest_free_block},
                  {"stream", o.stream},
                  {"usable_free", o.usable_free},
@@ -41,6 +42,7 @@ std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
                  {"gpu_total", o.gpu.total_bytes},
                  {"gpu_class", o.gpu.label},
                  {"gpu_inferred", o.gpu.inferred},
+                 {"gpu_given_too_small", o.gpu_given_too_small},
                  {"held_outside", o.held_outside},
                  {"expandable_segments", o.expandable_segments},
                  {"largest_live", std::move(top)}});

@@ -26,11 +26,30 @@ std::string_view oom_cause_name(OomCause c) {
 
 namespace {
 
+enum class Pool : uint8_t { kUnknown, kSmall, kLarge };
+
+// The pool of an expandable segment's mapped range [addr, addr + size) on `device`: the segment_type of the final
+// segment that overlaps it, if the file names one; else small when the range is not a whole number of 20 MiB pages
+// (the large pool maps only those); else unknown (a range unmapped before the end, in a file without segment_type).
+Pool expandable_pool(const Snapshot& s, int64_t device, uint64_t addr, uint64_t size) {
+  for (const Segment& seg : s.segments) {
+    if (seg.device != device || seg.segment_type == 0 || seg.address >= addr + size ||
+        addr >= seg.address + seg.total_size)
+      continue;
+    const std::string_view type = s.str(seg.segment_type);
+    if (type == "small") return Pool::kSmall;
+    if (type == "large") return Pool::kLarge;
+  }
+  return size % detail::kLargeBuffer != 0 ? Pool::kSmall : Pool::kUnknown;
+}
 
 // Decides the cause from the numbers alone (see OomCause for the order) and says what to do about it.
 void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
   const uint64_t accounted = o.reserved + o.device_free;  // all PyTorch could free, plus what the driver has
-  const auto gpu = given ? given : infer_gpu_capacity(accounted);
+  // A GPU smaller than what this OOM shows in use cannot be the one it ran on (a typo, another GPU's name): its
+  // answers would be sure and wrong, so it is set aside for the inferred one, and the advice says so.
+  o.gpu_given_too_small = given && given->total_bytes < accounted;
+  const auto gpu = given && !o.gpu_given_too_small ? given : infer_gpu_capacity(accounted);
   if (gpu) o.gpu = *gpu;
   o.held_outside = gpu && gpu->total_bytes > accounted ? gpu->total_bytes - accounted : 0;
   const uint64_t free_total = o.cached_free + o.device_free;
@@ -134,6 +153,11 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                   o.gpu.label + ").";
   }
   o.fragmentation = o.cause == OomCause::kFragmentation;
+  if (o.gpu_given_too_small)
+    o.advice = "the GPU given (" + format_size(given->total_bytes) + ") is smaller than the " + format_size(accounted) +
+               " this OOM shows in use (PyTorch's " + format_size(o.reserved) + " reserved plus the driver's " +
+               format_size(o.device_free) + " free), so it cannot be the GPU this ran on: it was set aside for the "
+               "inferred one. " + o.advice;
 }
 
 }  // namespace
@@ -172,17 +196,26 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       o.reserved = state.reserved_bytes;
       o.allocated = state.allocated_bytes;  // pending frees left out, as memory_allocated(); they are not free either
       o.requested_live = state.requested_bytes;
-      o.cached_free = state.inactive_bytes;
-      o.live_allocations = static_cast<uint32_t>(state.block_addr.size());
+      o.cached_free = state.inactive_bytes;  // reserved - allocated - pending frees
+      o.pending_free = state.pending_free_bytes;
+      // Blocks freed while another stream's queued work still used them are neither allocated nor free: not live.
+      o.live_allocations = 0;
+      for (uint8_t pending : state.block_pending_free) o.live_allocations += !pending;
       o.stream = ev.stream[r];
       // Gaps between a segment's active blocks (both in address order) are its free blocks. Which of them the
-      // request could use: its stream's, in its pool (small-pool segments are exactly 2 MiB; expandable segments
-      // are not told apart by size, so only their stream counts).
+      // request could use: its stream's, in its pool. Small-pool segments are exactly 2 MiB. An expandable segment's
+      // pool is the one its final `segments` entry names (segment_type); else a mapped range that is not a whole
+      // number of the large pool's 20 MiB pages is the small pool's; else it cannot be told, and counts for both.
       const bool small_request = o.requested <= detail::kSmallSize;
       for (size_t k = 0; k < state.segment_addr.size(); ++k) {
         const bool same_stream = state.segment_stream[k] == o.stream;
-        const bool small_segment = state.segment_size[k] == detail::kSmallBuffer;
-        const bool same_pool = state.segment_expandable[k] || small_segment == small_request;
+        bool same_pool;
+        if (state.segment_expandable[k]) {
+          const Pool pool = expandable_pool(s, lt.device, state.segment_addr[k], state.segment_size[k]);
+          same_pool = pool == Pool::kUnknown || (pool == Pool::kSmall) == small_request;
+        } else {
+          same_pool = (state.segment_size[k] == detail::kSmallBuffer) == small_request;
+        }
         const bool usable = same_stream && same_pool;
         auto gap = [&](uint64_t bytes) {
           o.largest_free_block = std::max(o.largest_free_block, bytes);
@@ -204,8 +237,9 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       o.expandable_segments = expandable;
       classify(o, options.gpu);
       std::vector<uint32_t> alive;
-      for (uint32_t i = 0; i < lt.count(); ++i)
-        if (lt.alive_at(i, e)) alive.push_back(i);
+      for (uint32_t i = 0; i < lt.count(); ++i)  // live: alive and not freed yet (a pending free is neither)
+        if (lt.alive_at(i, e) && !(lt.free_requested_event[i] != kNoEvent && lt.free_requested_event[i] < e))
+          alive.push_back(i);
       const size_t n = std::min<size_t>(top, alive.size());
       std::partial_sort(alive.begin(), alive.begin() + n, alive.end(), [&](uint32_t a, uint32_t b) {
         return lt.size[a] != lt.size[b] ? lt.size[a] > lt.size[b] : a < b;

@@ -19,6 +19,9 @@ std::string to_text(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
     o += "  allocated            " + rpad(size(r.allocated), 10) + "  (" + std::to_string(r.live_allocations) +
          " live blocks, " + size(r.requested_live) + " requested)\n";
     o += "  cached free          " + rpad(size(r.cached_free), 10) + "  largest free block " + size(r.largest_free_block) + "\n";
+    if (r.pending_free)
+      o += "  pending free         " + rpad(size(r.pending_free), 10) +
+           "  freed, waiting for another stream's queued work: neither allocated nor free\n";
     if (r.usable_free != r.cached_free)
       o += "  usable by it         " + rpad(size(r.usable_free), 10) + "  largest " + size(r.usable_largest_free_block) +
            " (its stream " + std::to_string(r.stream) + " and pool; " + size(r.free_other_streams) +
