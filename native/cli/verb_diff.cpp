@@ -15,15 +15,15 @@ int run_diff(const std::vector<std::string>& argv) {
   for (const auto& [name, value] : args.options)
     if (name != "json" && name != "top") return fail("diff: unknown option --" + name);
   if (args.positional.size() != 2) return fail("usage: allocscope diff A B [--top N] [--json]");
-  const std::string top = args.get("top", args.has("json") ? "50" : "15");
-  if (top.empty() || top.size() > 6 || top.find_first_not_of("0123456789") != std::string::npos)
-    return fail("diff: --top needs a number");
+  uint32_t top = 0;
+  if (!parse_count(args.get("top", args.has("json") ? "50" : "15"), &top))
+    return fail("diff: --top needs a number from 0 to 4294967295");
   Snapshot a, b;
   if (!load_or_report(args.positional[0], &a)) return 1;
   if (!load_or_report(args.positional[1], &b)) return 1;
   const SnapshotDiff d = diff_snapshots(a, b);
-  const uint32_t n = static_cast<uint32_t>(std::stoul(top));
-  const std::string out = args.has("json") ? to_json(d, n) + "\n" : to_text(d, args.positional[0], args.positional[1], n);
+  const std::string out =
+      args.has("json") ? to_json(d, top) + "\n" : to_text(d, args.positional[0], args.positional[1], top);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

@@ -15,11 +15,11 @@ int run_oom(const std::vector<std::string>& argv) {
   for (const auto& [name, value] : args.options)
     if (name != "json" && name != "top" && name != "gpu") return fail("oom: unknown option --" + name);
   if (args.positional.size() != 1) return fail("usage: allocscope oom FILE [--top N] [--gpu NAME|SIZE] [--json]");
-  const std::string top = args.get("top", "10");
-  if (top.empty() || top.size() > 6 || top.find_first_not_of("0123456789") != std::string::npos)
-    return fail("oom: --top needs a number");
+  uint32_t top = 0;
+  if (!parse_count(args.get("top", "10"), &top))
+    return fail("oom: --top needs a number from 0 to 4294967295");
   OomOptions options;
-  options.top = static_cast<uint32_t>(std::stoul(top));
+  options.top = top;
   if (args.has("gpu")) {
     auto gpu = parse_gpu_capacity(args.get("gpu", ""));
     if (!gpu.ok()) return fail("oom: " + gpu.error().describe());

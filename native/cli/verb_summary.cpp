@@ -17,14 +17,14 @@ int run_summary(const std::vector<std::string>& argv) {
   for (const auto& [name, value] : args.options)
     if (name != "json" && name != "top") return fail("summary: unknown option --" + name);
   if (args.positional.size() != 1) return fail("usage: allocscope summary FILE [--json] [--top N]");
-  const std::string top = args.get("top", "5");
-  if (top.empty() || top.size() > 6 || top.find_first_not_of("0123456789") != std::string::npos)
-    return fail("summary: --top needs a number");
+  uint32_t top = 0;
+  if (!parse_count(args.get("top", "5"), &top))
+    return fail("summary: --top needs a number from 0 to 4294967295");
   Snapshot s;
   if (!load_or_report(args.positional[0], &s)) return 1;
   const Lifetimes lt = build_lifetimes(s);
   const FrameFilter ff(s);
-  const Summary sum = summarize(s, lt, ff, static_cast<uint32_t>(std::stoul(top)));
+  const Summary sum = summarize(s, lt, ff, top);
   // The JSON names the snapshot it summarises, so `allocscope ranks` can gather summaries made where the files are.
   const std::string out = args.has("json") ? "{\"file\":" + nlohmann::json(args.positional[0]).dump(-1, ' ', false,
                                                   nlohmann::json::error_handler_t::replace) +

@@ -184,6 +184,31 @@ TEST(CliAnswers, PositionsOutsideTheTraceAreErrors) {
   EXPECT_NE(e.out.find("holds no allocations"), std::string::npos) << e.out;
 }
 
+// --top 0 lists nothing but counts what differs (it printed "1 more differ" and then "no difference"), and a large
+// --top is a number like any other (1,000,000 was refused as "not a number"). An audit of `diff` found both.
+TEST(CliAnswers, TopZeroAndLargeTopSayWhatTheyMean) {
+  const std::string a = std::string(ALLOCSCOPE_FIXTURES) + "/ddp_rank0.pickle";
+  const std::string b = std::string(ALLOCSCOPE_FIXTURES) + "/ddp_rank1.pickle";
+  const CliRun zero = run({"diff", a, b, "--top", "0"});
+  EXPECT_EQ(zero.code, 0);
+  EXPECT_NE(zero.out.find("1 more stack(s) differ"), std::string::npos) << zero.out;
+  EXPECT_EQ(zero.out.find("no difference"), std::string::npos) << zero.out;
+  const CliRun same = run({"diff", a, a, "--top", "0"});
+  EXPECT_NE(same.out.find("no difference"), std::string::npos) << same.out;
+  for (const char* verb : {"diff", "summary", "oom"}) {
+    std::vector<std::string> args = {verb, a};
+    if (std::string(verb) == "diff") args.push_back(b);
+    args.insert(args.end(), {"--top", "1000000"});
+    EXPECT_EQ(run(args).code, 0) << verb;
+    args.back() = "4294967296";
+    const CliRun r = run(args);
+    EXPECT_NE(r.code, 0) << verb;
+    EXPECT_NE(r.err.find("from 0 to 4294967295"), std::string::npos) << verb << ": " << r.err;
+  }
+  const CliRun big = run({"diff", a, b, "--top", "1000000"});
+  EXPECT_NE(big.out.find("gen_ddp.py:13"), std::string::npos) << big.out;
+}
+
 // whatif: one snapshot scaled, and two fitted, each judged by the run PyTorch measured at the target size.
 TEST(CliAnswers, WhatIfOneAndTwoSnapshots) {
   const std::string dir = std::string(ALLOCSCOPE_FIXTURES) + "/whatif/";

@@ -41,7 +41,7 @@ std::string to_text(const SnapshotDiff& d, const std::string& a, const std::stri
   size_t more = 0;
   for (size_t k = shown; k < d.groups(); ++k) more += d.delta[k] != 0;
   if (more) o += "  ... " + std::to_string(more) + " more stack(s) differ (--top N lists more)\n";
-  if (shown == 0) o += "  (no difference in the memory still allocated at the end)\n";
+  if (shown == 0 && more == 0) o += "  (no difference in the memory still allocated at the end)\n";
   o += "\nsegments only in A: " + std::to_string(d.only_a_addr.size()) + ", only in B: " +
        std::to_string(d.only_b_addr.size()) + " (same address and size = same segment, as PyTorch's compare: " +
        "meaningful for two snapshots of one process)\n";
