@@ -125,6 +125,27 @@ TEST(Iterations, PeriodicWithoutAnnotations) {
   for (uint32_t r = 0; r < it.regions(); ++r) EXPECT_LE(it.region_end(r), it.steps);
 }
 
+// Each of these files records exactly one Optimizer.step START inside its trace (an audit's plain-Python count). That
+// one step is the program's word: one boundary. The period guessed instead found transformer layers (32, 32, 24)
+// or nothing, and `leaks` said "no optimizer annotations". One boundary cannot show a trend: leaks is not judged.
+TEST(Iterations, OneOptimizerStepInTheWindowIsOneBoundary) {
+  for (const char* name : {"external/pt26_cs336_train", "external/pt26_cs336_fullstep", "external/pt211_cs336_external",
+                           "external/pt25_adam_small"}) {
+    const Loaded* l = load(name);
+    ASSERT_TRUE(l) << name;
+    const DeviceLifetimes& lt = traced_device(*l);
+    const Iterations it = detect_iterations(l->s, lt);
+    EXPECT_EQ(it.source, Iterations::Source::kAnnotations) << name;
+    EXPECT_EQ(it.boundary.size(), 1u) << name;
+    EXPECT_EQ(it.marker, "Optimizer.step#AdamW.step") << name;
+    const Categories c = categorize(l->s, lt, it, l->ff).value();
+    const LeakReport r = find_leaks(l->s, lt, it, c, l->ff);
+    EXPECT_FALSE(r.judged()) << name;
+    EXPECT_FALSE(r.leak_suspected()) << name;
+    EXPECT_NE(to_text(l->s, r).find("too few iterations to judge leaks: 1 boundary"), std::string::npos) << name;
+  }
+}
+
 // The index the categories and leaks use must answer exactly what a binary search over the boundaries answers: even
 // boundaries, clustered ones (many in one bucket), one, none, and a boundary at step 0 and at the largest step.
 TEST(Iterations, RegionIndexAnswersAsABinarySearch) {

@@ -44,7 +44,10 @@ export default {
         verdict = el('div', { class: 'verdict warn', 'data-leak': 'held' },
           `No growth, but ${bytes(r.held.reduce((a, g) => a + g.bytes_per_iteration, 0))} of gradients stay alive across optimizer steps (never cleared?).`);
       } else {
-        verdict = el('div', { class: 'verdict', 'data-leak': 'no', text: n >= 3 ? 'No leak: what each iteration leaves behind does not grow.' : 'Too few iterations to see a trend.' });
+        verdict = r.judged
+          ? el('div', { class: 'verdict', 'data-leak': 'no', text: 'No leak: what each iteration leaves behind does not grow.' })
+          : el('div', { class: 'verdict', 'data-leak': 'unjudged',
+            text: `Too few iterations to judge leaks: ${count(n)}, and a trend needs ${count(r.boundaries_needed)} (record more optimizer steps).` });
       }
       root.append(verdict, el('p', { class: 'fine', text: itText + '.' }));
       if (r.total_at_boundary.length) {

@@ -42,6 +42,10 @@ struct LeakReport {
   std::vector<uint64_t> survivor_bytes;
   std::vector<LeakGroup> growing;  // largest growth first
   std::vector<LeakGroup> held;     // gradients alive across optimizer steps, largest first
+  // The boundaries a trend needs with this kind of iterations (LeakOptions): with fewer, nothing can be seen to
+  // grow, and "no leak" would claim more than the trace shows.
+  uint32_t boundaries_needed = 0;
+  bool judged() const { return iterations.boundary.size() >= boundaries_needed; }
   bool leak_suspected() const { return !growing.empty(); }
 };
 

@@ -110,6 +110,8 @@ std::string to_json(const Snapshot& s, const LeakReport& r) {
   for (const LeakGroup& g : r.held) held.push_back(group(s, g));
   return json_detail::dump(Json{{"device", r.device},
                                 {"leak_suspected", r.leak_suspected()},
+                                {"judged", r.judged()},
+                                {"boundaries_needed", r.boundaries_needed},
                                 {"iterations", {{"source", std::string(iteration_source_name(r.iterations.source))},
                                                 {"marker", r.iterations.marker},
                                                 {"boundaries", r.iterations.boundary}}},

@@ -96,6 +96,10 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   const uint32_t regions = it.regions();
   r.survivor_count.assign(regions, 0);
   r.survivor_bytes.assign(regions, 0);
+  // Guessed iterations need more of them before a trend is believed.
+  r.boundaries_needed = it.source == Iterations::Source::kPeriodic
+                            ? std::max(options.min_boundaries, options.min_guessed_boundaries)
+                            : options.min_boundaries;
   if (m == 0) return r;
 
   std::unique_ptr<OwnerMap> owners;  // captures only: each allocation there is a reservation its stack owns
@@ -136,8 +140,7 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   }
 
   const bool guessed = it.source == Iterations::Source::kPeriodic;
-  // Guessed iterations need more of them before a trend is believed.
-  if (m >= (guessed ? std::max(options.min_boundaries, options.min_guessed_boundaries) : options.min_boundaries)) {
+  if (m >= r.boundaries_needed) {
     for (auto& [site, a] : sites) {
       LeakGroup g;
       g.site = site;

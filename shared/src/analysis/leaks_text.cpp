@@ -35,6 +35,10 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
     o += "LEAK: " + FrameFilter::site_text(s, g.site, true) + " keeps " + std::to_string(g.allocations) +
          " more allocation(s) alive over " + std::to_string(m) + " iterations (+" + size(g.bytes_per_iteration) +
          " per iteration)\n";
+  } else if (!r.judged()) {
+    o += std::string(r.held.empty() ? "" : "gradients are held across optimizer steps; ") + "too few iterations to " +
+         "judge leaks: " + std::to_string(m) + " boundar" + (m == 1 ? "y" : "ies") + ", and a trend needs " +
+         std::to_string(r.boundaries_needed) + " (record more optimizer steps)\n";
   } else if (!r.held.empty()) {
     o += "no growing leak; gradients are held across optimizer steps\n";
   } else {

@@ -13,7 +13,7 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
   for (const DeviceSummary& d : sum.devices) {
     o += "\ndevice " + std::to_string(d.device) + ": " + std::to_string(d.events) + " events over " +
          seconds(d.last_us - d.first_us) + ", " + std::to_string(d.allocations) + " allocations";
-    if (d.iterations) o += ", " + std::to_string(d.iterations) + " iterations";
+    if (d.iterations) o += ", " + std::to_string(d.iterations) + (d.iterations == 1 ? " iteration" : " iterations");
     o += "\n";
     auto step = [&d](uint32_t k) {
       return "at step " + std::to_string(k) +
