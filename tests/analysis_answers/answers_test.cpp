@@ -780,5 +780,50 @@ TEST(LeakRules, AnEvaluationLoopKeepingItsOutputsAfterTrainingIsALeak) {
   EXPECT_EQ(FrameFilter::site_text(b.s, r.growing.front().site), "model.py:12:forward");  // the deepest user frame
 }
 
+// An audit of summary built these (no PyTorch-written file has them): a second free of an address the trace had
+// allocated and freed was also reported as "the ring buffer wrapped", which cannot explain it; trace sizes of 2^63
+// or more (a negative size read as unsigned) had no warning of their own; a device without segments read "peak
+// reserved 0.0B"; and a file without times read "over 0.000 s".
+TEST(SummaryWarnings, EachOddityIsNamedForWhatItIs) {
+  auto text_of = [](const Snapshot& s) {
+    const Lifetimes lt = build_lifetimes(s);
+    const FrameFilter ff(s);
+    return to_text(s, summarize(s, lt, ff));
+  };
+  {
+    clitest::SnapshotBuilder b;
+    b.device();
+    b.event(Action::kFreeCompleted, 0x1000, 512);  // its alloc fell off the start: the ring buffer
+    b.event(Action::kAlloc, 0x2000, 512);
+    b.event(Action::kFreeCompleted, 0x2000, 512);
+    b.event(Action::kFreeCompleted, 0x2000, 512);  // freed twice: not the ring buffer
+    const std::string t = text_of(b.s);
+    EXPECT_NE(t.find("1 frees without allocs: the ring buffer wrapped"), std::string::npos) << t;
+    EXPECT_NE(t.find("1 free(s) on device 0 of an address the trace had already freed"), std::string::npos) << t;
+    EXPECT_NE(t.find("peak reserved       unknown"), std::string::npos) << t;
+  }
+  {
+    clitest::SnapshotBuilder b;
+    b.device();
+    b.event(Action::kAlloc, 0x2000, 512);
+    b.event(Action::kFreeCompleted, 0x2000, 512);
+    b.event(Action::kFreeCompleted, 0x2000, 512);
+    const std::string t = text_of(b.s);
+    EXPECT_EQ(t.find("ring buffer"), std::string::npos) << t;
+  }
+  {
+    clitest::SnapshotBuilder b;
+    b.segment(0x100000000, 0, 0, {{2ull << 20, 2ull << 20, BlockState::kInactive, 0}});
+    b.device();
+    b.event(Action::kSegmentAlloc, 0x7000000000, 1ull << 63);
+    b.event(Action::kSegmentFree, 0x7000000000, 1ull << 63);
+    for (auto& t : b.s.events.time_us) t = 0;  // PyTorch before 2.1 wrote no time_us
+    const std::string t = text_of(b.s);
+    EXPECT_NE(t.find("2 event(s) on device 0 with a size that is negative or above 2^63"), std::string::npos) << t;
+    EXPECT_NE(t.find("2 events (no times recorded)"), std::string::npos) << t;
+    EXPECT_EQ(t.find("peak reserved       unknown"), std::string::npos) << t;
+  }
+}
+
 }  // namespace
 }  // namespace allocscope::test

@@ -44,12 +44,14 @@ std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes
 
   const EventColumns& ev = s.events;
   for (const DeviceTrace& d : s.devices) {
-    uint64_t backwards = 0, double_free = 0, seg_double_free = 0;
+    uint64_t backwards = 0, double_free = 0, seg_double_free = 0, huge_events = 0;
     // Last action seen per address: 1 = alloc, 2 = free_completed. A second free of an address the trace already
     // freed cannot be explained by the ring buffer (which only drops the oldest events).
     detail::AddrMap state(1024), segs(64);
     for (uint32_t r = d.begin; r < d.end; ++r) {
       if (r > d.begin && ev.time_us[r] < ev.time_us[r - 1]) ++backwards;
+      // An oom entry keeps the driver's free bytes in addr, not a size to check; its size is the request.
+      huge_events += ev.size[r] >> 63;
       switch (ev.action[r]) {
         case Action::kAlloc: state.put(ev.addr[r], 1); break;
         case Action::kFreeCompleted:
@@ -70,6 +72,8 @@ std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes
                                " of an address the trace had already freed (frees of unknown addresses)");
     add(&out, seg_double_free, "segment_free(s) on device " + std::to_string(d.device) +
                                    " of a segment the trace had already freed");
+    add(&out, huge_events, "event(s) on device " + std::to_string(d.device) +
+                               " with a size that is negative or above 2^63 bytes (the peaks count them as huge)");
   }
   return out;
 }

@@ -11,8 +11,11 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
   o += std::to_string(sum.devices.size()) + " device(s), " + std::to_string(sum.events) + " events, " +
        std::to_string(sum.segments) + " segments, " + std::to_string(sum.blocks) + " blocks\n";
   for (const DeviceSummary& d : sum.devices) {
-    o += "\ndevice " + std::to_string(d.device) + ": " + std::to_string(d.events) + " events over " +
-         seconds(d.last_us - d.first_us) + ", " + std::to_string(d.allocations) + " allocations";
+    // Files before PyTorch 2.1 record no times: a span of 0 would read as measured.
+    o += "\ndevice " + std::to_string(d.device) + ": " + std::to_string(d.events) + " events " +
+         (d.events > 1 && d.first_us == 0 && d.last_us == 0 ? std::string("(no times recorded)")
+                                                            : "over " + seconds(d.last_us - d.first_us)) +
+         ", " + std::to_string(d.allocations) + " allocations";
     if (d.iterations) o += ", " + std::to_string(d.iterations) + (d.iterations == 1 ? " iteration" : " iterations");
     o += "\n";
     auto step = [&d](uint32_t k) {
@@ -20,7 +23,11 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
              (k > 0 ? "" : d.events ? " (before the first event)" : " (no trace: the state the snapshot holds)");
     };
     o += "  peak allocated   " + rpad(size(d.peak_allocated), 10) + "  " + step(d.peak_allocated_step) + "\n";
-    o += "  peak reserved    " + rpad(size(d.peak_reserved), 10) + "  " + step(d.peak_reserved_step) + "\n";
+    // No segments and no segment events for this device: what was reserved is unknown, not zero.
+    if (d.peak_reserved == 0 && d.peak_allocated > 0 && d.final_reserved == 0)
+      o += "  peak reserved    " + rpad("unknown", 10) + "  (the file holds no segments for this device)\n";
+    else
+      o += "  peak reserved    " + rpad(size(d.peak_reserved), 10) + "  " + step(d.peak_reserved_step) + "\n";
     o += "  at the end       " + rpad(size(d.final_reserved), 10) + "  reserved, " + size(d.final_allocated) + " allocated";
     if (d.final_pending_free) o += " (+" + size(d.final_pending_free) + " freed, waiting for other streams)";
     o += ", largest free block " + size(d.final_largest_free) + " (fragmentation " + percent(d.fragmentation) + ")\n";
