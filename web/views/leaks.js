@@ -50,7 +50,9 @@ export default {
             text: `Too few iterations to judge leaks: ${count(n)}, and a trend needs ${count(r.boundaries_needed)} (record more optimizer steps).` });
       }
       root.append(verdict, el('p', { class: 'fine', text: itText + '.' }));
-      if (r.total_at_boundary.length) {
+      if (r.total_at_boundary.length === 1) {
+        root.append(el('p', { class: 'fine', text: `Active memory at the one iteration start: ${bytes(r.total_at_boundary[0])}.` }));
+      } else if (r.total_at_boundary.length) {
         root.append(el('h3', { text: 'Active memory at the start of each iteration' }),
           el('div', { title: r.total_at_boundary.map(bytes).join(' → ') }, sparkline(r.total_at_boundary, 420, 60)),
           el('p', { class: 'fine', text: `${bytes(r.total_at_boundary[0])} → ${bytes(r.total_at_boundary[r.total_at_boundary.length - 1])}` }));
