@@ -84,6 +84,43 @@ TEST(WhatIf, AllocatorReplayEqualsPyTorchsCounters) {
   }
 }
 
+// A row of size 0 is not in the run: the replay (its order built once, as bisections reuse it) must equal the replay
+// of the same lifetimes with those rows removed, exactly, capped or not. Replaying them as 512-byte blocks instead
+// moved no verdict of the tests above, so this pins it.
+TEST(WhatIf, ARowOfSizeZeroIsNotInTheRun) {
+  for (const char* name : {"gpt_adamw_b8_s256", "cnn_sgd_b32", "gpt2c_amp_adamw_b4_s512"}) {
+    const LoadedRun* r = load(name);
+    ASSERT_TRUE(r) << name;
+    const DeviceLifetimes& lt = r->lt;
+    std::vector<uint64_t> sizes = lt.size;
+    DeviceLifetimes kept;  // lt without every third row
+    kept.device = lt.device, kept.event_begin = lt.event_begin, kept.event_count = lt.event_count;
+    for (uint32_t i = 0; i < lt.count(); ++i) {
+      if (i % 3 == 1) {
+        sizes[i] = 0;
+        continue;
+      }
+      kept.addr.push_back(lt.addr[i]), kept.size.push_back(lt.size[i]), kept.block_size.push_back(lt.block_size[i]);
+      kept.stream.push_back(lt.stream[i]), kept.stack.push_back(lt.stack[i]);
+      kept.alloc_event.push_back(lt.alloc_event[i]), kept.free_event.push_back(lt.free_event[i]);
+      kept.free_requested_event.push_back(lt.free_requested_event[i]), kept.origin.push_back(lt.origin[i]);
+    }
+    const ReplayOrder order = replay_order(lt);
+    const AllocatorReplay whole = replay_caching_allocator(kept, kept.size);
+    const uint64_t between = whole.peak_allocated + (whole.peak_reserved - whole.peak_allocated) / 2;
+    for (uint64_t cap : {uint64_t{0}, whole.peak_reserved, between, whole.peak_allocated / 2}) {
+      const AllocatorReplay a = replay_caching_allocator(lt, order, sizes, cap);
+      const AllocatorReplay b = replay_caching_allocator(kept, kept.size, cap);
+      EXPECT_EQ(a.peak_allocated, b.peak_allocated) << name << " cap " << cap;
+      EXPECT_EQ(a.peak_reserved, b.peak_reserved) << name << " cap " << cap;
+      EXPECT_EQ(a.peak_allocated_step, b.peak_allocated_step) << name << " cap " << cap;
+      EXPECT_EQ(a.out_of_memory, b.out_of_memory) << name << " cap " << cap;
+      EXPECT_EQ(a.out_of_memory_step, b.out_of_memory_step) << name << " cap " << cap;
+    }
+    EXPECT_EQ(least_allocator_room(lt, order, sizes), least_allocator_room(kept, kept.size)) << name;
+  }
+}
+
 struct Family {
   const char* prefix;  // name = prefix + batch + suffix
   const char* suffix;

@@ -128,14 +128,13 @@ class Replay {
 
 }  // namespace
 
-AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes, uint64_t cap,
-                                         const std::vector<uint8_t>* optional) {
+ReplayOrder replay_order(const DeviceLifetimes& lt) {
   // Events in step order: rows alive before the trace first (step 0), then each step's alloc or free.
   const uint32_t n = lt.count();
-  std::vector<std::pair<uint32_t, int64_t>> order;  // (step, +row+1 alloc / -(row+1) free)
+  ReplayOrder o;
+  auto& order = o.events;
   order.reserve(2 * static_cast<size_t>(n));
   for (uint32_t i = 0; i < n; ++i) {
-    if (i >= sizes.size() || sizes[i] == 0) continue;
     order.push_back({lt.birth_step(i), static_cast<int64_t>(i) + 1});
     if (lt.free_event[i] != kNoEvent) order.push_back({lt.death_step(i), -(static_cast<int64_t>(i) + 1)});
   }
@@ -143,13 +142,28 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
   std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
     return x.first != y.first ? (x.first < y.first) : (x.second < 0) > (y.second < 0);
   });
+  return o;
+}
+
+AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes, uint64_t cap,
+                                         const std::vector<uint8_t>* optional) {
+  return replay_caching_allocator(lt, replay_order(lt), sizes, cap, optional);
+}
+
+AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const ReplayOrder& order,
+                                         const std::vector<uint64_t>& sizes, uint64_t cap,
+                                         const std::vector<uint8_t>* optional) {
+  const uint32_t n = lt.count();
   Replay r(cap);
   AllocatorReplay out;
   std::vector<uint64_t> addr(n, 0);
   std::vector<uint8_t> held(n, 0);  // allocated (a skipped optional row is not, and its free does nothing)
-  for (const auto& [step, e] : order) {
+  for (const auto& [step, e] : order.events) {
+    const uint32_t row = static_cast<uint32_t>(e > 0 ? e - 1 : -e - 1);
+    // Not in this run (or not a row of `lt`: an order built for another device): neither its alloc nor its free.
+    if (row >= n || row >= sizes.size() || sizes[row] == 0) continue;
     if (e > 0) {
-      const uint32_t i = static_cast<uint32_t>(e - 1);
+      const uint32_t i = row;
       std::optional<uint64_t> a = r.alloc(std::min<uint64_t>(sizes[i], kMaxRequest), lt.stream[i]);
       if (!a) {
         if (optional && i < optional->size() && (*optional)[i]) continue;  // done without; its free is a no-op
@@ -174,7 +188,12 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::v
 
 uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes,
                               const std::vector<uint8_t>* optional) {
-  const AllocatorReplay free_run = replay_caching_allocator(lt, sizes);
+  return least_allocator_room(lt, replay_order(lt), sizes, optional);
+}
+
+uint64_t least_allocator_room(const DeviceLifetimes& lt, const ReplayOrder& order, const std::vector<uint64_t>& sizes,
+                              const std::vector<uint8_t>* optional) {
+  const AllocatorReplay free_run = replay_caching_allocator(lt, order, sizes);
   // Never less than the allocated peak without the optional rows (nothing can be freed below it); bisect up to the
   // uncapped reserved peak.
   uint64_t lo = free_run.peak_allocated, hi = free_run.peak_reserved;
@@ -182,13 +201,13 @@ uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint6
     std::vector<uint64_t> without(sizes);
     for (size_t i = 0; i < without.size() && i < optional->size(); ++i)
       if ((*optional)[i]) without[i] = 0;
-    lo = replay_caching_allocator(lt, without).peak_allocated;
+    lo = replay_caching_allocator(lt, order, without).peak_allocated;
   }
   if (lo >= hi) return hi;
-  if (!replay_caching_allocator(lt, sizes, lo, optional).out_of_memory) return lo;
+  if (!replay_caching_allocator(lt, order, sizes, lo, optional).out_of_memory) return lo;
   while (hi - lo > (1ull << 20)) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    if (replay_caching_allocator(lt, sizes, mid, optional).out_of_memory) lo = mid;
+    if (replay_caching_allocator(lt, order, sizes, mid, optional).out_of_memory) lo = mid;
     else hi = mid;
   }
   return hi;

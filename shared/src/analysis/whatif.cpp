@@ -138,19 +138,21 @@ struct Decision {
 // this model of the default allocator finds where that allocator would fragment. So the low end reaches down to the
 // allocated peak, and the model cannot call such a run "does not fit" for fragmentation it will not have.
 // `floor`: what the run is measured to need (failed_floor), below which no end of the range goes.
-Decision decide(const DeviceLifetimes& lt, const std::vector<uint64_t>& low, const std::vector<uint64_t>& point,
+Decision decide(const DeviceLifetimes& lt, const ReplayOrder& order, const std::vector<uint64_t>& low,
+                const std::vector<uint64_t>& point,
                 const std::vector<uint64_t>& high, uint64_t point_needed, double band, uint64_t room,
                 const std::vector<uint8_t>* optional, bool expandable, uint64_t floor) {
   Decision d;
-  const uint64_t at_low = &low == &point ? point_needed : least_allocator_room(lt, low, optional);
-  const uint64_t at_high = &high == &point ? point_needed : least_allocator_room(lt, high, optional);
+  const uint64_t at_low = &low == &point ? point_needed : least_allocator_room(lt, order, low, optional);
+  const uint64_t at_high = &high == &point ? point_needed : least_allocator_room(lt, order, high, optional);
   // (At the arithmetic's cap, 2^56 bytes, the range still holds the point.)
   d.low = std::min(times(std::min(at_low, point_needed), 1.0 - band), point_needed);
   d.high = std::max(times(std::max(at_high, point_needed), 1.0 + band), point_needed);
-  if (expandable) d.low = std::min(d.low, times(replay_caching_allocator(lt, low).peak_allocated, 1.0 - band));
+  if (expandable) d.low = std::min(d.low, times(replay_caching_allocator(lt, order, low).peak_allocated, 1.0 - band));
   d.low = std::max(d.low, floor);
   d.high = std::max(d.high, d.low);
-  const bool point_fits = point_needed <= room && !replay_caching_allocator(lt, point, room, optional).out_of_memory;
+  const bool point_fits =
+      point_needed <= room && !replay_caching_allocator(lt, order, point, room, optional).out_of_memory;
   if (point_fits && d.high <= room) d.verdict = Verdict::kFits;
   else if (d.low > room) d.verdict = Verdict::kDoesNotFit;
   return d;
@@ -387,7 +389,8 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   }
   const std::vector<uint8_t>& grows_rl = failed_rows ? grows_with_failed : grows;
   const std::vector<uint64_t>& sizes_rl = failed_rows ? sizes_with_failed : sizes;
-  r.predicted_needed = least_allocator_room(rl, sizes_rl, &optional);
+  const ReplayOrder order_rl = replay_order(rl);  // for every replay of rl below (bisections)
+  r.predicted_needed = least_allocator_room(rl, order_rl, sizes_rl, &optional);
   // What was alive at a failure plus the request is a measured floor (the replay of a fragmenting run can need more).
   const uint64_t failed_need = failed_floor(lt, with_failed);
   if (failed_need > r.predicted_needed) {
@@ -417,11 +420,11 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     auto high_at = [&](double b) { return scaled_sizes(rl, grows_rl, b * std::max(options.seq, q2)); };
     Decision d;
     if (options.seq != 1.0) {
-      d = decide(rl, low_at(options.batch), sizes_rl, high_at(options.batch), r.predicted_needed, band_at(options.batch),
-                 room, &optional, s.expandable_segments(), failed_need);
+      d = decide(rl, order_rl, low_at(options.batch), sizes_rl, high_at(options.batch), r.predicted_needed,
+                 band_at(options.batch), room, &optional, s.expandable_segments(), failed_need);
     } else {
-      d = decide(rl, sizes_rl, sizes_rl, sizes_rl, r.predicted_needed, band_at(options.batch), room, &optional,
-                 s.expandable_segments(), failed_need);
+      d = decide(rl, order_rl, sizes_rl, sizes_rl, sizes_rl, r.predicted_needed, band_at(options.batch), room,
+                 &optional, s.expandable_segments(), failed_need);
     }
     r.verdict = d.verdict;
     r.needed_low = d.low;
@@ -446,11 +449,12 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       return lo;
     };
     r.max_batch_scale = largest([&](double b) {
-      return !replay_caching_allocator(rl, scaled_sizes(rl, grows_rl, b * options.seq), room, &optional).out_of_memory;
+      return !replay_caching_allocator(rl, order_rl, scaled_sizes(rl, grows_rl, b * options.seq), room, &optional)
+                  .out_of_memory;
     });
     r.max_batch_scale_sure = largest([&](double b) {
       const double cap = static_cast<double>(room) / (1.0 + band_at(b));
-      return !replay_caching_allocator(rl, high_at(b), static_cast<uint64_t>(cap), &optional).out_of_memory;
+      return !replay_caching_allocator(rl, order_rl, high_at(b), static_cast<uint64_t>(cap), &optional).out_of_memory;
     });
     r.max_batch_scale_sure = std::min(r.max_batch_scale_sure, r.max_batch_scale);
     // Both agree with the verdict on the batch asked about (the bisections test other points): FITS has the sure
@@ -618,14 +622,16 @@ Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const S
     if (!v->empty())
       for (uint32_t j = lb.count(); j < rl.count(); ++j) v->push_back(rl.size[j]);
   const uint64_t failed_need = failed_floor(lb, with_failed);
-  if (with_needs || gpu) out.predicted_needed = std::max(least_allocator_room(rl, sizes, &optional), failed_need);
+  const ReplayOrder order_rl = replay_order(rl);
+  if (with_needs || gpu)
+    out.predicted_needed = std::max(least_allocator_room(rl, order_rl, sizes, &optional), failed_need);
   const double largest = std::max(size_a, size_b), smallest = std::min(size_a, size_b);
   const double beyond = target > largest ? target / largest : target < smallest ? target / smallest : 1.0;
   if (gpu) {
     out.gpu = gpu;
     // Between the two sizes, the nearer one is the distance that counts.
     const double nearest = beyond != 1.0 ? beyond : std::min(target / smallest, largest / target);
-    const Decision d = decide(rl, unpaired.empty() ? sizes : low, sizes, unpaired.empty() ? sizes : high,
+    const Decision d = decide(rl, order_rl, unpaired.empty() ? sizes : low, sizes, unpaired.empty() ? sizes : high,
                               out.predicted_needed, error_band(nearest), allocator_room(*gpu), &optional,
                               b.expandable_segments(), failed_need);
     out.verdict = d.verdict;
