@@ -35,19 +35,23 @@ export default {
         : it.source === 'periodic' ? `${count(n)} iterations found from a repeating allocation at ${it.marker}`
         : 'no repeating iteration found';
       let verdict;
+      const heldBytes = r.held.reduce((a, g) => a + g.bytes_per_iteration, 0);
       if (r.leak_suspected) {
         const g = r.growing[0];
         verdict = el('div', { class: 'verdict bad', 'data-leak': 'yes' },
           `Leak suspected: memory left after each iteration keeps growing. The largest growing site, `,
           el('code', { text: g.site ? g.site.text : '<no frames>' }), ` adds ${bytes(g.bytes_per_iteration)} per iteration.`);
+      } else if (it.source === 'none') {
+        verdict = el('div', { class: 'verdict', 'data-leak': 'unjudged', text: 'No repeating iteration found (no optimizer annotations, no periodic allocations): leaks cannot be judged.' });
+      } else if (!r.judged) {
+        verdict = el('div', { class: r.held.length ? 'verdict warn' : 'verdict', 'data-leak': 'unjudged',
+          text: `Too few iterations to judge leaks: ${count(n)}, and a trend needs ${count(r.boundaries_needed)} (record more optimizer steps).` +
+            (r.held.length ? ` ${bytes(heldBytes)} of gradients stay alive across optimizer steps.` : '') });
       } else if (r.held.length) {
         verdict = el('div', { class: 'verdict warn', 'data-leak': 'held' },
-          `No growth, but ${bytes(r.held.reduce((a, g) => a + g.bytes_per_iteration, 0))} of gradients stay alive across optimizer steps (never cleared?).`);
+          `No growth, but ${bytes(heldBytes)} of gradients stay alive across optimizer steps (never cleared?).`);
       } else {
-        verdict = r.judged
-          ? el('div', { class: 'verdict', 'data-leak': 'no', text: 'No leak: what each iteration leaves behind does not grow.' })
-          : el('div', { class: 'verdict', 'data-leak': 'unjudged',
-            text: `Too few iterations to judge leaks: ${count(n)}, and a trend needs ${count(r.boundaries_needed)} (record more optimizer steps).` });
+        verdict = el('div', { class: 'verdict', 'data-leak': 'no', text: 'No leak: what each iteration leaves behind does not grow.' });
       }
       root.append(verdict, el('p', { class: 'fine', text: itText + '.' }));
       if (r.total_at_boundary.length === 1) {

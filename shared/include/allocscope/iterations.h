@@ -25,7 +25,7 @@ struct Iterations {
   uint32_t region_of(uint32_t step) const;   // number of boundaries <= step
   uint32_t region_end(uint32_t region) const { return region < boundary.size() ? boundary[region] : steps; }
 };
-std::string_view iteration_source_name(Iterations::Source s);
+std::string_view iteration_source_name(Iterations::Source s);  // "none", "annotations", "periodic"
 
 // Counts of boundaries before a step, in O(1) for the loops that ask once or twice per allocation (categories,
 // leaks): a binary search per call was a quarter of `summarize`'s time on a 1M-event trace. Built from `it` at
@@ -42,7 +42,7 @@ class RegionIndex {
   const std::vector<uint32_t>& b_;
   unsigned shift_ = 0;
   std::vector<uint32_t> first_;  // first_[j]: boundaries below step j << shift_ (one past the last bucket too)
-};  // "none", "annotations", "periodic"
+};
 
 // Annotations first: the START of each `Optimizer.step#...` on the device (PyTorch's optimizer emits them while
 // memory history is recorded). Otherwise the periodic pattern: the allocation stack whose occurrence count is the

@@ -97,9 +97,9 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   r.survivor_count.assign(regions, 0);
   r.survivor_bytes.assign(regions, 0);
   // Guessed iterations need more of them before a trend is believed.
-  r.boundaries_needed = it.source == Iterations::Source::kPeriodic
-                            ? std::max(options.min_boundaries, options.min_guessed_boundaries)
-                            : options.min_boundaries;
+  r.boundaries_needed = std::max(2u, it.source == Iterations::Source::kPeriodic
+                                          ? std::max(options.min_boundaries, options.min_guessed_boundaries)
+                                          : options.min_boundaries);  // a trend divides by boundaries - 1
   if (m == 0) return r;
 
   std::unique_ptr<OwnerMap> owners;  // captures only: each allocation there is a reservation its stack owns

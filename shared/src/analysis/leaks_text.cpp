@@ -44,7 +44,7 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
   } else {
     o += "no leak: nothing grows from one iteration to the next\n";
   }
-  o += "  iterations: " + std::to_string(m) + " boundaries from " +
+  o += "  iterations: " + std::to_string(m) + (m == 1 ? " boundary from " : " boundaries from ") +
        std::string(iteration_source_name(r.iterations.source)) + " (" + r.iterations.marker + ")\n";
   if (!r.growing.empty()) {
     o += "\ngrowing sites (alive allocations at each iteration start):\n";
@@ -55,7 +55,8 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
     }
   }
   if (!r.held.empty()) {
-    o += "\nmemory held across optimizer steps (not growing):\n";
+    o += r.judged() ? "\nmemory held across optimizer steps (not growing):\n"
+                    : "\nmemory held across optimizer steps (growth not judged):\n";
     for (const LeakGroup& g : r.held)
       o += "  " + rpad(size(g.bytes_per_iteration), 10) + "  " + rpad(std::to_string(g.allocations), 5) +
            " gradient allocation(s) from " +

@@ -156,8 +156,10 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
   if (o.gpu_given_too_small)
     o.advice = "the GPU given (" + format_size(given->total_bytes) + ") is smaller than the " + format_size(accounted) +
                " this OOM shows in use (PyTorch's " + format_size(o.reserved) + " reserved plus the driver's " +
-               format_size(o.device_free) + " free), so it cannot be the GPU this ran on: it was set aside for the "
-               "inferred one. " + o.advice;
+               format_size(o.device_free) + " free), so it cannot be the GPU this ran on: it was set aside" +
+               (o.gpu.total_bytes ? std::string(" for the inferred one. ") : std::string(" (no GPU we know holds "
+                                                                                        "these numbers either). ")) +
+               o.advice;
 }
 
 }  // namespace

@@ -138,19 +138,23 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
                                 " (never freed between steps: is zero_grad missing?)");
       }
     }
-    // A free of an address the trace allocated (and freed) earlier is a repeated free, which the file checks
-    // report; the ring buffer explains only frees whose alloc fell off the start. Freed-only rows are few.
+    // The ring buffer explains a free only when it is the first event the trace has at that address: its alloc
+    // fell off the start. A free after a traced alloc and free, or after another such free, is a repeated free,
+    // which the file checks report. Freed-only rows are few.
     uint32_t wrapped = d.frees_without_alloc;
     if (wrapped) {
-      std::unordered_map<uint64_t, uint32_t> first_alloc;  // freed-only address -> its earliest traced alloc
+      std::unordered_map<uint64_t, uint32_t> first_event;  // freed-only address -> its first traced alloc or free
       for (uint32_t i = 0; i < lt.count(); ++i)
-        if (lt.origin[i] == LifetimeOrigin::kFreedOnly) first_alloc.emplace(lt.addr[i], kNoEvent);
+        if (lt.origin[i] == LifetimeOrigin::kFreedOnly) {
+          auto [f, fresh] = first_event.emplace(lt.addr[i], lt.free_event[i]);
+          if (!fresh) f->second = std::min(f->second, lt.free_event[i]);
+        }
       for (uint32_t i = 0; i < lt.count(); ++i)
         if (lt.origin[i] == LifetimeOrigin::kTraced)
-          if (auto f = first_alloc.find(lt.addr[i]); f != first_alloc.end())
+          if (auto f = first_event.find(lt.addr[i]); f != first_event.end())
             f->second = std::min(f->second, lt.alloc_event[i]);
       for (uint32_t i = 0; i < lt.count(); ++i)
-        if (lt.origin[i] == LifetimeOrigin::kFreedOnly && first_alloc[lt.addr[i]] < lt.free_event[i]) --wrapped;
+        if (lt.origin[i] == LifetimeOrigin::kFreedOnly && first_event[lt.addr[i]] != lt.free_event[i]) --wrapped;
     }
     if (wrapped) {
       other.push_back(dev(lt.device) + std::to_string(wrapped) +

@@ -1,5 +1,5 @@
-// Consistency checks of a snapshot's content: each kind of problem becomes one counted warning, nothing aborts (negative
-// trace sizes are already counted by the loader).
+// Consistency checks of a snapshot's content: each kind of problem becomes one counted warning, nothing aborts. (The
+// loader counts negative trace sizes too; here they are among the sizes of 2^63 or more they read as.)
 #include <string>
 #include <vector>
 
@@ -73,7 +73,7 @@ std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes
     add(&out, seg_double_free, "segment_free(s) on device " + std::to_string(d.device) +
                                    " of a segment the trace had already freed");
     add(&out, huge_events, "event(s) on device " + std::to_string(d.device) +
-                               " with a size that is negative or above 2^63 bytes (the peaks count them as huge)");
+                               " with a size of 2^63 bytes or more, or negative: peaks that add them mean nothing");
   }
   return out;
 }
