@@ -56,6 +56,24 @@ struct Part {
   std::vector<std::pair<uint32_t, std::string>> warnings;     // pass 2: (event, text), in event order
 };
 
+uint32_t event_of(const Part::FreedOnly& f) { return f.event; }
+uint32_t event_of(const std::pair<uint32_t, std::string>& w) { return w.first; }
+
+// Calls fn on the items of every part's `list` (each in event order), in event order across the parts.
+template <class List, class Fn>
+void in_event_order(unsigned parts, Part* part, List Part::*list, Fn&& fn) {
+  size_t at[kMaxParts] = {};
+  for (;;) {
+    unsigned next = parts;
+    for (unsigned p = 0; p < parts; ++p)
+      if (at[p] < (part[p].*list).size() &&
+          (next == parts || event_of((part[p].*list)[at[p]]) < event_of((part[next].*list)[at[next]])))
+        next = p;
+    if (next == parts) return;
+    fn((part[next].*list)[at[next]++]);
+  }
+}
+
 // Runs fn(p) for each part, on a core each when there are two.
 template <class Fn>
 void each_part(unsigned parts, Fn&& fn) {
@@ -193,31 +211,13 @@ DeviceLifetimes detail::build_device_lifetimes_in(const Snapshot& s, int64_t dev
   // Frees without an alloc, in event order across both parts. Stacking order: PyTorch pushes freed-only then
   // final-state elements to `initially_allocated`, reverses it, and stacks those first: the last freed-only row right
   // after the final-state ones.
-  {
-    uint32_t freed_seen = 0;
-    size_t at[kMaxParts] = {};
-    for (;;) {
-      unsigned next = parts;
-      for (unsigned p = 0; p < parts; ++p)
-        if (at[p] < part[p].freed.size() &&
-            (next == parts || part[p].freed[at[p]].event < part[next].freed[at[next]].event))
-          next = p;
-      if (next == parts) break;
-      const Part::FreedOnly& f = part[next].freed[at[next]++];
-      put(front - 1 - freed_seen++, ev.addr[f.src], ev.size[f.src], 0, ev.stream[f.src], ev.stack[f.src], kNoEvent,
-          f.event, f.requested == detail::AddrMap::kAbsent ? kNoEvent : f.requested, LifetimeOrigin::kFreedOnly);
-    }
-    size_t wat[kMaxParts] = {};
-    for (;;) {
-      unsigned next = parts;
-      for (unsigned p = 0; p < parts; ++p)
-        if (wat[p] < part[p].warnings.size() &&
-            (next == parts || part[p].warnings[wat[p]].first < part[next].warnings[wat[next]].first))
-          next = p;
-      if (next == parts) break;
-      out.warnings.push_back(std::move(part[next].warnings[wat[next]++].second));
-    }
-  }
+  uint32_t freed_seen = 0;
+  in_event_order(parts, part, &Part::freed, [&](const Part::FreedOnly& f) {
+    put(front - 1 - freed_seen++, ev.addr[f.src], ev.size[f.src], 0, ev.stream[f.src], ev.stack[f.src], kNoEvent,
+        f.event, f.requested == detail::AddrMap::kAbsent ? kNoEvent : f.requested, LifetimeOrigin::kFreedOnly);
+  });
+  in_event_order(parts, part, &Part::warnings,
+                 [&](std::pair<uint32_t, std::string>& w) { out.warnings.push_back(std::move(w.second)); });
 
   // Final state: blocks still active. Traced allocs alive at the end learn their allocator block size here.
   uint32_t final_seen = 0;
