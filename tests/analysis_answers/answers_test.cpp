@@ -156,13 +156,9 @@ TEST(Categories, AdamsStateIsTwiceItsParametersAfterOneStep) {
     ASSERT_TRUE(l) << name;
     const DeviceLifetimes& lt = traced_device(*l);
     const Categories c = categorize(l->s, lt, detect_iterations(l->s, lt), l->ff).value();
-    uint64_t bytes[kCategoryCount] = {}, count[kCategoryCount] = {};
-    const uint32_t end = lt.steps() - 1;
-    for (uint32_t i = 0; i < lt.count(); ++i)
-      if (lt.alive_at(i, end)) {
-        bytes[static_cast<size_t>(c.category[i])] += lt.size[i];
-        ++count[static_cast<size_t>(c.category[i])];
-      }
+    const CategoryTotals end = category_totals_at(lt, c, lt.steps() - 1);
+    const auto& bytes = end.bytes;
+    const auto& count = end.count;
     const size_t param = static_cast<size_t>(Category::kParameter), state = static_cast<size_t>(Category::kOptimizerState);
     EXPECT_GT(count[param], 0u) << name;
     EXPECT_EQ(count[state], 2 * count[param]) << name;
@@ -190,18 +186,13 @@ TEST(Categories, AdamsStateIsTwiceItsParametersOnEveryAdamFile) {
     for (const DeviceLifetimes& lt : build_lifetimes(s).devices) {
       const Iterations it = detect_iterations(s, lt);
       if (it.source != Iterations::Source::kAnnotations || it.marker.find("Adam") == std::string::npos) continue;
-      const Categories c = categorize(s, lt, it, ff).value();
-      double bytes[kCategoryCount] = {}, count[kCategoryCount] = {};
-      for (uint32_t i = 0; i < lt.count(); ++i)
-        if (lt.alive_at(i, lt.steps() - 1)) {
-          bytes[static_cast<size_t>(c.category[i])] += static_cast<double>(lt.size[i]);
-          count[static_cast<size_t>(c.category[i])] += 1;
-        }
+      const CategoryTotals end = category_totals_at(lt, categorize(s, lt, it, ff).value(), lt.steps() - 1);
       const size_t param = static_cast<size_t>(Category::kParameter);
       const size_t state = static_cast<size_t>(Category::kOptimizerState);
-      if (count[param] == 0) continue;  // the model was deleted before the dump
-      EXPECT_NEAR(bytes[state] / bytes[param], 2.0, 0.002) << path << " device " << lt.device;
-      EXPECT_NEAR(count[state] / count[param], 2.0, 0.02) << path << " device " << lt.device;
+      if (end.count[param] == 0) continue;  // the model was deleted before the dump
+      auto ratio = [&](const auto& v) { return static_cast<double>(v[state]) / static_cast<double>(v[param]); };
+      EXPECT_NEAR(ratio(end.bytes), 2.0, 0.002) << path << " device " << lt.device;
+      EXPECT_NEAR(ratio(end.count), 2.0, 0.02) << path << " device " << lt.device;
       ++checked;
     }
   }

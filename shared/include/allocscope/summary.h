@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "allocscope/frame_filter.h"
@@ -62,7 +63,9 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
 
 // Consistency checks of the file itself (blocks outside their segment, frees of unknown addresses, time going
 // backwards, negative sizes, segments freed twice ...): one sentence per kind of problem, with a count.
-std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes& lifetimes);
+// `repeated_frees`, if given, gets each device's count of frees whose address's last event was a free.
+std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes& lifetimes,
+                                              std::vector<std::pair<int64_t, uint64_t>>* repeated_frees = nullptr);
 
 std::string to_json(const Snapshot& s, const Summary& sum);
 std::string to_text(const Snapshot& s, const Summary& sum);

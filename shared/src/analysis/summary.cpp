@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
-#include <unordered_map>
 
 #include "allocscope/categories.h"
 #include "allocscope/iterations.h"
@@ -138,29 +137,8 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
                                 " (never freed between steps: is zero_grad missing?)");
       }
     }
-    // The ring buffer explains a free only when it is the first event the trace has at that address: its alloc
-    // fell off the start. A free after a traced alloc and free, or after another such free, is a repeated free,
-    // which the file checks report. Freed-only rows are few.
-    uint32_t wrapped = d.frees_without_alloc;
-    if (wrapped) {
-      std::unordered_map<uint64_t, uint32_t> first_event;  // freed-only address -> its first traced alloc or free
-      for (uint32_t i = 0; i < lt.count(); ++i)
-        if (lt.origin[i] == LifetimeOrigin::kFreedOnly) {
-          auto [f, fresh] = first_event.emplace(lt.addr[i], lt.free_event[i]);
-          if (!fresh) f->second = std::min(f->second, lt.free_event[i]);
-        }
-      for (uint32_t i = 0; i < lt.count(); ++i)
-        if (lt.origin[i] == LifetimeOrigin::kTraced)
-          if (auto f = first_event.find(lt.addr[i]); f != first_event.end())
-            f->second = std::min(f->second, lt.alloc_event[i]);
-      for (uint32_t i = 0; i < lt.count(); ++i)
-        if (lt.origin[i] == LifetimeOrigin::kFreedOnly && first_event[lt.addr[i]] != lt.free_event[i]) --wrapped;
-    }
-    if (wrapped) {
-      other.push_back(dev(lt.device) + std::to_string(wrapped) +
-                      " frees without allocs: the ring buffer wrapped (max_entries), so the oldest events are missing "
-                      "and those allocations are drawn from the start");
-    }
+    // (The ring buffer's warning comes first in `other`; it is added below, once the file checks have counted the
+    // repeated frees it must leave out.)
     // Live allocations always sit inside reserved segments, so the allocated peak can never pass the reserved one
     // (both replayed from the same trace and segments); when it does, the two parts of the file disagree.
     if (d.peak_reserved > 0 && d.peak_allocated > d.peak_reserved) {
@@ -173,9 +151,23 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     add_grouped(st.warnings, dev(lt.device) + "segments: ", &other);
   };
   std::vector<std::string> checks;
+  std::vector<std::pair<int64_t, uint64_t>> repeated;
   detail::both(
-      spare, [&] { checks = consistency_warnings(s, lifetimes); },
+      spare, [&] { checks = consistency_warnings(s, lifetimes, &repeated); },
       [&] { detail::parallel_for(per.size(), one_device); });
+  // The ring buffer explains a free without alloc only when it is the first event at its address (its alloc fell
+  // off the start). One after the address's last event was a free is a repeated free, which the checks report: a
+  // replay finds exactly those frees without a live alloc.
+  for (PerDevice& p : per) {
+    uint64_t wrapped = p.d.frees_without_alloc;
+    for (const auto& [device, n] : repeated)
+      if (device == p.d.device) wrapped -= std::min(wrapped, n);
+    if (wrapped)
+      p.other.insert(p.other.begin(),
+                     dev(p.d.device) + std::to_string(wrapped) +
+                         " frees without allocs: the ring buffer wrapped (max_entries), so the oldest events are "
+                         "missing and those allocations are drawn from the start");
+  }
   std::vector<std::string> leak_warnings, other;
   for (PerDevice& p : per) {
     sum.devices.push_back(std::move(p.d));

@@ -16,7 +16,8 @@ void add(std::vector<std::string>* out, uint64_t n, const std::string& what) {
 
 }  // namespace
 
-std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes& lifetimes) {
+std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes& lifetimes,
+                                              std::vector<std::pair<int64_t, uint64_t>>* repeated_frees) {
   (void)lifetimes;
   std::vector<std::string> out;
   uint64_t outside = 0, huge = 0, overlapping = 0, untiled = 0;
@@ -68,6 +69,7 @@ std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes
     }
     add(&out, backwards, "event(s) on device " + std::to_string(d.device) +
                              " have a time earlier than the event before (threads recorded out of order, or clock jumps)");
+    if (repeated_frees) repeated_frees->emplace_back(d.device, double_free);
     add(&out, double_free, "free(s) on device " + std::to_string(d.device) +
                                " of an address the trace had already freed (frees of unknown addresses)");
     add(&out, seg_double_free, "segment_free(s) on device " + std::to_string(d.device) +
