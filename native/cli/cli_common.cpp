@@ -19,6 +19,7 @@ bool load_or_report(const std::string& path, Snapshot* out) {
       std::fflush(stderr);
     };
   }
+  opts.spare_time = heap_prefault();
   auto r = load_snapshot_file(path, opts);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!r.ok()) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,10 @@ namespace allocscope::cli {
 // Loads `path` (pickle or gzip). On error prints "allocscope: PATH: at byte N: ..." to stderr and returns false.
 // Shows progress on stderr only when stderr is a terminal.
 bool load_or_report(const std::string& path, Snapshot* out);
+
+// Spare-time work for a load's reading thread (LoadOptions::spare_time): faults in the heap pages the parse is
+// about to use (memory_policy.cpp says why). Empty where that policy does not apply (sanitizers, not glibc).
+std::function<bool()> heap_prefault();
 
 // Parsed command line: positional arguments and --flag / --flag=value / --flag value options.
 struct Args {

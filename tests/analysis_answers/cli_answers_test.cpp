@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "answers_fixtures.h"
 #include "cli_run.h"
+#include "allocscope/loader.h"
 
 namespace allocscope::test {
 namespace {
@@ -207,6 +209,34 @@ TEST(CliAnswers, TopZeroAndLargeTopSayWhatTheyMean) {
   }
   const CliRun big = run({"diff", a, b, "--top", "1000000"});
   EXPECT_NE(big.out.find("gen_ddp.py:13"), std::string::npos) << big.out;
+}
+
+// A plain pickle over 64 MB takes the CLI's other load path: read on a second thread, which also faults in the
+// heap pages the parse is about to use (native/cli/memory_policy.cpp). Its answer is the .gz's, number for number.
+TEST(CliAnswers, ALargePlainPickleAnswersAsItsGzipDoes) {
+  const std::string gz = std::string(ALLOCSCOPE_FIXTURES) + "/gpt2_big_1M.pickle.gz";
+  auto bytes = read_file(gz);
+  ASSERT_TRUE(bytes.ok());
+  auto raw = gunzip(bytes.value());
+  ASSERT_TRUE(raw.ok());
+  ASSERT_GT(raw->size(), 64u << 20);
+  const std::string plain = ::testing::TempDir() + "cli_large_plain_" + std::to_string(getpid()) + ".pickle";
+  struct Remove {
+    std::string p;
+    ~Remove() { std::remove(p.c_str()); }
+  } remove{plain};
+  {
+    std::ofstream out(plain, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(raw->data()), static_cast<std::streamsize>(raw->size()));
+    ASSERT_TRUE(static_cast<bool>(out));
+  }
+  nlohmann::json from_plain = json_of(run({"summary", "--json", plain}));
+  nlohmann::json from_gz = json_of(run({"summary", "--json", gz}));
+  ASSERT_TRUE(from_plain.contains("devices"));
+  from_plain.erase("file");
+  from_gz.erase("file");
+  EXPECT_EQ(from_plain, from_gz);
+  EXPECT_EQ(from_plain["devices"][0]["events"].get<uint64_t>(), 1000000u) << from_plain.dump().substr(0, 400);
 }
 
 // whatif: one snapshot scaled, and two fitted, each judged by the run PyTorch measured at the target size.

@@ -27,6 +27,12 @@ struct LoadOptions {
     uint64_t fast_dicts = 0;    // trace entries and frames the reader's fast path decoded (pickle.h)
   };
   PickleFacts* facts = nullptr;
+  // Work for the thread that reads or inflates the file ahead of the parser (load_snapshot_file of a large pickle,
+  // load_snapshot of gzip), done while that thread would otherwise wait for the parser to catch up: called with
+  // its read-ahead full, again and again while it returns true, so each call should take well under a millisecond.
+  // It runs beside the parse, so it must not touch the model. The CLI faults in the heap pages the parse is about
+  // to use (native/cli/memory_policy.cpp).
+  std::function<bool()> spare_time;
 };
 
 // True when `bytes` starts with the gzip magic (1f 8b).

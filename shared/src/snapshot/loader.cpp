@@ -111,8 +111,14 @@ class ChunkPipe {
  public:
   static constexpr size_t kChunk = 4u << 20, kQueued = 3;
   // Producer side: a buffer to fill (a used one when there is one), or false once the parser has stopped.
-  bool spare(std::vector<uint8_t>* buf) {
+  // While the queue is full, the producer does the caller's spare-time work (LoadOptions::spare_time).
+  bool spare(std::vector<uint8_t>* buf, const std::function<bool()>& spare_time) {
     std::unique_lock<std::mutex> lock(mu_);
+    for (bool more = static_cast<bool>(spare_time); more && !stop_ && full_.size() >= kQueued;) {
+      lock.unlock();
+      more = spare_time();
+      lock.lock();
+    }
     changed_.wait(lock, [&] { return stop_ || full_.size() < kQueued; });
     if (stop_) return false;
     if (!spare_.empty()) *buf = std::move(spare_.back()), spare_.pop_back();
@@ -168,14 +174,15 @@ class ChunkPipe {
 
 #if ALLOCSCOPE_HAVE_ZLIB
 Status inflate_beside(std::span<const uint8_t> bytes, uint64_t max_out, SnapshotStream& stream,
-                      const std::function<void(uint64_t, uint64_t)>& progress) {
+                      const std::function<void(uint64_t, uint64_t)>& progress,
+                      const std::function<bool()>& spare_time) {
   ChunkPipe pipe;
   std::thread inflater([&] {
     pipe.done(gunzip_chunks(
         bytes, max_out,
         [&](std::span<const uint8_t> c) -> Status {
           std::vector<uint8_t> buf;
-          if (!pipe.spare(&buf)) return Error{"stopped"};
+          if (!pipe.spare(&buf, spare_time)) return Error{"stopped"};
           buf.assign(c.begin(), c.end());
           pipe.put(std::move(buf));
           return {};
@@ -196,7 +203,7 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
     std::function<void(uint64_t, uint64_t)> p;
     if (options.progress) p = [&](uint64_t d, uint64_t t) { options.progress("inflate", d, t); };
 #if ALLOCSCOPE_HAVE_ZLIB
-    ALLOCSCOPE_RETURN_IF_ERROR(inflate_beside(bytes, options.max_inflated_bytes, stream, p));
+    ALLOCSCOPE_RETURN_IF_ERROR(inflate_beside(bytes, options.max_inflated_bytes, stream, p, options.spare_time));
 #else
     ALLOCSCOPE_RETURN_IF_ERROR(gunzip_chunks(
         bytes, options.max_inflated_bytes, [&](std::span<const uint8_t> c) { return stream.feed(c); }, 4u << 20, p));
@@ -288,7 +295,7 @@ Result<Snapshot> read_beside(int fd, uint64_t size, const std::string& path, con
     Status read;
     for (uint64_t at = 0; at < size;) {
       std::vector<uint8_t> buf;
-      if (!pipe.spare(&buf)) break;
+      if (!pipe.spare(&buf, options.spare_time)) break;
       buf.resize(static_cast<size_t>(std::min<uint64_t>(ChunkPipe::kChunk, size - at)));
       const ssize_t got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(at));
       if (got <= 0) {
