@@ -22,7 +22,7 @@ inline std::string fixture_path(const std::string& name) {
   const bool gz = name.rfind("gpt2", 0) == 0 || name.rfind("external/", 0) == 0 || name.rfind("capture_owners/", 0) == 0 ||
                   name.rfind("capture_python/", 0) == 0 || name.rfind("capture_torch_pair/", 0) == 0 ||
                   name.rfind("capture_merged/", 0) == 0 || name.rfind("capture_lent/", 0) == 0 ||
-                  name.rfind("capture_nccl2/", 0) == 0;
+                  name.rfind("capture_nccl2/", 0) == 0 || name.rfind("oom_causes/", 0) == 0;
   return std::string(ALLOCSCOPE_FIXTURES) + "/" + name + (gz ? ".pickle.gz" : ".pickle");
 }
 

@@ -36,15 +36,19 @@ export default {
         : 'no repeating iteration found';
       let verdict;
       const heldBytes = r.held.reduce((a, g) => a + g.bytes_per_iteration, 0);
-      if (r.leak_suspected) {
+      if (r.forward_only) {
+        verdict = el('div', { class: 'verdict', 'data-leak': 'unjudged', 'data-reason': 'forward_only',
+          text: `Leaks cannot be judged: all ${count(n)} repeats of ${it.marker} run inside module forwards (every allocation from the first to the last is made in one). They may be steps of one forward pass, whose activations its backward frees, or a loop that only calls the model.` +
+            (r.growing.length ? ' What grows across them is listed below.' : '') });
+      } else if (r.leak_suspected) {
         const g = r.growing[0];
         verdict = el('div', { class: 'verdict bad', 'data-leak': 'yes' },
           `Leak suspected: memory left after each iteration keeps growing. The largest growing site, `,
           el('code', { text: g.site ? g.site.text : '<no frames>' }), ` adds ${bytes(g.bytes_per_iteration)} per iteration.`);
       } else if (it.source === 'none') {
-        verdict = el('div', { class: 'verdict', 'data-leak': 'unjudged', text: 'No repeating iteration found (no optimizer annotations, no periodic allocations): leaks cannot be judged.' });
+        verdict = el('div', { class: 'verdict', 'data-leak': 'unjudged', 'data-reason': 'no_iterations', text: 'No repeating iteration found (no optimizer annotations, no periodic allocations): leaks cannot be judged.' });
       } else if (!r.judged) {
-        verdict = el('div', { class: r.held.length ? 'verdict warn' : 'verdict', 'data-leak': 'unjudged',
+        verdict = el('div', { class: r.held.length ? 'verdict warn' : 'verdict', 'data-leak': 'unjudged', 'data-reason': 'too_few',
           text: `Too few iterations to judge leaks: ${count(n)}, and a trend needs ${count(r.boundaries_needed)} (record more optimizer steps).` +
             (r.held.length ? ` ${bytes(heldBytes)} of gradients stay alive across optimizer steps.` : '') });
       } else if (r.held.length) {
@@ -61,7 +65,7 @@ export default {
           el('div', { title: r.total_at_boundary.map(bytes).join(' → ') }, sparkline(r.total_at_boundary, 420, 60)),
           el('p', { class: 'fine', text: `${bytes(r.total_at_boundary[0])} → ${bytes(r.total_at_boundary[r.total_at_boundary.length - 1])}` }));
       }
-      if (r.growing.length) root.append(el('h3', { text: 'Growing sites' }), groupTable(r.growing, 'growing', ctx.state));
+      if (r.growing.length) root.append(el('h3', { text: r.forward_only ? 'Growing across the repeats (not judged a leak)' : 'Growing sites' }), groupTable(r.growing, 'growing', ctx.state));
       if (r.held.length) root.append(el('h3', { text: 'Held across optimizer steps' }), groupTable(r.held, 'held', ctx.state));
       if (r.survivor_count.length) {
         const t = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'iteration' }),

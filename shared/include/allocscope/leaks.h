@@ -45,8 +45,14 @@ struct LeakReport {
   // The boundaries a trend needs with this kind of iterations (LeakOptions): with fewer, nothing can be seen to
   // grow, and "no leak" would claim more than the trace shows.
   uint32_t boundaries_needed = 0;
-  bool judged() const { return iterations.boundary.size() >= boundaries_needed; }
-  bool leak_suspected() const { return !growing.empty(); }
+  // Guessed iterations whose repeats all run inside module forwards: every allocation from the first boundary to
+  // the last was made in a `forward` (categories' forward-frame evidence). They may be steps of one forward pass,
+  // whose activations the backward frees (pt28's device 2: 3 calls x 4 message-passing steps of one DataParallel
+  // forward, cut by an OOM), or a loop that only calls the model and keeps its outputs. A snapshot cannot tell
+  // these apart, so nothing is judged; `growing` still lists what grows across the repeats, for the reader.
+  bool forward_only = false;
+  bool judged() const { return !forward_only && iterations.boundary.size() >= boundaries_needed; }
+  bool leak_suspected() const { return judged() && !growing.empty(); }
 };
 
 LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it, const Categories& c,

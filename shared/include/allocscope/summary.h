@@ -36,6 +36,9 @@ struct DeviceSummary {
   uint64_t final_largest_free = 0;
   double fragmentation = 0;  // 1 - largest free block / free bytes in segments (0 = all free space in one block)
   uint32_t iterations = 0;   // detected iteration boundaries
+  // Guessed repeats that all run inside module forwards (LeakReport::forward_only): steps of a forward pass, or a
+  // loop that only calls the model. They are not counted as iterations.
+  uint32_t forward_repeats = 0;
   uint32_t ooms = 0;
   bool leak_suspected = false;
   std::string leak_site;     // the largest growing site when a leak is suspected

@@ -111,6 +111,7 @@ std::string to_json(const Snapshot& s, const LeakReport& r) {
   return json_detail::dump(Json{{"device", r.device},
                                 {"leak_suspected", r.leak_suspected()},
                                 {"judged", r.judged()},
+                                {"forward_only", r.forward_only},
                                 {"boundaries_needed", r.boundaries_needed},
                                 {"iterations", {{"source", std::string(iteration_source_name(r.iterations.source))},
                                                 {"marker", r.iterations.marker},

@@ -94,6 +94,7 @@ std::string to_json(const Snapshot& s, const Summary& sum) {
                        {"final", {{"reserved", d.final_reserved}, {"allocated", d.final_allocated}, {"pending_free", d.final_pending_free},
                                   {"largest_free_block", d.final_largest_free}, {"fragmentation", d.fragmentation}}},
                        {"iterations", d.iterations},
+                       {"forward_repeats", d.forward_repeats},
                        {"ooms", d.ooms},
                        {"leak_suspected", d.leak_suspected},
                        {"leak_site", d.leak_site},

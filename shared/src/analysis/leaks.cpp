@@ -84,6 +84,21 @@ bool still_held(const LeakGroup& g, uint32_t alive_at_end) {
   return alive_at_end >= g.alive_count[0] + (gained + 1) / 2;
 }
 
+// Whether every allocation made between the first and the last boundary was made inside a module's forward, as
+// the categories judged it (the frame evidence they give: a `forward` or `_call_impl` frame, and no rule,
+// workspace, backward or optimizer frame ahead of it). A frameless allocation, an input batch copied outside the
+// model, a loss, a backward or an optimizer step in between each say that the repeats are a loop's iterations.
+bool forward_only(const DeviceLifetimes& lt, const Iterations& it, const Categories& c) {
+  const uint32_t first = it.boundary.front(), last = it.boundary.back();
+  bool any = false;
+  for (uint32_t i = 0; i < lt.count(); ++i) {
+    if (lt.alloc_event[i] == kNoEvent || lt.alloc_event[i] < first || lt.alloc_event[i] >= last) continue;
+    if (c.reason[i] != CategoryReason::kForwardFrame) return false;
+    any = true;
+  }
+  return any;
+}
+
 }  // namespace
 
 LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it, const Categories& c,
@@ -140,6 +155,7 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   }
 
   const bool guessed = it.source == Iterations::Source::kPeriodic;
+  if (guessed && m >= 2) r.forward_only = forward_only(lt, it, c);
   if (m >= r.boundaries_needed) {
     for (auto& [site, a] : sites) {
       LeakGroup g;

@@ -30,7 +30,11 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
   if (r.iterations.source == Iterations::Source::kNone) {
     return o + "no repeating iteration found (no optimizer annotations, no periodic allocations): cannot judge leaks\n";
   }
-  if (r.leak_suspected()) {
+  if (r.forward_only) {
+    o += "cannot judge leaks: all " + std::to_string(m) + " repeats of " + r.iterations.marker +
+         " run inside module forwards (every allocation from the first to the last is made in one): they may be "
+         "steps of one forward pass, whose activations its backward frees, or a loop that only calls the model\n";
+  } else if (r.leak_suspected()) {
     const LeakGroup& g = r.growing.front();
     o += "LEAK: " + FrameFilter::site_text(s, g.site, true) + " keeps " + std::to_string(g.allocations) +
          " more allocation(s) alive over " + std::to_string(m) + " iterations (+" + size(g.bytes_per_iteration) +
@@ -47,7 +51,8 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
   o += "  iterations: " + std::to_string(m) + (m == 1 ? " boundary from " : " boundaries from ") +
        std::string(iteration_source_name(r.iterations.source)) + " (" + r.iterations.marker + ")\n";
   if (!r.growing.empty()) {
-    o += "\ngrowing sites (alive allocations at each iteration start):\n";
+    o += r.forward_only ? "\ngrowing across the repeats (not judged a leak; alive allocations at each repeat):\n"
+                        : "\ngrowing sites (alive allocations at each iteration start):\n";
     for (const LeakGroup& g : r.growing) {
       o += "  " + rpad("+" + size(g.bytes_per_iteration), 11) + "/iter  " + FrameFilter::site_text(s, g.site) + "  [" +
            std::string(category_name(g.category)) + "]  counts: " + counts(g.alive_count) + "\n";

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "allocscope/categories.h"
 #include "allocscope/iterations.h"
@@ -119,6 +120,7 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
 
     if (leaks_slot) {
       const LeakReport& lr = *leaks_slot;
+      if (lr.forward_only) d.forward_repeats = std::exchange(d.iterations, 0);
       d.leak_suspected = lr.leak_suspected();
       if (d.leak_suspected) {
         const LeakGroup& g = lr.growing.front();
