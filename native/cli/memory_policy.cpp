@@ -61,11 +61,6 @@ uintptr_t heap_end() { return static_cast<uintptr_t>(::syscall(SYS_brk, 0)) & ~u
 }  // namespace
 
 std::function<bool()> heap_prefault() {
-  // The threads of a one-file command (the reader, the analyses' second thread) allocate from this same heap:
-  // a thread arena of its own is fresh memory they fault in (half the analyses' helper thread's time in a 1M-event
-  // `summary`) while this heap holds the pages the parse freed, already faulted in. `ranks`, whose workers each
-  // parse a file at once, does not load through here and keeps glibc's arenas.
-  mallopt(M_ARENA_MAX, 1);
   auto done = std::make_shared<uintptr_t>(heap_end());
   return [done] {
     const uintptr_t end = heap_end();
