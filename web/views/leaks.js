@@ -4,10 +4,11 @@
 import { bytes, count, el } from '../format.js';
 import { stackList, sparkline } from './widgets.js';
 
-function groupTable(groups, kind, st) {
+// `unit` is what the boundaries are: 'iteration', or 'repeat' where they all run inside module forwards.
+function groupTable(groups, kind, st, unit) {
   const t = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'site' }), el('th', { text: 'category' }),
-    el('th', { class: 'num', text: kind === 'growing' ? 'growth / iteration' : 'held' }),
-    el('th', { class: 'num', text: 'allocations' }), el('th', { text: 'alive at each iteration' })));
+    el('th', { class: 'num', text: kind === 'growing' ? `growth / ${unit}` : 'held' }),
+    el('th', { class: 'num', text: 'allocations' }), el('th', { text: `alive at each ${unit}` })));
   for (const g of groups) {
     const frames = el('details', null, el('summary', { class: 'mono', text: g.site ? g.site.text : '<no frames>' }), stackList(g.frames, st));
     t.append(el('tr', null, el('td', null, frames), el('td', { text: g.category }),
@@ -31,7 +32,9 @@ export default {
       root.append(el('h2', { text: `Leaks and held memory on cuda:${device}` }));
       const it = r.iterations;
       const n = it.boundaries.length;
+      const unit = r.forward_only ? 'repeat' : 'iteration';
       const itText = it.source === 'annotations' ? `${count(n)} iterations found from the "${it.marker}" annotations`
+        : r.forward_only ? `${count(n)} repeats of an allocation at ${it.marker}, all inside module forwards`
         : it.source === 'periodic' ? `${count(n)} iterations found from a repeating allocation at ${it.marker}`
         : 'no repeating iteration found';
       let verdict;
@@ -59,20 +62,20 @@ export default {
       }
       root.append(verdict, el('p', { class: 'fine', text: itText + '.' }));
       if (r.total_at_boundary.length === 1) {
-        root.append(el('p', { class: 'fine', text: `Active memory at the one iteration start: ${bytes(r.total_at_boundary[0])}.` }));
+        root.append(el('p', { class: 'fine', text: `Active memory at the one ${unit} start: ${bytes(r.total_at_boundary[0])}.` }));
       } else if (r.total_at_boundary.length) {
-        root.append(el('h3', { text: 'Active memory at the start of each iteration' }),
+        root.append(el('h3', { text: `Active memory at the start of each ${unit}` }),
           el('div', { title: r.total_at_boundary.map(bytes).join(' → ') }, sparkline(r.total_at_boundary, 420, 60)),
           el('p', { class: 'fine', text: `${bytes(r.total_at_boundary[0])} → ${bytes(r.total_at_boundary[r.total_at_boundary.length - 1])}` }));
       }
-      if (r.growing.length) root.append(el('h3', { text: r.forward_only ? 'Growing across the repeats (not judged a leak)' : 'Growing sites' }), groupTable(r.growing, 'growing', ctx.state));
-      if (r.held.length) root.append(el('h3', { text: 'Held across optimizer steps' }), groupTable(r.held, 'held', ctx.state));
+      if (r.growing.length) root.append(el('h3', { text: r.forward_only ? 'Growing across the repeats (not judged a leak)' : 'Growing sites' }), groupTable(r.growing, 'growing', ctx.state, unit));
+      if (r.held.length) root.append(el('h3', { text: 'Held across optimizer steps' }), groupTable(r.held, 'held', ctx.state, unit));
       if (r.survivor_count.length) {
-        const t = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'iteration' }),
-          el('th', { class: 'num', text: 'outlived the next iteration' }), el('th', { class: 'num', text: 'bytes' })));
+        const t = el('table', { class: 'table' }, el('tr', null, el('th', { text: unit }),
+          el('th', { class: 'num', text: `outlived the next ${unit}` }), el('th', { class: 'num', text: 'bytes' })));
         r.survivor_count.forEach((c, i) => t.append(el('tr', null, el('td', { text: i === 0 ? 'prologue' : String(i) }),
           el('td', { class: 'num', text: count(c) }), el('td', { class: 'num', text: bytes(r.survivor_bytes[i]) }))));
-        root.append(el('h3', { text: 'Allocations that outlive their iteration' }), t);
+        root.append(el('h3', { text: `Allocations that outlive their ${unit}` }), t);
       }
       ctx.painted();
     })().catch((e) => ctx.fail(e));

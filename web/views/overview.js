@@ -56,7 +56,7 @@ export default {
           const notes = [];
           notes.push(`peak ${bytes(d.peak_allocated.bytes)} allocated, ${bytes(d.peak_reserved.bytes)} reserved`);
           if (d.iterations) notes.push(`${count(d.iterations)} iterations`);
-          if (d.forward_repeats) notes.push(`${count(d.forward_repeats)} repeats inside module forwards (no loop iterations)`);
+          if (d.forward_repeats) notes.push(`${count(d.forward_repeats)} repeats inside module forwards (not counted as iterations)`);
           if (d.frees_without_alloc) notes.push(`${count(d.frees_without_alloc)} allocations began before the trace window`);
           notes.push(`fragmentation at the end ${(100 * d.final.fragmentation).toFixed(0)}% (largest free block ${bytes(d.final.largest_free_block)})`);
           glance.append(el('h3', { text: `cuda:${d.device}` }), el('p', { text: notes.join(' · ') }));

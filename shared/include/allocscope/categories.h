@@ -69,6 +69,11 @@ std::string regex_problem(std::string_view pattern);
 // Parses "REGEX=category" (the CLI's --rule); the category name is after the last '='.
 Result<CategoryRule> parse_category_rule(std::string_view text);
 
+// Per StackId: 1 when the stack runs inside a module's forward (a `forward`, `_call_impl` or `_wrapped_call_impl`
+// frame) and in no backward or optimizer frame. The frame evidence categorize() reads, before any user rule or
+// size guess decides a row: leaks' forward-only check (leaks.h) asks the frames, not the decided category.
+std::vector<uint8_t> forward_stacks(const Snapshot& s);
+
 struct Categories {
   std::vector<Category> category;      // per lifetimes row
   std::vector<CategoryReason> reason;  // per lifetimes row

@@ -244,6 +244,19 @@ namespace {
 
 }  // namespace
 
+std::vector<uint8_t> forward_stacks(const Snapshot& s) {
+  std::vector<uint8_t> fbits(s.frames.size());
+  for (size_t i = 0; i < fbits.size(); ++i) fbits[i] = frame_bits(s.str(s.frames[i].name), s.str(s.frames[i].filename));
+  std::vector<uint8_t> out(s.stacks.size(), 0);
+  for (StackId id = 0; id < out.size(); ++id) {
+    uint8_t bits = 0;
+    for (FrameId f : s.stack(id))
+      if (f < fbits.size()) bits |= fbits[f];
+    out[id] = (bits & kFwd) && !(bits & (kBwd | kOpt));
+  }
+  return out;
+}
+
 Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it,
                               const FrameFilter& ff, const CategoryOptions& options) {
   (void)ff;

@@ -84,16 +84,18 @@ bool still_held(const LeakGroup& g, uint32_t alive_at_end) {
   return alive_at_end >= g.alive_count[0] + (gained + 1) / 2;
 }
 
-// Whether every allocation made between the first and the last boundary was made inside a module's forward, as
-// the categories judged it (the frame evidence they give: a `forward` or `_call_impl` frame, and no rule,
-// workspace, backward or optimizer frame ahead of it). A frameless allocation, an input batch copied outside the
-// model, a loss, a backward or an optimizer step in between each say that the repeats are a loop's iterations.
-bool forward_only(const DeviceLifetimes& lt, const Iterations& it, const Categories& c) {
+// Whether every allocation made between the first and the last boundary was made inside a module's forward, by
+// its frames (forward_stacks: the evidence categories read, not the category a user rule or a size guess then
+// gave the row). A frameless allocation (the autograd engine's), a backward or optimizer frame, or anything made
+// outside the model (an input copied in the loop, a result taken from the output) says the repeats are a loop's
+// iterations.
+bool forward_only(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it) {
   const uint32_t first = it.boundary.front(), last = it.boundary.back();
+  const std::vector<uint8_t> fwd = forward_stacks(s);
   bool any = false;
   for (uint32_t i = 0; i < lt.count(); ++i) {
     if (lt.alloc_event[i] == kNoEvent || lt.alloc_event[i] < first || lt.alloc_event[i] >= last) continue;
-    if (c.reason[i] != CategoryReason::kForwardFrame) return false;
+    if (lt.stack[i] >= fwd.size() || !fwd[lt.stack[i]]) return false;
     any = true;
   }
   return any;
@@ -155,7 +157,7 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   }
 
   const bool guessed = it.source == Iterations::Source::kPeriodic;
-  if (guessed && m >= 2) r.forward_only = forward_only(lt, it, c);
+  if (guessed && m >= 2) r.forward_only = forward_only(s, lt, it);
   if (m >= r.boundaries_needed) {
     for (auto& [site, a] : sites) {
       LeakGroup g;
@@ -191,7 +193,6 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   };
   std::sort(r.growing.begin(), r.growing.end(), by_bytes);
   std::sort(r.held.begin(), r.held.end(), by_bytes);
-  (void)s;
   return r;
 }
 

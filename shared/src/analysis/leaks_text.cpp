@@ -48,13 +48,18 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
   } else {
     o += "no leak: nothing grows from one iteration to the next\n";
   }
-  o += "  iterations: " + std::to_string(m) + (m == 1 ? " boundary from " : " boundaries from ") +
-       std::string(iteration_source_name(r.iterations.source)) + " (" + r.iterations.marker + ")\n";
+  // Repeats that all run inside module forwards are not called iterations anywhere in the report.
+  const bool fwd = r.forward_only;
+  if (fwd)
+    o += "  repeats: " + std::to_string(m) + " of a repeating allocation at " + r.iterations.marker + "\n";
+  else
+    o += "  iterations: " + std::to_string(m) + (m == 1 ? " boundary from " : " boundaries from ") +
+         std::string(iteration_source_name(r.iterations.source)) + " (" + r.iterations.marker + ")\n";
   if (!r.growing.empty()) {
-    o += r.forward_only ? "\ngrowing across the repeats (not judged a leak; alive allocations at each repeat):\n"
-                        : "\ngrowing sites (alive allocations at each iteration start):\n";
+    o += fwd ? "\ngrowing across the repeats (not judged a leak; alive allocations at each repeat):\n"
+             : "\ngrowing sites (alive allocations at each iteration start):\n";
     for (const LeakGroup& g : r.growing) {
-      o += "  " + rpad("+" + size(g.bytes_per_iteration), 11) + "/iter  " + FrameFilter::site_text(s, g.site) + "  [" +
+      o += "  " + rpad("+" + size(g.bytes_per_iteration), 11) + (fwd ? "/repeat  " : "/iter  ") + FrameFilter::site_text(s, g.site) + "  [" +
            std::string(category_name(g.category)) + "]  counts: " + counts(g.alive_count) + "\n";
       for (FrameId f : ff.shown_frames(s, g.stack, 4)) o += "        at " + FrameFilter::format(s, f) + "\n";
     }
@@ -69,7 +74,7 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
            " stay alive from one step to the next (gradients never cleared: call optimizer.zero_grad())\n";
   }
   // A long run prints its ends: the floor's trend shows there, and 600 numbers help nobody.
-  o += "\nactive bytes at each iteration start:";
+  o += fwd ? "\nactive bytes at each repeat:" : "\nactive bytes at each iteration start:";
   const size_t n = r.total_at_boundary.size();
   for (size_t k = 0; k < n; ++k) {
     if (n > 12 && k == 5) {

@@ -17,7 +17,7 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
                                                             : "over " + seconds(d.last_us - d.first_us)) +
          ", " + std::to_string(d.allocations) + " allocations";
     if (d.iterations) o += ", " + std::to_string(d.iterations) + (d.iterations == 1 ? " iteration" : " iterations");
-    if (d.forward_repeats) o += ", " + std::to_string(d.forward_repeats) + " repeats inside module forwards (no loop iterations)";
+    if (d.forward_repeats) o += ", " + std::to_string(d.forward_repeats) + " repeats inside module forwards (not counted as iterations)";
     o += "\n";
     auto step = [&d](uint32_t k) {
       return "at step " + std::to_string(k) +
