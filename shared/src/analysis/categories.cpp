@@ -244,16 +244,32 @@ namespace {
 
 }  // namespace
 
-std::vector<uint8_t> forward_stacks(const Snapshot& s) {
+namespace {
+
+// Per frame, its FrameBits: snapshots share few distinct frames.
+std::vector<uint8_t> bits_of_frames(const Snapshot& s) {
   std::vector<uint8_t> fbits(s.frames.size());
   for (size_t i = 0; i < fbits.size(); ++i) fbits[i] = frame_bits(s.str(s.frames[i].name), s.str(s.frames[i].filename));
+  return fbits;
+}
+
+// A stack's evidence is the union of its frames'.
+uint8_t bits_of_stack(const Snapshot& s, const std::vector<uint8_t>& fbits, StackId id) {
+  uint8_t bits = 0;
+  for (FrameId f : s.stack(id))
+    if (f < fbits.size()) bits |= fbits[f];
+  return bits;
+}
+
+// Inside a module's forward and in no backward or optimizer frame: the forward pass proper.
+bool forward_pass(uint8_t bits) { return (bits & kFwd) && !(bits & (kBwd | kOpt)); }
+
+}  // namespace
+
+std::vector<uint8_t> forward_stacks(const Snapshot& s) {
+  const std::vector<uint8_t> fbits = bits_of_frames(s);
   std::vector<uint8_t> out(s.stacks.size(), 0);
-  for (StackId id = 0; id < out.size(); ++id) {
-    uint8_t bits = 0;
-    for (FrameId f : s.stack(id))
-      if (f < fbits.size()) bits |= fbits[f];
-    out[id] = (bits & kFwd) && !(bits & (kBwd | kOpt));
-  }
+  for (StackId id = 0; id < out.size(); ++id) out[id] = forward_pass(bits_of_stack(s, fbits, id));
   return out;
 }
 
@@ -274,19 +290,15 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
 
   // Frame evidence, then stack evidence: snapshots share few distinct frames and stacks, rows share stacks.
   const size_t nf = s.frames.size();
-  std::vector<uint8_t> fbits(nf);
+  const std::vector<uint8_t> fbits = bits_of_frames(s);
   std::vector<int16_t> frule(nf, -1);
-  for (size_t i = 0; i < nf; ++i) {
-    const Frame& f = s.frames[i];
-    fbits[i] = frame_bits(s.str(f.name), s.str(f.filename));
-    if (!rules.empty()) {
-      const std::string text = FrameFilter::format(s, static_cast<FrameId>(i), true);
-      for (size_t k = 0; k < rules.size(); ++k)
-        if (std::regex_search(text, rules[k])) {
-          frule[i] = static_cast<int16_t>(k);
-          break;
-        }
-    }
+  for (size_t i = 0; i < nf && !rules.empty(); ++i) {
+    const std::string text = FrameFilter::format(s, static_cast<FrameId>(i), true);
+    for (size_t k = 0; k < rules.size(); ++k)
+      if (std::regex_search(text, rules[k])) {
+        frule[i] = static_cast<int16_t>(k);
+        break;
+      }
   }
   const uint32_t ns = s.stacks.size();
   std::vector<uint8_t> sbits(ns, 0);
@@ -295,12 +307,10 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   auto stack_info = [&](StackId id) {
     if (id >= ns || stack_seen[id]) return;
     stack_seen[id] = 1;
+    sbits[id] = bits_of_stack(s, fbits, id);
     int best = -1;
-    for (FrameId f : s.stack(id)) {
-      if (f >= nf) continue;
-      sbits[id] |= fbits[f];
-      if (frule[f] >= 0 && (best < 0 || frule[f] < best)) best = frule[f];
-    }
+    for (FrameId f : s.stack(id))
+      if (f < nf && frule[f] >= 0 && (best < 0 || frule[f] < best)) best = frule[f];
     srule[id] = static_cast<int16_t>(best);
   };
 
@@ -331,7 +341,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
     const uint32_t b = lt.birth_step(i);
     const uint32_t r = index.region_of(b);
     const uint8_t bits = bits_of(i);
-    if ((bits & kFwd) && !(bits & (kBwd | kOpt)) && forward_start[r] == UINT32_MAX) forward_start[r] = b;
+    if (forward_pass(bits) && forward_start[r] == UINT32_MAX) forward_start[r] = b;
     const bool bwd = (bits & kBwd) || (python_stacks && lt.stack[i] == 0 && forward_start[r] != UINT32_MAX);
     if (bwd && backward_start[r] == UINT32_MAX) backward_start[r] = b;
   }
