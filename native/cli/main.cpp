@@ -1,4 +1,5 @@
 // Entry point of the `allocscope` command-line tool: dispatches to the registered verbs.
+#include <cerrno>
 #include <cstdio>
 #include <algorithm>
 #include <cstring>
@@ -48,7 +49,16 @@ int main(int argc, char** argv) {
         return 0;
       }
     }
-    return v.run(args);
+    const int rc = v.run(args);
+    // A verb checks its last flush, but a large output is written past stdio's buffer at once and its error never
+    // reaches that flush: without this, a full disk or a closed pipe left a truncated answer and exit code 0.
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "allocscope %s: writing the output failed%s%s\n", v.name, errno ? ": " : "",
+                   errno ? std::strerror(errno) : "");
+      return rc == 0 || rc == 3 ? 1 : rc;
+    }
+    return rc;
   }
   std::fprintf(stderr, "allocscope: unknown verb '%s' (see allocscope --help)\n", argv[1]);
   return 2;

@@ -1,6 +1,9 @@
 // The built `allocscope` binary: help for every verb, one-line errors with non-zero exits on bad input.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "test_util.h"
@@ -81,6 +84,37 @@ TEST(Binary, BadArguments) {
   expect_one_line_error(clitest::run_cli({"compare", clitest::snapshot_path("oom")}), "one file");
   expect_one_line_error(clitest::run_cli({"segments", "--bogus", clitest::snapshot_path("oom")}), "unknown option");
   expect_one_line_error(clitest::run_cli({"memory", clitest::snapshot_path("oom"), "-o"}), "-o without a file");
+}
+
+// An audit found a directory crashing the loader (its "size" became one allocation) and a pipe refused.
+TEST(Binary, ADirectoryIsRefusedAndAPipeIsRead) {
+  const auto dir = clitest::run_cli({"summary", std::filesystem::path(clitest::temp_path("x")).parent_path().string()});
+  expect_one_line_error(dir, "directory");
+  EXPECT_NE(dir.err.find("a directory, not a snapshot file"), std::string::npos) << dir.err;
+  // /dev/stdin fed by a pipe (a FIFO): neither mapped nor sized, read to its end.
+  const std::string out = clitest::temp_path("piped.txt");
+  const std::string cmd = "cat " + clitest::snapshot_path("oom") + " | " + ALLOCSCOPE_CLI + " stats /dev/stdin >" + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_EQ(clitest::read_text(out), clitest::read_text(clitest::expected_path("oom", "stats.txt")));
+  std::filesystem::remove(out);
+}
+
+// A full disk or a closed pipe must not leave a truncated answer with exit code 0: a large output goes past stdio's
+// buffer straight to write(), whose error the verbs' final flush never saw.
+TEST(Binary, AFailedWriteIsAnError) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::string err = clitest::temp_path("err.txt");
+  auto run = [&](const std::string& args) {
+    const std::string cmd = std::string(ALLOCSCOPE_CLI) + " " + args + " >/dev/full 2>" + err;
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  const std::string oom = clitest::snapshot_path("oom"), leak = clitest::snapshot_path("transformer_leak");
+  for (const std::string& args : {"export --json " + oom, "trace " + oom, "summary " + oom, "leaks " + leak}) {
+    EXPECT_EQ(run(args), 1) << args;
+    EXPECT_NE(clitest::read_text(err).find("writing the output failed"), std::string::npos) << args;
+  }
+  std::filesystem::remove(err);
 }
 
 TEST(Binary, UnwritableOutput) {

@@ -229,13 +229,21 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
 }
 
 Result<std::vector<uint8_t>> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  std::ifstream f(path, std::ios::binary);
   if (!f) return Error{"cannot open '" + path + "'"};
-  const std::streamoff n = f.tellg();
-  if (n < 0) return Error{"cannot read '" + path + "'"};
-  std::vector<uint8_t> data(static_cast<size_t>(n));
-  f.seekg(0);
-  if (n && !f.read(reinterpret_cast<char*>(data.data()), n)) return Error{"cannot read '" + path + "'"};
+  // Read to the end rather than trusting a size: a pipe or /proc has none, and a directory's "size" (found by seeking
+  // to its end) once became a multi-exabyte allocation and a crash.
+  constexpr size_t kStep = 1u << 20;
+  std::vector<uint8_t> data;
+  for (;;) {
+    const size_t at = data.size();
+    data.resize(at + kStep);
+    f.read(reinterpret_cast<char*>(data.data() + at), static_cast<std::streamsize>(kStep));
+    data.resize(at + static_cast<size_t>(f.gcount()));
+    if (f.eof()) break;
+    if (!f) return Error{"cannot read '" + path + "'" + (data.empty() ? " (is it a directory?)" : ""), data.size()};
+  }
+  data.shrink_to_fit();
   return data;
 }
 
@@ -323,7 +331,12 @@ Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& 
   if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
     struct stat st;
     uint8_t magic[2] = {0, 0};
-    const bool big_pickle = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+    const bool stat_ok = ::fstat(fd, &st) == 0;
+    if (stat_ok && S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return Error{"a directory, not a snapshot file"};
+    }
+    const bool big_pickle = stat_ok && S_ISREG(st.st_mode) &&
                             static_cast<uint64_t>(st.st_size) > kWindow && ::pread(fd, magic, 2, 0) == 2 &&
                             !is_gzip(magic);
     if (big_pickle) {
