@@ -15,6 +15,7 @@
 #include "allocscope/summary.h"
 #include "answers_fixtures.h"
 #include "cli_run.h"
+#include "../cli/synthetic.h"
 
 namespace allocscope::test {
 namespace {
@@ -37,9 +38,36 @@ TEST(Owners, FrameRule) {
   EXPECT_EQ(owner_of_frame("cudaGraphInstantiate", "libcudart.so.13"), Owner::kCudaGraphs);
   EXPECT_EQ(owner_of_frame("python3.12+0x58216f", "/usr/bin/python3.12"), Owner::kUser);
   EXPECT_EQ(owner_of_frame("main", "/home/me/app.cu"), Owner::kUser);
+  // PyTorch's wheels load the runtime through torch/lib/../../nvidia: still the runtime, not PyTorch (an audit's
+  // case, below); NVIDIA's libraries by name or by where NVIDIA installs them, a user's libcu*-named library not.
+  const char* torch_runtime = "/v/site-packages/torch/lib/../../nvidia/cu13/lib/libcudart.so.13";
+  EXPECT_EQ(owner_of_frame("cudaMalloc", torch_runtime), Owner::kCudaRuntime);
+  EXPECT_EQ(owner_of_frame("libcudart.so.13+0x5f6e1", torch_runtime), Owner::kCudaRuntime);
+  EXPECT_EQ(owner_of_frame("curand_init", "/v/site-packages/torch/lib/../../nvidia/curand/lib/libcurand.so.10"),
+            Owner::kCudaLibrary);
+  EXPECT_EQ(owner_of_frame("libcusparseLt.so.0+0x10", "/usr/local/cuda-13.0/lib64/libcusparseLt.so.0"),
+            Owner::kCudaLibrary);
+  EXPECT_EQ(owner_of_frame("my_scratch", "/home/me/build/libcustom_kernels.so"), Owner::kUser);
+  EXPECT_EQ(owner_of_frame("torch_fn", "/v/site-packages/torch/lib/./libtorch_cuda.so"), Owner::kPyTorch);
   EXPECT_TRUE(is_library_owner(Owner::kPyTorch));
   EXPECT_FALSE(is_library_owner(Owner::kUser));
   EXPECT_FALSE(is_library_owner(Owner::kCudaRuntime));
+}
+
+// The audit's stack: a user extension's cudaMalloc, through the runtime as PyTorch's wheels load it. It was the
+// PyTorch pool's (so `merge` dropped it as already counted, and leaks never looked at it).
+TEST(Owners, AUserCallThroughTheRuntimeTorchLoadedIsTheUsers) {
+  clitest::SnapshotBuilder b;
+  const StackId st = b.stack({{"cudaMalloc", "/v/site-packages/torch/lib/../../nvidia/cu13/lib/libcudart.so.13", 0},
+                              {"libcudart.so.13+0x5f6e1", "/v/site-packages/torch/lib/../../nvidia/cu13/lib/libcudart.so.13", 0},
+                              {"my_ext::scratch_buffer(unsigned long)", "/home/me/ext/libmy_ext.so", 0},
+                              {"forward", "/home/me/model.py", 12}});
+  const StackId pt = b.stack({{"cudaMalloc", "/v/site-packages/torch/lib/../../nvidia/cu13/lib/libcudart.so.13", 0},
+                              {"c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(...)",
+                               "/v/site-packages/torch/lib/libc10_cuda.so", 0}});
+  const OwnerMap owners(b.s);
+  EXPECT_EQ(owners.owner(st), Owner::kUser);
+  EXPECT_EQ(owners.owner(pt), Owner::kPyTorch);
 }
 
 uint64_t owned(const DeviceSummary& d, Owner o) {

@@ -2,6 +2,8 @@
 #include "allocscope/owners.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 namespace allocscope {
 
@@ -13,6 +15,35 @@ bool has(std::string_view s, std::string_view part) { return s.find(part) != std
 std::string_view leaf(std::string_view path) {
   const size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+// A directory with "." and "name/.." taken out, ending in '/' ("/a/torch/lib/../../nvidia/" -> "/a/nvidia/").
+std::string lexically_normal(std::string_view dir) {
+  std::vector<std::string_view> parts;
+  for (size_t at = 0; at <= dir.size();) {
+    size_t slash = dir.find('/', at);
+    if (slash == std::string_view::npos) slash = dir.size();
+    const std::string_view part = dir.substr(at, slash - at);
+    if (part == "..") {
+      if (!parts.empty() && parts.back() != "..") parts.pop_back();
+      else parts.push_back(part);
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(part);
+    }
+    at = slash + 1;
+  }
+  std::string out = !dir.empty() && dir[0] == '/' ? "/" : "";
+  for (std::string_view p : parts) out.append(p).push_back('/');
+  return out;
+}
+
+// NVIDIA's libraries that keep device memory of their own, wherever they are installed.
+bool is_nvidia_library(std::string_view file) {
+  for (std::string_view lib : {"libcurand", "libcufft", "libcusparse", "libcusolver", "libcutensor", "libcudss",
+                               "libcufile", "libnvrtc", "libnvjpeg", "libnvJitLink", "libnvjitlink", "libnpp",
+                               "libnvblas", "libnvshmem", "libnvinfer", "libcudla"})
+    if (file.rfind(lib, 0) == 0) return true;
+  return false;
 }
 
 }  // namespace
@@ -62,24 +93,33 @@ Owner owner_of_frame(std::string_view name, std::string_view filename) {
   // which name it better than whoever called them.
   if (name.rfind("cudaGraph", 0) == 0 || name.rfind("cuGraph", 0) == 0 || has(name, "CUDAGraph"))
     return Owner::kCudaGraphs;
+  // The runtime and the driver say how memory was asked for, not who asked. Decided by the module before any
+  // directory: PyTorch's wheels load the runtime as ".../torch/lib/../../nvidia/cu13/lib/libcudart.so.13", which
+  // once made every runtime frame PyTorch's, so another library's cudaMalloc under it counted as PyTorch's pool.
+  if (file.rfind("libcudart", 0) == 0 || file.rfind("libcuda.so", 0) == 0 || file.rfind("libcupti", 0) == 0)
+    return Owner::kCudaRuntime;
   // Libraries by module (wheels ship without symbols, so a frame is often "libnccl.so.2+0x1234") or by symbol.
   if (file.rfind("libnccl", 0) == 0 || name.rfind("nccl", 0) == 0 || has(name, "ncclMem")) return Owner::kNccl;
   if (file.rfind("libcublas", 0) == 0 || name.rfind("cublas", 0) == 0) return Owner::kCublas;
   if (file.rfind("libcudnn", 0) == 0 || name.rfind("cudnn", 0) == 0) return Owner::kCudnn;
+  // Directories are matched on the path with "dir/.." resolved, as the loader resolved it.
+  const std::string dir = lexically_normal(filename.substr(0, filename.size() - file.size()));
   if (file.rfind("libc10_cuda", 0) == 0 || file.rfind("libtorch", 0) == 0 || file.rfind("libc10", 0) == 0 ||
       name.rfind("c10::", 0) == 0 || name.rfind("at::", 0) == 0 || name.rfind("torch::", 0) == 0 ||
-      has(filename, "/torch/lib/"))
+      has(dir, "/torch/lib/"))
     return Owner::kPyTorch;
-  if (has(filename, "/jaxlib/") || has(filename, "/jax_plugins/") || file.rfind("xla_extension", 0) == 0 ||
+  if (has(dir, "/jaxlib/") || has(dir, "/jax_plugins/") || file.rfind("xla_extension", 0) == 0 ||
       file.rfind("libxla", 0) == 0 || name.rfind("xla::", 0) == 0 || name.rfind("tsl::", 0) == 0 ||
       name.rfind("stream_executor::", 0) == 0 || has(name, "BFCAllocator"))
     return Owner::kXla;
-  if (has(filename, "/cupy/") || has(filename, "/cupy_backends/") || has(name, "cupy")) return Owner::kCuPy;
-  // The runtime and the driver say how memory was asked for, not who asked.
-  const bool runtime = file.rfind("libcudart", 0) == 0 || file.rfind("libcuda.so", 0) == 0 || file.rfind("libcupti", 0) == 0;
-  // NVIDIA's other libraries: cuRAND's generator state, cuFFT plans, cuSPARSE/cuSOLVER buffers, NVRTC, nvJPEG.
-  if (!runtime && (file.rfind("libcu", 0) == 0 || file.rfind("libnv", 0) == 0)) return Owner::kCudaLibrary;
-  if (runtime || name.rfind("cudaMalloc", 0) == 0 || name.rfind("cuMem", 0) == 0 || name.rfind("cudaFree", 0) == 0)
+  if (has(dir, "/cupy/") || has(dir, "/cupy_backends/") || has(name, "cupy")) return Owner::kCuPy;
+  // NVIDIA's other libraries: cuRAND's generator state, cuFFT plans, cuSPARSE/cuSOLVER buffers, NVRTC, nvJPEG. By
+  // name, or any libcu*/libnv* that NVIDIA's packages install: a user's own "libcustom_kernels.so" is the user's.
+  if (is_nvidia_library(file) ||
+      ((file.rfind("libcu", 0) == 0 || file.rfind("libnv", 0) == 0) &&
+       (has(dir, "/nvidia/") || has(dir, "/cuda/") || has(dir, "/cuda-"))))
+    return Owner::kCudaLibrary;
+  if (name.rfind("cudaMalloc", 0) == 0 || name.rfind("cuMem", 0) == 0 || name.rfind("cudaFree", 0) == 0)
     return Owner::kCudaRuntime;
   // The capture's own frames (dropped when recording, but a linked build may keep one).
   if (file.rfind("liballocscope", 0) == 0 || name.rfind("allocscope::", 0) == 0 || name.rfind("allocscope_", 0) == 0)
