@@ -206,7 +206,7 @@ TEST(Sites, NcclsProxyThreadNamesTheLineThatSetUpTheCommunicator) {
     EXPECT_EQ(channels, 24u);
     EXPECT_EQ(proxy_sizes, (std::map<uint64_t, uint32_t>{{2ull << 20, channels}, {10ull << 20, channels}}));
     EXPECT_EQ(proxy_bytes, 288ull << 20);
-    EXPECT_GT(in_wrapper, 100u);
+    EXPECT_GT(in_wrapper, 90u);  // (the peer's buffers NCCL maps, also made there, are left out at load: owners.h)
   }
 }
 

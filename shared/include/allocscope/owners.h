@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -37,6 +38,24 @@ bool is_library_owner(Owner o);
 // What one frame says about the owner: a library, kCudaRuntime for the runtime's and driver's own frames (which say
 // nothing about who called), kUser for any other code, kUnknown for frames to skip (the capture's own).
 Owner owner_of_frame(std::string_view name, std::string_view filename);
+
+// Whether a frame is NCCL mapping a buffer that a peer allocated and exported (ncclP2pImportShareableBuffer: the
+// other rank's proxy thread made it with cuMemCreate on its own GPU). Such a mapping holds no memory of this device.
+bool is_peer_import_frame(std::string_view name);
+
+// A capture's mappings of memory that other processes or GPUs allocated (a stack through is_peer_import_frame), with
+// the unmaps and frees that release them and their live segments, taken out of `s`: counted on this device they
+// doubled NCCL's peer buffers (each rank counted its peer's as well as its own). Returns what was taken out.
+struct PeerMappings {
+  uint64_t count = 0;  // allocations (mappings)
+  uint64_t bytes = 0;
+};
+PeerMappings drop_peer_mappings(Snapshot* s);
+
+// Copies into `out` the rows of `from`'s device traces and the segments whose allocation `keep` accepts (by the
+// allocation's stack); a release goes with the allocation it releases, or decides by its own stack when the trace
+// lost that allocation; other events decide by their own stack. Tables are not copied.
+void keep_allocations(const Snapshot& from, const std::function<bool(StackId)>& keep, Snapshot* out);
 
 // Whether `s` was written by our capture library (its allocator_settings carry "allocscope_capture"): only then is
 // each allocation a driver-level reservation whose owner the stack tells.

@@ -13,16 +13,6 @@
 
 namespace allocscope {
 
-namespace {
-
-bool is_allocation(Action a) { return a == Action::kAlloc || a == Action::kSegmentAlloc || a == Action::kSegmentMap; }
-bool is_release(Action a) {
-  return a == Action::kFreeRequested || a == Action::kFreeCompleted || a == Action::kSegmentFree ||
-         a == Action::kSegmentUnmap;
-}
-
-}  // namespace
-
 Snapshot outside_of_pytorch(const Snapshot& c) {
   Snapshot out;
   out.strings = c.strings;
@@ -33,41 +23,8 @@ Snapshot outside_of_pytorch(const Snapshot& c) {
   out.annotations = c.annotations;
   out.has_device_traces = c.has_device_traces;
   const OwnerMap owners(c);
-  auto outside = [&](StackId st) { return owners.owner(st) != Owner::kPyTorch; };
-  for (const DeviceTrace& d : c.devices) {
-    DeviceTrace nd;
-    nd.device = d.device;
-    nd.begin = static_cast<uint32_t>(out.events.size_rows());
-    // A free's stack is the freeing code's (PyTorch's empty_cache frees what NCCL never touched, and the reverse),
-    // so a release goes with the allocation it releases; one whose allocation the trace lost decides by itself.
-    std::unordered_map<uint64_t, bool> kept;
-    for (uint32_t row = d.begin; row < d.end; ++row) {
-      const Action a = c.events.action[row];
-      const uint64_t addr = c.events.addr[row];
-      bool keep;
-      if (is_allocation(a)) {
-        keep = outside(c.events.stack[row]);
-        kept[addr] = keep;
-      } else if (is_release(a)) {
-        auto it = kept.find(addr);
-        keep = it != kept.end() ? it->second : outside(c.events.stack[row]);
-      } else {
-        keep = outside(c.events.stack[row]);  // a driver OOM of PyTorch's own cudaMalloc is in PyTorch's trace
-      }
-      if (keep) out.events.append_row(c.events, row);
-    }
-    nd.end = static_cast<uint32_t>(out.events.size_rows());
-    out.devices.push_back(nd);
-  }
-  for (const Segment& seg : c.segments) {
-    const auto blocks = c.blocks_of(seg);
-    const StackId st = !blocks.empty() ? blocks.front().stack : seg.stack;
-    if (!outside(st)) continue;
-    Segment ns = seg;
-    ns.first_block = static_cast<uint32_t>(out.blocks.size());
-    out.blocks.insert(out.blocks.end(), blocks.begin(), blocks.end());
-    out.segments.push_back(ns);
-  }
+  // A driver OOM of PyTorch's own cudaMalloc is in PyTorch's trace: other events also go by their stack.
+  keep_allocations(c, [&](StackId st) { return owners.owner(st) != Owner::kPyTorch; }, &out);
   return out;
 }
 

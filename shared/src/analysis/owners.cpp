@@ -2,6 +2,7 @@
 #include "allocscope/owners.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,80 @@ Owner owner_of_frame(std::string_view name, std::string_view filename) {
   if (file.rfind("liballocscope", 0) == 0 || name.rfind("allocscope::", 0) == 0 || name.rfind("allocscope_", 0) == 0)
     return Owner::kUnknown;
   return Owner::kUser;
+}
+
+bool is_peer_import_frame(std::string_view name) {
+  return name.rfind("nccl", 0) == 0 && has(name, "ImportShareableBuffer");
+}
+
+namespace {
+
+bool is_allocation(Action a) { return a == Action::kAlloc || a == Action::kSegmentAlloc || a == Action::kSegmentMap; }
+bool is_release(Action a) {
+  return a == Action::kFreeRequested || a == Action::kFreeCompleted || a == Action::kSegmentFree ||
+         a == Action::kSegmentUnmap;
+}
+
+}  // namespace
+
+void keep_allocations(const Snapshot& c, const std::function<bool(StackId)>& keep_stack, Snapshot* out) {
+  for (const DeviceTrace& d : c.devices) {
+    DeviceTrace nd;
+    nd.device = d.device;
+    nd.begin = static_cast<uint32_t>(out->events.size_rows());
+    // A free's stack is the freeing code's (PyTorch's empty_cache frees what NCCL never touched, and the reverse),
+    // so a release goes with the allocation it releases; one whose allocation the trace lost decides by itself.
+    std::unordered_map<uint64_t, bool> kept;
+    for (uint32_t row = d.begin; row < d.end; ++row) {
+      const Action a = c.events.action[row];
+      const uint64_t addr = c.events.addr[row];
+      bool keep;
+      if (is_allocation(a)) {
+        keep = keep_stack(c.events.stack[row]);
+        kept[addr] = keep;
+      } else if (is_release(a)) {
+        auto it = kept.find(addr);
+        keep = it != kept.end() ? it->second : keep_stack(c.events.stack[row]);
+      } else {
+        keep = keep_stack(c.events.stack[row]);
+      }
+      if (keep) out->events.append_row(c.events, row);
+    }
+    nd.end = static_cast<uint32_t>(out->events.size_rows());
+    out->devices.push_back(nd);
+  }
+  for (const Segment& seg : c.segments) {
+    const auto blocks = c.blocks_of(seg);
+    const StackId st = !blocks.empty() ? blocks.front().stack : seg.stack;
+    if (!keep_stack(st)) continue;
+    Segment ns = seg;
+    ns.first_block = static_cast<uint32_t>(out->blocks.size());
+    out->blocks.insert(out->blocks.end(), blocks.begin(), blocks.end());
+    out->segments.push_back(ns);
+  }
+}
+
+PeerMappings drop_peer_mappings(Snapshot* s) {
+  PeerMappings dropped;
+  std::vector<uint8_t> import_frame(s->frames.size(), 0);
+  bool any = false;
+  for (size_t f = 0; f < s->frames.size(); ++f) any |= import_frame[f] = is_peer_import_frame(s->str(s->frames[f].name));
+  if (!any) return dropped;
+  std::vector<uint8_t> import_stack(s->stacks.size(), 0);
+  for (uint32_t id = 0; id < s->stacks.size(); ++id)
+    for (FrameId f : s->stack(id))
+      if (f < import_frame.size() && import_frame[f]) import_stack[id] = 1;
+  auto keep = [&](StackId st) { return st >= import_stack.size() || !import_stack[st]; };
+  for (size_t row = 0; row < s->events.size_rows(); ++row)
+    if (s->events.action[row] == Action::kAlloc && !keep(s->events.stack[row]))
+      ++dropped.count, dropped.bytes += s->events.size[row];
+  Snapshot kept;
+  keep_allocations(*s, keep, &kept);
+  s->events = std::move(kept.events);
+  s->devices = std::move(kept.devices);
+  s->segments = std::move(kept.segments);
+  s->blocks = std::move(kept.blocks);
+  return dropped;
 }
 
 bool is_capture(const Snapshot& s) {

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "allocscope/loader.h"
+#include "allocscope/owners.h"
 #include "pickle/opcodes.h"
 #include "snapshot/keys.h"
 #include "util/hash.h"
@@ -273,6 +274,7 @@ class Builder : public pickle::Consumer {
   Status read_history(const pickle::Reader& r, const Value& list, Block* b);
   Status read_annotations(const pickle::Reader& r, const Value& list);
   Status read_outside(const pickle::Reader& r, const Value& dict);
+  void note_peer_mappings(const PeerMappings& m);
   // Reads a dict's segments, device_traces, external_annotations and allocator_settings into s_.
   Status read_top(const pickle::Reader& r, const Value& dict);
   Setting to_setting(const pickle::Reader& r, const Value& v, int depth);

@@ -405,8 +405,21 @@ Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
     s_->allocator_settings = std::move(to_setting(r, *v, 0).children);
   s_ = main;
   if (!st.ok()) return Error{"in 'allocscope_outside': " + st.error().message, st.error().offset};
+  note_peer_mappings(drop_peer_mappings(out.get()));
   s_->outside = std::move(out);
   return {};
+}
+
+// A capture's mappings of NCCL peers' buffers are not this device's memory (owners.h, drop_peer_mappings): they are
+// taken out as the file loads, so that every answer, the viewer's and merge's included, leaves them out alike.
+void Builder::note_peer_mappings(const PeerMappings& m) {
+  if (!m.count) return;
+  std::string w = std::to_string(m.count);
+  w.append(" mapping(s) of buffers that NCCL's peers allocated on their own GPUs (")
+      .append(std::to_string(m.bytes))
+      .append(" bytes, ncclP2pImportShareableBuffer) are left out: that memory is the peer's, counted in its own "
+              "rank's capture");
+  s_->warnings.push_back(std::move(w));
 }
 
 Status Builder::finish(const pickle::Reader& r, const Value& root) {
@@ -434,6 +447,7 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
     // Trace rows outside device_traces: keep them on device 0 rather than dropping them.
     s_->devices.push_back(DeviceTrace{0, 0, static_cast<uint32_t>(s_->events.size_rows())});
   }
+  if (is_capture(*s_)) note_peer_mappings(drop_peer_mappings(s_));
   for (auto& [key, n] : unknown_) s_->unknown_keys.emplace_back(std::string(s_->strings.get(key)), n);
   std::sort(s_->unknown_keys.begin(), s_->unknown_keys.end());
   if (negative_sizes_)
