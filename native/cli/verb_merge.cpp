@@ -21,7 +21,9 @@ const char kUsage[] =
     "NCCL buffers, cuBLAS workspaces, CUDA graphs, other libraries, the job's own cudaMalloc calls. PyTorch's part\n"
     "is kept byte for byte, so PyTorch's _memory_viz and MemoryViz read OUTPUT as they read PYTORCH; allocscope\n"
     "also shows the outside memory (summary: device memory by owner at the peak). Both files must come from the\n"
-    "same process (their times are on one clock). OUTPUT ending in .gz is gzipped.\n\n"
+    "same process: the merge is refused when their times do not overlap, or when none of the memory PyTorch\n"
+    "reserved is among the capture's allocations. What PyTorch's own record shows it reserved (same device,\n"
+    "address and size) is PyTorch's even without stacks. OUTPUT ending in .gz is gzipped.\n\n"
     "`allocscope record -- python3 job.py` writes the merged snapshot by itself; this is for files made apart.\n\n"
     "example:\n"
     "  allocscope merge allocscope-1234.pickle torch.pickle -o merged.pickle.gz\n";
@@ -46,10 +48,10 @@ int run_merge(const std::vector<std::string>& argv) {
     if (!raw.ok()) return fail(torch_path + ": " + raw.error().describe());
     torch = std::move(raw).value();
   }
-  auto merged = merge_outside(torch, outside_of_pytorch(capture));  // says so when the two are swapped
+  auto merged = merge_capture(torch, capture);  // says so when the two are swapped, or come from two processes
   if (!merged.ok()) return fail(torch_path + ": " + merged.error().describe());
-  const size_t n = merged.value().size();
-  const Status st = write_pickle_file(std::move(merged).value(), out);
+  const size_t n = merged.value().bytes.size();
+  const Status st = write_pickle_file(std::move(merged.value().bytes), out);
   if (!st.ok()) return fail(st.error().describe());
   std::fprintf(stderr, "allocscope merge: wrote %s (%zu bytes before compression)\n", out.c_str(), n);
   return 0;

@@ -40,9 +40,9 @@ std::vector<uint8_t> merged_bytes(const std::string& job) {
   const Loaded* cap = load("capture_torch_pair/" + job);
   EXPECT_TRUE(cap);
   if (!cap) return {};
-  auto m = merge_outside(raw_pickle(pair_path(job, ".torch.pickle.gz")), outside_of_pytorch(cap->s));
+  auto m = merge_capture(raw_pickle(pair_path(job, ".torch.pickle.gz")), cap->s);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().describe());
-  return m.ok() ? std::move(m).value() : std::vector<uint8_t>{};
+  return m.ok() ? std::move(m.value().bytes) : std::vector<uint8_t>{};
 }
 
 // The step (events applied) of a device's trace at wall-clock time t.
@@ -138,6 +138,54 @@ TEST(Outside, PyTorchsPartIsPyTorchsFile) {
     ASSERT_TRUE(again.value().outside);
     EXPECT_EQ(again.value().outside->events.size_rows(), s.outside->events.size_rows());
     EXPECT_EQ(again.value().events.size_rows(), s.events.size_rows());
+  }
+}
+
+// An audit's cases: `merge` took any two files. A capture and PyTorch's snapshot of two different jobs (their times
+// apart), and the same with PyTorch's times moved into the capture's (so only its segments tell), are refused.
+TEST(Outside, FilesOfTwoProcessesAreNotMerged) {
+  const Loaded* cap = load("capture_torch_pair/nccl");
+  const Loaded* other = load("capture_torch_pair/torch.torch");
+  const Loaded* own = load("capture_torch_pair/nccl.torch");
+  ASSERT_TRUE(cap && other && own);
+  EXPECT_TRUE(same_process(cap->s, own->s).ok());
+  const Status apart = same_process(cap->s, other->s);
+  ASSERT_FALSE(apart.ok());
+  EXPECT_NE(apart.error().message.find("do not overlap in time"), std::string::npos) << apart.error().message;
+  auto refused = merge_capture(raw_pickle(pair_path("torch", ".torch.pickle.gz")), cap->s);
+  EXPECT_FALSE(refused.ok());
+  Snapshot moved = other->s;
+  const int64_t shift = cap->s.events.time_us[cap->s.devices[0].begin] - moved.events.time_us[moved.devices[0].begin];
+  for (auto& t : moved.events.time_us) t += shift;
+  const Status segs = same_process(cap->s, moved);
+  ASSERT_FALSE(segs.ok());
+  EXPECT_NE(segs.error().message.find("is among the capture's allocations"), std::string::npos) << segs.error().message;
+}
+
+// A capture without stacks (`--stacks none`, or an unwinder that failed) has no owners: PyTorch's own record
+// (its segment allocations, by device, address, size and time) tells its pool apart, so the outside part is the same
+// allocations as with stacks. Before, all of PyTorch's pool came out as "unknown (no stack)" on top of PyTorch's.
+TEST(Outside, WithoutStacksPyTorchsRecordTellsItsPool) {
+  for (const char* job : kJobs) {
+    SCOPED_TRACE(job);
+    const Loaded* cap = load(std::string("capture_torch_pair/") + job);
+    const Loaded* pt = load(std::string("capture_torch_pair/") + job + ".torch");
+    ASSERT_TRUE(cap && pt);
+    Snapshot bare = cap->s;
+    const StackId none = bare.stacks.intern({});
+    for (auto& st : bare.events.stack) st = none;
+    for (Block& b : bare.blocks) b.stack = none;
+    for (Segment& seg : bare.segments) seg.stack = none;
+    const Snapshot with = outside_of_pytorch(cap->s, pt->s);
+    const Snapshot without = outside_of_pytorch(bare, pt->s);
+    ASSERT_EQ(without.events.size_rows(), with.events.size_rows());
+    for (size_t r = 0; r < with.events.size_rows(); ++r) {
+      EXPECT_EQ(without.events.addr[r], with.events.addr[r]);
+      EXPECT_EQ(without.events.size[r], with.events.size[r]);
+    }
+    EXPECT_EQ(without.segments.size(), with.segments.size());
+    if (std::string(job) != "oom") EXPECT_GT(with.events.size_rows(), 0u);  // the OOM job uses nothing else
+    EXPECT_LT(with.events.size_rows(), cap->s.events.size_rows());
   }
 }
 

@@ -18,10 +18,12 @@
 
 #include "allocscope/loader.h"
 #include "allocscope/ranks.h"
+#include "allocscope/writer.h"
 #include "allocscope_capture.h"
 #include "allocscope_capture.hpp"
 #include "options.h"
 #include "session.h"
+#include "../cli/synthetic.h"
 
 using namespace allocscope;
 using namespace allocscope::capture;
@@ -79,16 +81,31 @@ TEST(CaptureOptions, ReadsTheEnvironment) {
 // by this test's own code, owner "user"), and its own exit dump will leave that file alone.
 TEST(CaptureSession, DumpMergedIsPyTorchsSnapshotWithTheOutsideMemory) {
   const std::string out = tmp_path("merged.pickle.gz");
-  const std::string torch = std::string(ALLOCSCOPE_FIXTURES) + "/capture_torch_pair/torch.torch.pickle.gz";
+  const std::string torch = tmp_path("torch.pickle");
   allocscope_capture_options o;
   allocscope_capture_default_options(&o);
   o.output_path = out.c_str();
   o.dump_at_exit = 0;
   ASSERT_EQ(allocscope_capture_start(&o), 0) << allocscope_capture_last_error();
   session_test_alloc(0x9000000, 4 << 20);
+  // PyTorch's pool as both recorders see it: its own record (a segment of 2 MiB, stamped now) and, in the capture,
+  // an allocation by this test's code (no PyTorch frames), which the record alone marks as PyTorch's.
+  session_test_alloc(0xA000000, 2 << 20);
+  clitest::SnapshotBuilder b;
+  b.segment(0xA000000, 0, 2 << 20, {{2 << 20, 2 << 20, BlockState::kActiveAllocated, 0}});
+  b.device();
+  b.event(Action::kSegmentAlloc, 0xA000000, 2 << 20);
+  b.event(Action::kAlloc, 0xA000000, 2 << 20);
+  for (auto& t : b.s.events.time_us) t = now_us();
+  ASSERT_TRUE(write_snapshot_file(b.s, torch).ok());
   EXPECT_EQ(allocscope_capture_dump_merged("/nonexistent/torch.pickle", 0), -1);
   EXPECT_NE(std::string(allocscope_capture_last_error()).find("/nonexistent/torch.pickle"), std::string::npos);
   EXPECT_FALSE(Session::get().merged_final());
+  // A PyTorch snapshot of another run (its times a day earlier) is refused, not merged.
+  const std::string other = std::string(ALLOCSCOPE_FIXTURES) + "/capture_torch_pair/torch.torch.pickle.gz";
+  EXPECT_EQ(allocscope_capture_dump_merged(other.c_str(), 0), -1);
+  EXPECT_NE(std::string(allocscope_capture_last_error()).find("do not overlap in time"), std::string::npos)
+      << allocscope_capture_last_error();
   ASSERT_EQ(allocscope_capture_dump_merged(torch.c_str(), 1), 0) << allocscope_capture_last_error();
   EXPECT_TRUE(Session::get().merged_final());
   auto merged = load_snapshot_file(out);
@@ -103,6 +120,7 @@ TEST(CaptureSession, DumpMergedIsPyTorchsSnapshotWithTheOutsideMemory) {
   EXPECT_EQ(merged->outside->events.size_rows(), 2u);  // segment_alloc, alloc
   EXPECT_EQ(allocscope_capture_stop(), 0);
   std::remove(out.c_str());
+  std::remove(torch.c_str());
 }
 
 TEST(CaptureSession, CAbiStartDumpStopWithRangesAndSignalDump) {

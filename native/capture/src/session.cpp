@@ -141,11 +141,10 @@ Status Session::write_snapshot_to(const std::string& path, const std::string& py
       if (!raw.ok()) return Error{pytorch_snapshot + ": " + raw.error().describe()};
       torch = std::move(raw).value();
     }
-    const Snapshot outside = outside_of_pytorch(snap);
-    entries = outside.events.size_rows(), segments = outside.segments.size();
-    auto merged = merge_outside(torch, outside);
+    auto merged = merge_capture(torch, snap);
     if (!merged.ok()) return Error{pytorch_snapshot + ": " + merged.error().describe()};
-    st = write_pickle_file(std::move(merged).value(), out);
+    entries = merged.value().outside_events, segments = merged.value().outside_segments;
+    st = write_pickle_file(std::move(merged.value().bytes), out);
     if (st.ok() && final) merged_final_.store(true, std::memory_order_release);
   }
   if (st.ok() && summary) {

@@ -22,13 +22,31 @@
 namespace allocscope {
 
 // The part of a capture snapshot that PyTorch's allocator does not own: allocations (alloc/map events, their frees,
-// live segments) whose stack's owner is not kPyTorch. A free goes with the allocation it frees.
-Snapshot outside_of_pytorch(const Snapshot& capture);
+// live segments) whose stack's owner is not kPyTorch, and that `pytorch`'s own record does not show either: a
+// cudaMalloc or cuMemMap whose device, address and size PyTorch's trace stamps within a second of the capture's
+// (segment_alloc, segment_map), or, for one still live, a segment PyTorch still holds. Without stacks (a capture
+// made with --stacks none, or an unwinder that failed) the record alone tells PyTorch's pool apart, which otherwise
+// counted twice. A free goes with the allocation it frees.
+Snapshot outside_of_pytorch(const Snapshot& capture, const Snapshot& pytorch);
+
+// Whether a capture and PyTorch's snapshot can come from one process: an error, saying why, when their traces' times
+// do not overlap, or when PyTorch reserved memory that the capture never saw (none of its segment allocations, nor
+// of the segments it holds, matches one of the capture's by device, address and size). Merging two runs, or two
+// ranks, gave answers about memory no process held together.
+Status same_process(const Snapshot& capture, const Snapshot& pytorch);
 
 // PyTorch's snapshot pickle (raw bytes, as torch.cuda.memory._dump_snapshot writes it) with `allocscope_outside`
 // set to `outside`: PyTorch's bytes are kept as they are, the key is appended before STOP. Errors when the pickle's
 // top-level object is not a dict or the result does not load back.
 Result<std::vector<uint8_t>> merge_outside(std::span<const uint8_t> pytorch_pickle, const Snapshot& outside);
+
+// What `allocscope merge` and the capture's own merge write: PyTorch's pickle with the capture's outside part, after
+// same_process; `outside_events`/`outside_segments` count what was added.
+struct Merged {
+  std::vector<uint8_t> bytes;
+  size_t outside_events = 0, outside_segments = 0;
+};
+Result<Merged> merge_capture(std::span<const uint8_t> pytorch_pickle, const Snapshot& capture);
 
 // Outside memory on one device (ordinal) at a wall-clock time: bytes, bytes by owner (largest first) and the top
 // sites (FrameIds of *merged.outside, largest first). Empty when the snapshot has no outside part.

@@ -52,10 +52,15 @@ struct PeerMappings {
 };
 PeerMappings drop_peer_mappings(Snapshot* s);
 
-// Copies into `out` the rows of `from`'s device traces and the segments whose allocation `keep` accepts (by the
-// allocation's stack); a release goes with the allocation it releases, or decides by its own stack when the trace
-// lost that allocation; other events decide by their own stack. Tables are not copied.
-void keep_allocations(const Snapshot& from, const std::function<bool(StackId)>& keep, Snapshot* out);
+// The stack a live segment was allocated with: its first block's (the capture writes one block per allocation).
+StackId segment_stack(const Snapshot& s, const Segment& seg);
+
+// Copies into `out` the rows of `from`'s device traces whose allocation `keep_row` accepts, and the segments
+// `keep_segment` accepts. An allocation (alloc, segment_alloc, segment_map) and any other event decide by
+// `keep_row(row)`; a release goes with the allocation it releases, or decides by itself when the trace lost that
+// allocation. Tables are not copied.
+void keep_allocations(const Snapshot& from, const std::function<bool(uint32_t row)>& keep_row,
+                      const std::function<bool(const Segment&)>& keep_segment, Snapshot* out);
 
 // Whether `s` was written by our capture library (its allocator_settings carry "allocscope_capture"): only then is
 // each allocation a driver-level reservation whose owner the stack tells.

@@ -10,10 +10,105 @@
 #include "allocscope/loader.h"
 #include "allocscope/pickle.h"
 #include "allocscope/writer.h"
+#include "allocscope/owners.h"
 
 namespace allocscope {
 
-Snapshot outside_of_pytorch(const Snapshot& c) {
+namespace {
+
+// The two recorders stamp one cudaMalloc 1-23 us apart (measured on the three kept pairs); a second is far more than
+// that and far less than the time before an address of the same size comes back from another library.
+constexpr int64_t kSameCallUs = 1'000'000;
+
+bool makes_segment(Action a) { return a == Action::kSegmentAlloc || a == Action::kSegmentMap; }
+bool allocates(Action a) { return a == Action::kAlloc || a == Action::kSegmentAlloc || a == Action::kSegmentMap; }
+
+uint64_t key_of(int64_t device, uint64_t addr) { return addr ^ (static_cast<uint64_t>(device) * 0x9E3779B97F4A7C15ull); }
+
+bool has_times(const Snapshot& s) {
+  for (uint64_t row = 0; row < s.events.size_rows(); ++row)
+    if (s.events.time_us[row] != 0) return true;
+  return false;
+}
+
+// PyTorch's own record of the device memory it reserved: each segment_alloc/segment_map (device, address, size, time)
+// of its trace, and each segment it still holds.
+class PyTorchRecord {
+ public:
+  explicit PyTorchRecord(const Snapshot& pt) : timed_(has_times(pt)) {
+    for (const DeviceTrace& d : pt.devices)
+      for (uint32_t row = d.begin; row < d.end; ++row)
+        if (makes_segment(pt.events.action[row]))
+          calls_.emplace(key_of(d.device, pt.events.addr[row]),
+                         Call{d.device, pt.events.addr[row], pt.events.size[row], pt.events.time_us[row]});
+    for (const DeviceTrace& d : pt.devices)
+      for (uint32_t row = d.begin; row < d.end; ++row)
+        if (pt.events.action[row] == Action::kOom)
+          ooms_.push_back(Call{d.device, 0, pt.events.size[row], pt.events.time_us[row]});
+    for (const Segment& seg : pt.segments)
+      held_.emplace(key_of(seg.device, seg.address), Call{seg.device, seg.address, seg.total_size, 0});
+  }
+  size_t calls() const { return calls_.size(); }
+  size_t held() const { return held_.size(); }
+  // Whether PyTorch's trace shows this allocation (time_us < 0: any time, for files without times).
+  bool called(int64_t device, uint64_t addr, uint64_t size, int64_t time_us, bool timed) const {
+    auto [a, b] = calls_.equal_range(key_of(device, addr));
+    for (auto it = a; it != b; ++it) {
+      const Call& c = it->second;
+      if (c.device == device && c.addr == addr && c.size == size &&
+          (!timed || !timed_ || std::llabs(c.time_us - time_us) <= kSameCallUs))
+        return true;
+    }
+    return false;
+  }
+  // Whether PyTorch recorded an OOM of this size then: the driver's failed cudaMalloc calls under it (PyTorch
+  // retries once after freeing its cache) are its own.
+  bool ran_out(int64_t device, uint64_t size, int64_t time_us, bool timed) const {
+    for (const Call& c : ooms_)
+      if (c.device == device && c.size == size && (!timed || !timed_ || std::llabs(c.time_us - time_us) <= kSameCallUs))
+        return true;
+    return false;
+  }
+  bool holds(int64_t device, uint64_t addr, uint64_t size) const {
+    auto [a, b] = held_.equal_range(key_of(device, addr));
+    for (auto it = a; it != b; ++it)
+      if (it->second.device == device && it->second.addr == addr && it->second.size == size) return true;
+    return false;
+  }
+
+ private:
+  struct Call {
+    int64_t device;
+    uint64_t addr, size;
+    int64_t time_us;
+  };
+  bool timed_;
+  std::unordered_multimap<uint64_t, Call> calls_, held_;
+  std::vector<Call> ooms_;
+};
+
+// The device ordinal of each trace row (rows outside any device trace get -1).
+std::vector<int64_t> device_of_rows(const Snapshot& s) {
+  std::vector<int64_t> dev(s.events.size_rows(), -1);
+  for (const DeviceTrace& d : s.devices)
+    for (uint32_t row = d.begin; row < d.end; ++row) dev[row] = d.device;
+  return dev;
+}
+
+std::pair<int64_t, int64_t> time_range(const Snapshot& s) {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (uint64_t row = 0; row < s.events.size_rows(); ++row) {
+    const int64_t t = s.events.time_us[row];
+    if (t == 0) continue;
+    lo = std::min(lo, t);
+    hi = std::max(hi, t);
+  }
+  return {lo, hi};
+}
+
+}  // namespace
+
+Snapshot outside_of_pytorch(const Snapshot& c, const Snapshot& pytorch) {
   Snapshot out;
   out.strings = c.strings;
   out.frames = c.frames;
@@ -23,9 +118,64 @@ Snapshot outside_of_pytorch(const Snapshot& c) {
   out.annotations = c.annotations;
   out.has_device_traces = c.has_device_traces;
   const OwnerMap owners(c);
+  const PyTorchRecord record(pytorch);
+  const bool timed = has_times(c);
+  const std::vector<int64_t> device = device_of_rows(c);
   // A driver OOM of PyTorch's own cudaMalloc is in PyTorch's trace: other events also go by their stack.
-  keep_allocations(c, [&](StackId st) { return owners.owner(st) != Owner::kPyTorch; }, &out);
+  auto keep_row = [&](uint32_t row) {
+    if (owners.owner(c.events.stack[row]) == Owner::kPyTorch) return false;
+    const Action a = c.events.action[row];
+    if (allocates(a)) return !record.called(device[row], c.events.addr[row], c.events.size[row], c.events.time_us[row], timed);
+    if (a == Action::kOom) return !record.ran_out(device[row], c.events.size[row], c.events.time_us[row], timed);
+    return true;
+  };
+  auto keep_segment = [&](const Segment& seg) {
+    return owners.owner(segment_stack(c, seg)) != Owner::kPyTorch && !record.holds(seg.device, seg.address, seg.total_size);
+  };
+  keep_allocations(c, keep_row, keep_segment, &out);
   return out;
+}
+
+Status same_process(const Snapshot& c, const Snapshot& pt) {
+  const auto [c0, c1] = time_range(c);
+  const auto [p0, p1] = time_range(pt);
+  // (within one call's stamps of each other: PyTorch stamps its cudaMalloc after the capture does)
+  if (c0 <= c1 && p0 <= p1 && (p1 < c0 - kSameCallUs || p0 > c1 + kSameCallUs))
+    return Error{"the two files do not overlap in time (the capture's events run from " + std::to_string(c0) + " to " +
+                 std::to_string(c1) + " us, PyTorch's from " + std::to_string(p0) + " to " + std::to_string(p1) +
+                 "): they come from different runs or processes"};
+  const PyTorchRecord record(pt);
+  if (record.calls() == 0 && record.held() == 0) return {};
+  // PyTorch's memory as the capture saw it: each allocation by device, address and size.
+  const bool timed = has_times(c);
+  const std::vector<int64_t> device = device_of_rows(c);
+  for (uint64_t row = 0; row < c.events.size_rows(); ++row) {
+    if (!allocates(c.events.action[row]) || device[row] < 0) continue;
+    if (record.called(device[row], c.events.addr[row], c.events.size[row], c.events.time_us[row], timed) ||
+        record.holds(device[row], c.events.addr[row], c.events.size[row]))
+      return {};
+  }
+  for (const Segment& seg : c.segments)
+    if (record.holds(seg.device, seg.address, seg.total_size)) return {};
+  return Error{"none of the device memory PyTorch's snapshot reserved (" + std::to_string(record.calls()) +
+               " segment allocation(s) in its trace, " + std::to_string(record.held()) +
+               " segment(s) held) is among the capture's allocations: the two files come from different processes "
+               "(another run, or another rank)"};
+}
+
+Result<Merged> merge_capture(std::span<const uint8_t> pytorch_pickle, const Snapshot& capture) {
+  auto pt = load_snapshot(pytorch_pickle);
+  if (!pt.ok()) return Error{"PyTorch's snapshot: " + pt.error().message, pt.error().offset};
+  if (!is_capture(capture)) return Error{"the capture file was not written by allocscope's capture"};
+  if (!is_capture(pt.value()) && !pt.value().outside) ALLOCSCOPE_RETURN_IF_ERROR(same_process(capture, pt.value()));
+  const Snapshot outside = outside_of_pytorch(capture, pt.value());
+  Merged m;
+  m.outside_events = outside.events.size_rows();
+  m.outside_segments = outside.segments.size();
+  auto bytes = merge_outside(pytorch_pickle, outside);  // says so when the two are swapped, or already merged
+  if (!bytes.ok()) return bytes.error();
+  m.bytes = std::move(bytes).value();
+  return m;
 }
 
 Result<std::vector<uint8_t>> merge_outside(std::span<const uint8_t> pytorch_pickle, const Snapshot& outside) {

@@ -142,7 +142,13 @@ bool is_release(Action a) {
 
 }  // namespace
 
-void keep_allocations(const Snapshot& c, const std::function<bool(StackId)>& keep_stack, Snapshot* out) {
+StackId segment_stack(const Snapshot& s, const Segment& seg) {
+  const auto blocks = s.blocks_of(seg);
+  return !blocks.empty() ? blocks.front().stack : seg.stack;
+}
+
+void keep_allocations(const Snapshot& c, const std::function<bool(uint32_t)>& keep_row,
+                      const std::function<bool(const Segment&)>& keep_segment, Snapshot* out) {
   for (const DeviceTrace& d : c.devices) {
     DeviceTrace nd;
     nd.device = d.device;
@@ -155,13 +161,13 @@ void keep_allocations(const Snapshot& c, const std::function<bool(StackId)>& kee
       const uint64_t addr = c.events.addr[row];
       bool keep;
       if (is_allocation(a)) {
-        keep = keep_stack(c.events.stack[row]);
+        keep = keep_row(row);
         kept[addr] = keep;
       } else if (is_release(a)) {
         auto it = kept.find(addr);
-        keep = it != kept.end() ? it->second : keep_stack(c.events.stack[row]);
+        keep = it != kept.end() ? it->second : keep_row(row);
       } else {
-        keep = keep_stack(c.events.stack[row]);
+        keep = keep_row(row);
       }
       if (keep) out->events.append_row(c.events, row);
     }
@@ -169,9 +175,8 @@ void keep_allocations(const Snapshot& c, const std::function<bool(StackId)>& kee
     out->devices.push_back(nd);
   }
   for (const Segment& seg : c.segments) {
+    if (!keep_segment(seg)) continue;
     const auto blocks = c.blocks_of(seg);
-    const StackId st = !blocks.empty() ? blocks.front().stack : seg.stack;
-    if (!keep_stack(st)) continue;
     Segment ns = seg;
     ns.first_block = static_cast<uint32_t>(out->blocks.size());
     out->blocks.insert(out->blocks.end(), blocks.begin(), blocks.end());
@@ -194,7 +199,9 @@ PeerMappings drop_peer_mappings(Snapshot* s) {
     if (s->events.action[row] == Action::kAlloc && !keep(s->events.stack[row]))
       ++dropped.count, dropped.bytes += s->events.size[row];
   Snapshot kept;
-  keep_allocations(*s, keep, &kept);
+  keep_allocations(
+      *s, [&](uint32_t row) { return keep(s->events.stack[row]); },
+      [&](const Segment& seg) { return keep(segment_stack(*s, seg)); }, &kept);
   s->events = std::move(kept.events);
   s->devices = std::move(kept.devices);
   s->segments = std::move(kept.segments);
