@@ -16,6 +16,7 @@
 #include "allocscope/writer.h"
 #include "answers_fixtures.h"
 #include "cli_run.h"
+#include "../cli/synthetic.h"
 
 namespace allocscope::test {
 namespace {
@@ -187,6 +188,58 @@ TEST(Outside, WithoutStacksPyTorchsRecordTellsItsPool) {
     if (std::string(job) != "oom") EXPECT_GT(with.events.size_rows(), 0u);  // the OOM job uses nothing else
     EXPECT_LT(with.events.size_rows(), cap->s.events.size_rows());
   }
+}
+
+// An audit's cases: memory outside PyTorch on a device PyTorch recorded nothing on vanished from every answer; and
+// with PyTorch's caching allocator off (PYTORCH_NO_CUDA_MEMORY_CACHING=1: its snapshot is empty), PyTorch's own
+// cudaMalloc calls were dropped as "already in PyTorch's part", where they are not.
+TEST(Outside, MemoryPyTorchsSnapshotDoesNotShowIsAnswered) {
+  const int64_t t0 = 1'795'000'000'000'000;
+  clitest::SnapshotBuilder cap;
+  cap.s.allocator_settings.push_back(Setting{"allocscope_capture", Setting::Kind::kBool, 1});
+  const StackId torch = cap.stack({{"c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(...)",
+                                    "/v/site-packages/torch/lib/libc10_cuda.so", 0},
+                                   {"train", "/home/me/job.py", 7}});
+  const StackId user = cap.stack({{"cudaMalloc", "/v/nvidia/cu13/lib/libcudart.so.13", 0}, {"main", "/home/me/app.cu", 3}});
+  cap.device();
+  cap.event(Action::kSegmentAlloc, 0xA000000, 2 << 20, torch);
+  cap.event(Action::kAlloc, 0xA000000, 2 << 20, torch);
+  cap.device();
+  cap.event(Action::kSegmentAlloc, 0xB000000, 4 << 20, user);
+  cap.event(Action::kAlloc, 0xB000000, 4 << 20, user);
+  for (size_t r = 0; r < cap.s.events.size_rows(); ++r) cap.s.events.time_us[r] = t0 + static_cast<int64_t>(r);
+  ASSERT_TRUE(is_capture(cap.s));
+
+  clitest::SnapshotBuilder pt;  // PyTorch's pool on device 0 only
+  pt.segment(0xA000000, 0, 2 << 20, {{2 << 20, 2 << 20, BlockState::kActiveAllocated, 0}});
+  pt.device();
+  pt.event(Action::kSegmentAlloc, 0xA000000, 2 << 20);
+  pt.event(Action::kAlloc, 0xA000000, 2 << 20);
+  for (auto& t : pt.s.events.time_us) t = t0 + 20;
+  auto merged = merge_capture(write_snapshot(pt.s), cap.s);
+  ASSERT_TRUE(merged.ok()) << merged.error().describe();
+  auto m = load_snapshot(merged.value().bytes);
+  ASSERT_TRUE(m.ok());
+  Lifetimes lt = build_lifetimes(m.value());
+  ASSERT_EQ(lt.devices.size(), 2u);
+  Summary sum = summarize(m.value(), lt, FrameFilter(m.value()));
+  ASSERT_EQ(sum.devices.size(), 2u);
+  EXPECT_EQ(sum.devices[0].outside_peak, 0u);  // PyTorch's own pool, in PyTorch's part
+  EXPECT_EQ(sum.devices[1].device, 1);
+  EXPECT_EQ(sum.devices[1].outside_peak, 4u << 20);
+  EXPECT_EQ(sum.devices[1].outside_at_peak, 4u << 20);
+
+  clitest::SnapshotBuilder empty;  // caching off: PyTorch's snapshot holds nothing
+  empty.device();
+  auto nocache = merge_capture(write_snapshot(empty.s), cap.s);
+  ASSERT_TRUE(nocache.ok()) << nocache.error().describe();
+  auto n = load_snapshot(nocache.value().bytes);
+  ASSERT_TRUE(n.ok());
+  lt = build_lifetimes(n.value());
+  sum = summarize(n.value(), lt, FrameFilter(n.value()));
+  ASSERT_EQ(sum.devices.size(), 2u);
+  EXPECT_EQ(sum.devices[0].outside_peak, 2u << 20);  // PyTorch's cudaMalloc, seen only by the capture
+  EXPECT_EQ(sum.devices[1].outside_peak, 4u << 20);
 }
 
 // Python's own unpickler is the oracle for "PyTorch's tools read it": the merged dict minus our key is PyTorch's.

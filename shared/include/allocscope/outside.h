@@ -64,6 +64,7 @@ class OutsideIndex {
   OutsideAt at(int64_t time_us, size_t top_sites = 5) const;
   uint64_t bytes_at(int64_t time_us) const;  // alive after the last outside event stamped at or before time_us
   uint64_t peak() const { return peak_; }
+  int64_t peak_time_us() const { return peak_time_; }  // the stamp of the first moment at peak()
 
  private:
   uint32_t step_at(int64_t time_us) const;
@@ -73,6 +74,7 @@ class OutsideIndex {
   FrameFilter ff_;
   std::vector<int64_t> time_;  // per outside event, made nondecreasing (stamps taken on different threads)
   uint64_t peak_ = 0;
+  int64_t peak_time_ = 0;
 };
 
 // OutsideIndex(merged, device).at(time_us, top_sites), for one question.

@@ -261,6 +261,13 @@ Lifetimes build_lifetimes(const Snapshot& s) {
   for (const DeviceTrace& d : s.devices)
     if (d.count() > 0) ordinals.push_back(d.device);
   for (const Segment& seg : s.segments) ordinals.push_back(seg.device);
+  // A merged file's outside part can hold memory on a device PyTorch recorded nothing on (a stray context on GPU 0,
+  // or PyTorch's caching off): that device is answered too, with no PyTorch events.
+  if (s.outside) {
+    for (const DeviceTrace& d : s.outside->devices)
+      if (d.count() > 0) ordinals.push_back(d.device);
+    for (const Segment& seg : s.outside->segments) ordinals.push_back(seg.device);
+  }
   std::sort(ordinals.begin(), ordinals.end());
   ordinals.erase(std::unique(ordinals.begin(), ordinals.end()), ordinals.end());
   Lifetimes out;

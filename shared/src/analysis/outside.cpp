@@ -119,18 +119,27 @@ Snapshot outside_of_pytorch(const Snapshot& c, const Snapshot& pytorch) {
   out.has_device_traces = c.has_device_traces;
   const OwnerMap owners(c);
   const PyTorchRecord record(pytorch);
+  // PyTorch's frames say PyTorch's pool only where PyTorch's snapshot shows that pool: with its caching allocator off
+  // (PYTORCH_NO_CUDA_MEMORY_CACHING=1) it records nothing, and its cudaMalloc calls are then only in the capture.
+  std::vector<int64_t> recorded;
+  for (const DeviceTrace& d : pytorch.devices)
+    if (d.count() > 0) recorded.push_back(d.device);
+  for (const Segment& seg : pytorch.segments) recorded.push_back(seg.device);
+  auto pytorchs = [&](StackId st, int64_t dev) {
+    return owners.owner(st) == Owner::kPyTorch && std::find(recorded.begin(), recorded.end(), dev) != recorded.end();
+  };
   const bool timed = has_times(c);
   const std::vector<int64_t> device = device_of_rows(c);
   // A driver OOM of PyTorch's own cudaMalloc is in PyTorch's trace: other events also go by their stack.
   auto keep_row = [&](uint32_t row) {
-    if (owners.owner(c.events.stack[row]) == Owner::kPyTorch) return false;
+    if (pytorchs(c.events.stack[row], device[row])) return false;
     const Action a = c.events.action[row];
     if (allocates(a)) return !record.called(device[row], c.events.addr[row], c.events.size[row], c.events.time_us[row], timed);
     if (a == Action::kOom) return !record.ran_out(device[row], c.events.size[row], c.events.time_us[row], timed);
     return true;
   };
   auto keep_segment = [&](const Segment& seg) {
-    return owners.owner(segment_stack(c, seg)) != Owner::kPyTorch && !record.holds(seg.device, seg.address, seg.total_size);
+    return !pytorchs(segment_stack(c, seg), seg.device) && !record.holds(seg.device, seg.address, seg.total_size);
   };
   keep_allocations(c, keep_row, keep_segment, &out);
   return out;
@@ -226,7 +235,8 @@ OutsideIndex::OutsideIndex(const Snapshot& merged, int64_t device) {
   int64_t last = INT64_MIN;
   for (uint32_t i = 0; i < lt_.event_count; ++i)
     time_.push_back(last = std::max(last, outside_->events.time_us[lt_.event_begin + i]));
-  for (uint64_t t : lt_.total) peak_ = std::max(peak_, t);
+  for (size_t step = 0; step < lt_.total.size(); ++step)
+    if (lt_.total[step] > peak_) peak_ = lt_.total[step], peak_time_ = step ? time_[step - 1] : 0;
 }
 
 // Step s is the state after the first s events: the events stamped at or before the time.

@@ -153,7 +153,8 @@ Peak find_peak(const Snapshot& s, const DeviceLifetimes& lt, const SegmentTimeli
   // A merged snapshot: PyTorch's reserved bytes at its peak, and what the capture saw outside it at that moment.
   else if (s.outside) {
     const OutsideIndex outside(s, lt.device);
-    p.outside = outside.at(p.allocated_time_us, options.top);
+    // A device PyTorch recorded nothing on has no PyTorch peak: its outside memory is shown at its own peak.
+    p.outside = outside.at(lt.event_count ? p.allocated_time_us : outside.peak_time_us(), options.top);
     p.outside_peak = outside.peak();
     p.owners = owners_with_outside(p.outside.by_owner, p.reserved_at_allocated_peak);
   }
