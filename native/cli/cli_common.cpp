@@ -85,6 +85,10 @@ std::string device_list(const Lifetimes& all) {
   return o.empty() ? "none" : o;
 }
 
+bool answered_without_device(const Lifetimes& all, const DeviceLifetimes& lt) {
+  return lt.event_count > 0 || all.devices.size() == 1;
+}
+
 int no_device(const std::string& verb, const std::string& path, const Lifetimes& all, const std::string& device,
               bool json) {
   if (all.devices.empty()) {

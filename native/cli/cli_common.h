@@ -39,6 +39,11 @@ bool parse_count(const std::string& text, uint32_t* out);
 // What a per-device verb says when no device matched. A snapshot with nothing in it is an answer, not an error: it
 // says so on stdout (with --json: {"devices":[]}) and returns 0. A --device the file lacks is an error naming the
 // devices it has.
+// The devices `peak`, `categories` and `export` answer for without --device: every device with a trace, or the one
+// device of a file (its state, when it has no trace). `leaks` needs a trace. One rule, so export's objects are the
+// verbs' objects.
+bool answered_without_device(const Lifetimes& all, const DeviceLifetimes& lt);
+
 int no_device(const std::string& verb, const std::string& path, const Lifetimes& all, const std::string& device,
               bool json);
 // The devices a verb offers, for messages: "0, 1" (or "none").

@@ -38,7 +38,7 @@ int run_categories(const std::vector<std::string>& argv) {
   std::string out = args.has("json") ? "{\"devices\":[" : "";
   bool first = true;
   for (const DeviceLifetimes& lt : all.devices) {
-    if (args.has("device") ? lt.device != std::stoll(dev) : lt.event_count == 0 && all.devices.size() > 1) continue;
+    if (args.has("device") ? lt.device != std::stoll(dev) : !answered_without_device(all, lt)) continue;
     const Iterations it = detect_iterations(s, lt);
     auto c = categorize(s, lt, it, ff, co);
     if (!c.ok()) return fail("categories: " + c.error().describe());

@@ -40,6 +40,7 @@ int run_export(const std::vector<std::string>& argv) {
   std::string out = "{\"file\":" + nlohmann::json(args.positional[0]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ",\"summary\":" + to_json(s, summarize(s, all, ff)) + ",\"devices\":[";
   bool first = true;
   for (const DeviceLifetimes& lt : all.devices) {
+    if (!answered_without_device(all, lt)) continue;  // as `peak` and `categories` leave it out
     const SegmentTimeline st = build_segment_timeline(s, lt.device);
     const Iterations it = detect_iterations(s, lt);
     auto c = categorize(s, lt, it, ff, co);
@@ -48,7 +49,7 @@ int run_export(const std::vector<std::string>& argv) {
     out += std::string(first ? "" : ",") + "{\"device\":" + std::to_string(lt.device) +
            ",\"peak\":" + to_json(s, lt, p, args.has("tree")) +
            ",\"categories\":" + to_json(s, lt, c.value(), p.allocated_step) +
-           ",\"leaks\":" + to_json(s, find_leaks(s, lt, it, c.value(), ff)) + "}";
+           ",\"leaks\":" + (lt.event_count ? to_json(s, find_leaks(s, lt, it, c.value(), ff)) : "null") + "}";
     first = false;
   }
   out += "],\"ooms\":" + to_json(s, all, analyze_ooms(s, all)) + "}\n";
@@ -61,8 +62,12 @@ const RegisterVerb kRegister({
     "every answer (summary, per-device peak/categories/leaks, OOMs) as one JSON document",
     "usage: allocscope export --json FILE [--tree] [--rule REGEX=CATEGORY]...\n\n"
     "Writes {file, summary, devices: [{device, peak, categories, leaks}], ooms} to stdout: the same objects\n"
-    "`summary --json`, `peak --json`, `categories --json`, `leaks --json` and `oom --json` print, for scripts.\n\n"
-    "  --tree   include each peak's stack tree (flat preorder arrays; larger output)\n\n"
+    "`summary --json`, `peak --json`, `categories --json`, `leaks --json` and `oom --json` print, for scripts\n"
+    "(devices: those `peak` answers; leaks is null for a device without a trace, which `leaks` refuses). The\n"
+    "exit code is 0 whatever the answers say (`leaks` exits 3 on a leak; here read devices[].leaks).\n\n"
+    "  --tree                 include each peak's stack tree (flat preorder arrays; larger output)\n"
+    "  --rule REGEX=CATEGORY  a user rule for categories, as `categories --rule`: it applies to every category\n"
+    "                         shown, the peak's breakdown included (`peak` itself takes no rules)\n\n"
     "example:\n"
     "  allocscope export --json tests/fixtures/resnet50_train.pickle > answers.json\n",
     run_export,

@@ -50,7 +50,7 @@ int run_peak(const std::vector<std::string>& argv) {
   std::string out = args.has("json") ? "{\"devices\":[" : "";
   bool first = true;
   for (const DeviceLifetimes& lt : all.devices) {
-    if (args.has("device") ? lt.device != device : lt.event_count == 0 && all.devices.size() > 1) continue;
+    if (args.has("device") ? lt.device != device : !answered_without_device(all, lt)) continue;
     // A window past the trace is a mistake to say, not one to clamp into the last step.
     if (args.has("from") && po.step_begin > lt.event_count)
       return fail("peak: --from " + std::to_string(po.step_begin) + " is past the end of device " +

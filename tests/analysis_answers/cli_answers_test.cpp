@@ -14,6 +14,8 @@
 #include "answers_fixtures.h"
 #include "cli_run.h"
 #include "allocscope/loader.h"
+#include "allocscope/writer.h"
+#include "../cli/synthetic.h"
 
 namespace allocscope::test {
 namespace {
@@ -115,6 +117,34 @@ TEST(CliAnswers, ExportIsOneDocument) {
   EXPECT_TRUE(j["devices"][0].contains("leaks"));
   EXPECT_EQ(j["ooms"].size(), 1u);
   EXPECT_EQ(run({"export", fixture_path("oom")}).code, 1);  // --json is required: the only format
+}
+
+// An audit's case: a device with segments but no trace, beside one with a trace. `export` listed it (with a leaks
+// object `leaks` refuses to give) where `peak` and `categories` leave it out; its objects must be the verbs' own.
+TEST(CliAnswers, ExportAnswersForTheDevicesTheVerbsAnswerFor) {
+  clitest::SnapshotBuilder b;
+  b.segment(4096, 0, 1024, {{1024, 1024, BlockState::kActiveAllocated, 0}, {3072, 3072, BlockState::kInactive, 0}});
+  b.segment(1 << 20, 0, 1 << 20, {{1 << 20, 1 << 20, BlockState::kActiveAllocated, 0}});
+  b.s.segments[1].device = 1;
+  b.device();
+  b.event(Action::kSegmentAlloc, 4096, 4096);
+  b.event(Action::kAlloc, 4096, 1024);
+  b.device();
+  const std::string path = ::testing::TempDir() + "export_devices_" + std::to_string(getpid()) + ".pickle";
+  ASSERT_TRUE(write_snapshot_file(b.s, path).ok());
+  const nlohmann::json e = json_of(run({"export", "--json", path}));
+  const nlohmann::json p = json_of(run({"peak", "--json", path}));
+  const nlohmann::json c = json_of(run({"categories", "--json", path}));
+  const nlohmann::json l = json_of(run({"leaks", "--json", path}));
+  std::remove(path.c_str());
+  ASSERT_EQ(e["devices"].size(), p["devices"].size());
+  ASSERT_EQ(e["devices"].size(), c["devices"].size());
+  for (size_t k = 0; k < e["devices"].size(); ++k) {
+    EXPECT_EQ(e["devices"][k]["peak"], p["devices"][k]);
+    EXPECT_EQ(e["devices"][k]["categories"], c["devices"][k]);
+    EXPECT_EQ(e["devices"][k]["leaks"], l["devices"][k]);
+  }
+  EXPECT_EQ(e["summary"]["devices"].size(), 2u);  // the summary still lists both
 }
 
 TEST(CliAnswers, HelpHasExamplesAndErrorsAreOneLine) {
