@@ -1,6 +1,8 @@
 // Shared CLI plumbing: snapshot loading with terminal progress, argument parsing, error reporting.
 #include "cli_common.h"
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -58,10 +60,24 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
     std::string name = s.substr(s[1] == '-' ? 2 : 1);
     std::string value;
     auto eq = name.find('=');
-    if (eq != std::string::npos) {
+    a.spelled.push_back(eq == std::string::npos ? s : s.substr(0, s.find('=')));
+    const bool attached = s[1] != '-' && name.size() > 1 &&
+                          std::find(takes_value.begin(), takes_value.end(), name.substr(0, 1)) != takes_value.end();
+    if (attached) {
+      value = name.substr(1);
+      name = name.substr(0, 1);
+    } else if (eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     } else {
+      // argparse's unique prefix of a long option that takes a value ("--out" for --output)
+      if (s[1] == '-' && std::find(takes_value.begin(), takes_value.end(), name) == takes_value.end()) {
+        const std::string* only = nullptr;
+        int matches = 0;
+        for (const auto& t : takes_value)
+          if (t.size() > 1 && t.rfind(name, 0) == 0) only = &t, ++matches;
+        if (matches == 1 && !name.empty()) name = *only;
+      }
       for (const auto& t : takes_value) {
         if (t == name && i + 1 < argv.size()) {
           value = argv[++i];
@@ -72,6 +88,21 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
     a.options.emplace_back(name, value);
   }
   return a;
+}
+
+bool only_output_option(const char* verb, Args* args) {
+  for (size_t k = 0; k < args->options.size(); ++k) {
+    std::string& name = args->options[k].first;
+    const std::string& typed = args->spelled[k];
+    if (name == "o" || name == "output") continue;
+    if (typed.rfind("--", 0) == 0 && !name.empty() && std::string("output").rfind(name, 0) == 0) {
+      name = "output";  // argparse takes any unique prefix of a long option
+      continue;
+    }
+    fail(std::string(verb) + ": unknown option " + typed + " (see allocscope " + verb + " --help)");
+    return false;
+  }
+  return true;
 }
 
 int fail(const std::string& message) {

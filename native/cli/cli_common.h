@@ -23,11 +23,17 @@ std::function<bool()> heap_prefault();
 struct Args {
   std::vector<std::string> positional;
   std::vector<std::pair<std::string, std::string>> options;  // name without dashes -> value ("" for switches)
+  std::vector<std::string> spelled;                           // each option as typed, for messages
   bool has(const std::string& name) const;
   std::string get(const std::string& name, const std::string& fallback = "") const;
 };
-// `takes_value` lists options that consume the next argument (e.g. {"o", "output", "device"}).
+// `takes_value` lists options that consume the next argument (e.g. {"o", "output", "device"}); a one-letter one
+// also takes its value attached, as argparse allows ("-ox.svg").
 Args parse_args(const std::vector<std::string>& argv, const std::vector<std::string>& takes_value);
+
+// The PyTorch drop-in verbs' `-o`/`--output`, with argparse's unique prefixes of --output ("--out"): false, after
+// printing why, for any other option.
+bool only_output_option(const char* verb, Args* args);
 
 // Prints "allocscope: MESSAGE" to stderr and returns exit code 1.
 int fail(const std::string& message);

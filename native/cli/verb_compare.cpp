@@ -12,9 +12,8 @@ namespace allocscope::cli {
 namespace {
 
 int run_compare(const std::vector<std::string>& argv) {
-  const Args args = parse_args(argv, {"o", "output"});
-  for (const auto& [name, value] : args.options)
-    if (name != "o" && name != "output") return fail("compare: unknown option -" + name);
+  Args args = parse_args(argv, {"o", "output"});
+  if (!only_output_option("compare", &args)) return 1;
   if (args.positional.size() != 2) return fail("usage: allocscope compare BEFORE AFTER [-o out.svg]");
   Snapshot before, after;
   if (!load_input(args.positional[0], &before)) return 1;

@@ -11,9 +11,8 @@ namespace allocscope::cli {
 namespace {
 
 int run_memory(const std::vector<std::string>& argv) {
-  const Args args = parse_args(argv, {"o", "output"});
-  for (const auto& [name, value] : args.options)
-    if (name != "o" && name != "output") return fail("memory: unknown option -" + name);
+  Args args = parse_args(argv, {"o", "output"});
+  if (!only_output_option("memory", &args)) return 1;
   if (args.positional.size() != 1) return fail("usage: allocscope memory FILE [-o out.svg]");
   Snapshot s;
   if (!load_input(args.positional[0], &s)) return 1;

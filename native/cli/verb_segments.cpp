@@ -11,9 +11,8 @@ namespace allocscope::cli {
 namespace {
 
 int run_segments(const std::vector<std::string>& argv) {
-  const Args args = parse_args(argv, {"o", "output"});
-  for (const auto& [name, value] : args.options)
-    if (name != "o" && name != "output") return fail("segments: unknown option -" + name);
+  Args args = parse_args(argv, {"o", "output"});
+  if (!only_output_option("segments", &args)) return 1;
   if (args.positional.size() != 1) return fail("usage: allocscope segments FILE [-o out.svg]");
   Snapshot s;
   if (!load_input(args.positional[0], &s)) return 1;

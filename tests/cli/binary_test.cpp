@@ -117,6 +117,45 @@ TEST(Binary, AFailedWriteIsAnError) {
   std::filesystem::remove(err);
 }
 
+// An audit's find: `trace` prints events it does not format as their dict, without the keys the model does not keep
+// (a newer PyTorch's). It says so on stderr, naming them, rather than differing from PyTorch in silence.
+TEST(Binary, TraceSaysWhichEntryKeysItLeavesOut) {
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+  const std::string path = clitest::temp_path("new_key.pickle");
+  const std::string make = "python3 -c \"import pickle; pickle.dump({'segments': [], 'device_traces': [[{'action': "
+                           "'segment_map', 'addr': 4096, 'size': 2097152, 'stream': 0, 'time_us': 5, 'frames': [], "
+                           "'new_field_2_12': 'x'}]]}, open('" + path + "', 'wb'))\"";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  const auto r = clitest::run_cli({"trace", path});
+  std::filesystem::remove(path);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("{'action': 'segment_map', 'addr': 4096"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("keys allocscope does not keep (among 'new_field_2_12')"), std::string::npos) << r.err;
+  const auto plain = clitest::run_cli({"trace", clitest::snapshot_path("oom")});
+  EXPECT_EQ(plain.err.find("does not keep"), std::string::npos) << plain.err;
+}
+
+// PyTorch's argparse takes "-ox.svg", "--out x.svg" and "--output=x.svg" for -o; scripts written for it must work.
+TEST(Binary, OutputOptionAsArgparseSpellsIt) {
+  const std::string oom = clitest::snapshot_path("oom");
+  for (const std::vector<std::string>& spelled : std::vector<std::vector<std::string>>{
+           {"-o", "A"}, {"-oA"}, {"--out", "A"}, {"--output=A"}, {"--outp=A"}}) {
+    const std::string svg = clitest::temp_path("spelled.svg");
+    std::vector<std::string> args = {"segments", oom};
+    for (std::string a : spelled) {
+      if (const size_t at = a.find('A'); at != std::string::npos) a.replace(at, 1, svg);
+      args.push_back(a);
+    }
+    const auto r = clitest::run_cli(args);
+    EXPECT_EQ(r.exit_code, 0) << spelled[0] << r.err;
+    EXPECT_EQ(clitest::read_text(svg).rfind("<?xml", 0), 0u) << spelled[0];
+    std::filesystem::remove(svg);
+  }
+  const auto bogus = clitest::run_cli({"memory", "--bogus", oom});
+  expect_one_line_error(bogus, "--bogus");
+  EXPECT_NE(bogus.err.find("unknown option --bogus"), std::string::npos) << bogus.err;
+}
+
 TEST(Binary, UnwritableOutput) {
   const auto r = clitest::run_cli({"segments", clitest::snapshot_path("oom"), "-o", "/nonexistent-dir/x.svg"});
   expect_one_line_error(r, "unwritable -o");

@@ -178,9 +178,19 @@ std::string trace(const Snapshot& s, const TraceOptions& options) {
 namespace allocscope::memviz {
 
 std::string trace_notes(const Snapshot& s) {
-  if (s.has_device_traces) return "";
-  return "allocscope: note: no trace: the file is a bare list of segments (torch.cuda.memory_snapshot()), which "
-         "records no events; PyTorch's trace stops with KeyError 'device_traces' on it\n";
+  if (!s.has_device_traces)
+    return "allocscope: note: no trace: the file is a bare list of segments (torch.cuda.memory_snapshot()), which "
+           "records no events; PyTorch's trace stops with KeyError 'device_traces' on it\n";
+  // Entries printed as dicts leave out the keys the model does not keep (their values are not stored): say so, so
+  // that a diff against PyTorch's output is not a surprise (a newer PyTorch adds keys: compile_context in 2.8).
+  bool other = false;
+  for (const EntryLayout& l : s.entry_layouts)
+    for (EntryKey k : l) other |= k == EntryKey::kOther;
+  if (!other) return "";
+  std::string names;
+  for (const auto& [name, count] : s.unknown_keys) names += (names.empty() ? "" : ", ") + py_repr(name);
+  return "allocscope: note: trace entries have keys allocscope does not keep (among " + names +
+         "); events printed as dicts leave them out, where PyTorch's trace prints them\n";
 }
 
 }  // namespace allocscope::memviz
