@@ -246,9 +246,17 @@ void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
       r->on_pool_trim(site, reinterpret_cast<uint64_t>(a->pool), a->minBytesToKeep, before, pool_reserved(a->pool));
       break;
     }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
-      r->note_destroyed(HandleKind::kPhysical, static_cast<const cuMemRelease_params*>(cb->functionParams)->handle);
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: {
+      const CUmemGenericAllocationHandle h = static_cast<const cuMemRelease_params*>(cb->functionParams)->handle;
+      r->note_destroyed(HandleKind::kPhysical, h);
+      r->note_destroyed(HandleKind::kImported, h);
       break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle: {
+      const auto* a = static_cast<const cuMemImportFromShareableHandle_params*>(cb->functionParams);
+      if (a->handle) r->note_created({HandleKind::kImported, *a->handle, 0, site.context, site.device, now_us()});
+      break;
+    }
     case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: {
       const auto* a = static_cast<const cuMemAddressReserve_params*>(cb->functionParams);
       if (a->ptr) r->note_created({HandleKind::kReservation, *a->ptr, a->size, site.context, site.device, now_us()});
@@ -268,8 +276,8 @@ void on_driver(Recorder* r, CUpti_CallbackId id, const CUpti_CallbackData* cb) {
                         reinterpret_cast<uint64_t>(static_cast<const cuMemPoolDestroy_params*>(cb->functionParams)->pool));
       break;
     case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
-      site.api = Api::kMemMap;
       const auto* a = static_cast<const cuMemMap_params*>(cb->functionParams);
+      site.api = r->imported(a->handle) ? Api::kMemMapImported : Api::kMemMap;
       r->on_map(site, a->ptr, a->size, 0);
       break;
     }
@@ -354,6 +362,7 @@ const CUpti_CallbackId kDriverCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
     CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
+    CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle,
     CUPTI_DRIVER_TRACE_CBID_cuMemMap,
     CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
     CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve,

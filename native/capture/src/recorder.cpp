@@ -43,6 +43,7 @@ const char* api_name(Api api) {
     case Api::kMemCreate: return "cuMemCreate";
     case Api::kMemRelease: return "cuMemRelease";
     case Api::kMemMap: return "cuMemMap";
+    case Api::kMemMapImported: return "cuMemMap(imported)";
     case Api::kMemUnmap: return "cuMemUnmap";
     case Api::kMemAddressReserve: return "cuMemAddressReserve";
     case Api::kMemAddressFree: return "cuMemAddressFree";
@@ -228,6 +229,11 @@ void Recorder::note_created(const HandleInfo& h) {
 void Recorder::note_destroyed(HandleKind kind, uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   handles_.erase(handle_key(kind, id));
+}
+
+bool Recorder::imported(uint64_t handle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return handles_.count(handle_key(HandleKind::kImported, handle)) > 0;
 }
 
 void Recorder::on_pool_trim(const Site& site, uint64_t pool, uint64_t keep, uint64_t before, uint64_t after) {

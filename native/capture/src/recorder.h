@@ -23,6 +23,9 @@ enum class Api : uint8_t {
   kMemPoolDestroy, kMemPoolTrimTo, kContextDestroy,
   // The per-thread-default-stream entry points (nvcc --default-stream per-thread, CUDA_API_PER_THREAD_DEFAULT_STREAM).
   kMemAllocAsyncPtsz, kMemAllocFromPoolAsyncPtsz, kMemFreeAsyncPtsz,
+  // cuMemMap of a handle this process imported (cuMemImportFromShareableHandle): memory another process allocated,
+  // on its device (NCCL's peer buffers), which the analyses must not count as this device's.
+  kMemMapImported,
 };
 const char* api_name(Api api);
 
@@ -52,7 +55,7 @@ struct RawEvent {
 // Driver objects that hold or shape memory without being trace entries: listed live at dump time in
 // allocator_settings (PyTorch's tools show it verbatim), so VMM reservations, physical handles, pools and streams
 // are visible next to the segments.
-enum class HandleKind : uint8_t { kStream, kPool, kReservation, kPhysical };
+enum class HandleKind : uint8_t { kStream, kPool, kReservation, kPhysical, kImported };
 struct HandleInfo {
   HandleKind kind = HandleKind::kStream;
   uint64_t id = 0;    // stream / pool / physical handle, or the reservation's address
@@ -105,6 +108,8 @@ class Recorder {
   // Driver objects created / destroyed (rare calls: these may allocate).
   void note_created(const HandleInfo& h);
   void note_destroyed(HandleKind kind, uint64_t id);
+  // Whether `handle` came from cuMemImportFromShareableHandle (and was not released since).
+  bool imported(uint64_t handle) const;
   // cuMemPoolTrimTo: not a trace entry (a pool's own reservations are not segments, so the model does not change);
   // an instant external_annotation (START and END at one time) naming the pool, the bytes kept and what the pool
   // reserved before and after (kUnknownBytes when the driver did not say), and a count on the pool's entry.
@@ -124,7 +129,7 @@ class Recorder {
 
   Options options_;
   uint64_t generation_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<RawEvent> ring_;
   uint64_t pushed_ = 0;
   size_t next_slot_ = 0;

@@ -210,7 +210,8 @@ class Builder {
     const struct { HandleKind kind; const char* key; } kinds[] = {{HandleKind::kStream, "streams"},
                                                                   {HandleKind::kPool, "memory_pools"},
                                                                   {HandleKind::kReservation, "va_reservations"},
-                                                                  {HandleKind::kPhysical, "physical_handles"}};
+                                                                  {HandleKind::kPhysical, "physical_handles"},
+                                                                  {HandleKind::kImported, "imported_handles"}};
     for (const auto& k : kinds) {
       Setting list;
       list.key = k.key;

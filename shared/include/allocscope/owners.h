@@ -43,7 +43,12 @@ Owner owner_of_frame(std::string_view name, std::string_view filename);
 // other rank's proxy thread made it with cuMemCreate on its own GPU). Such a mapping holds no memory of this device.
 bool is_peer_import_frame(std::string_view name);
 
-// A capture's mappings of memory that other processes or GPUs allocated (a stack through is_peer_import_frame), with
+// Whether a capture event's user_metadata says it maps an imported handle (the capture saw
+// cuMemImportFromShareableHandle return it): memory another process allocated, whatever library asked.
+bool is_imported_mapping(std::string_view user_metadata);
+
+// A capture's mappings of memory that other processes or GPUs allocated (is_imported_mapping, or, in captures made
+// before that mark, a stack through is_peer_import_frame), with
 // the unmaps and frees that release them and their live segments, taken out of `s`: counted on this device they
 // doubled NCCL's peer buffers (each rank counted its peer's as well as its own). Returns what was taken out.
 struct PeerMappings {

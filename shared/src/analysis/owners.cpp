@@ -184,24 +184,44 @@ void keep_allocations(const Snapshot& c, const std::function<bool(uint32_t)>& ke
   }
 }
 
+bool is_imported_mapping(std::string_view user_metadata) {
+  return user_metadata.rfind("api=cuMemMap(imported)", 0) == 0;
+}
+
 PeerMappings drop_peer_mappings(Snapshot* s) {
   PeerMappings dropped;
+  // Two marks: the capture's own (a cuMemMap of a handle it saw imported, in the metadata; captures since
+  // 2026-11-26) and, for older captures, NCCL's importing function among the frames (needs NCCL's symbols).
   std::vector<uint8_t> import_frame(s->frames.size(), 0);
   bool any = false;
   for (size_t f = 0; f < s->frames.size(); ++f) any |= import_frame[f] = is_peer_import_frame(s->str(s->frames[f].name));
-  if (!any) return dropped;
   std::vector<uint8_t> import_stack(s->stacks.size(), 0);
-  for (uint32_t id = 0; id < s->stacks.size(); ++id)
-    for (FrameId f : s->stack(id))
-      if (f < import_frame.size() && import_frame[f]) import_stack[id] = 1;
-  auto keep = [&](StackId st) { return st >= import_stack.size() || !import_stack[st]; };
-  for (size_t row = 0; row < s->events.size_rows(); ++row)
-    if (s->events.action[row] == Action::kAlloc && !keep(s->events.stack[row]))
-      ++dropped.count, dropped.bytes += s->events.size[row];
+  if (any)
+    for (uint32_t id = 0; id < s->stacks.size(); ++id)
+      for (FrameId f : s->stack(id))
+        if (f < import_frame.size() && import_frame[f]) import_stack[id] = 1;
+  auto by_stack = [&](StackId st) { return st < import_stack.size() && import_stack[st]; };
+  auto imported_row = [&](uint32_t row) {
+    return by_stack(s->events.stack[row]) || is_imported_mapping(s->str(s->events.user_metadata[row]));
+  };
+  // Mappings still live at the end are also segments: they go by address (their stack may lack NCCL's symbols).
+  std::unordered_map<uint64_t, bool> live_import;  // address -> mapped (imported) and not unmapped yet
+  bool found = false;
+  for (const DeviceTrace& d : s->devices)
+    for (uint32_t row = d.begin; row < d.end; ++row) {
+      const Action a = s->events.action[row];
+      if (a == Action::kAlloc && imported_row(row)) ++dropped.count, dropped.bytes += s->events.size[row], found = true;
+      if (a == Action::kSegmentMap && imported_row(row)) live_import[s->events.addr[row] ^ static_cast<uint64_t>(d.device)] = true;
+      if (a == Action::kSegmentUnmap) live_import.erase(s->events.addr[row] ^ static_cast<uint64_t>(d.device));
+    }
+  if (!found) return dropped;
   Snapshot kept;
   keep_allocations(
-      *s, [&](uint32_t row) { return keep(s->events.stack[row]); },
-      [&](const Segment& seg) { return keep(segment_stack(*s, seg)); }, &kept);
+      *s, [&](uint32_t row) { return !imported_row(row); },
+      [&](const Segment& seg) {
+        return !by_stack(segment_stack(*s, seg)) && !live_import.count(seg.address ^ static_cast<uint64_t>(seg.device));
+      },
+      &kept);
   s->events = std::move(kept.events);
   s->devices = std::move(kept.devices);
   s->segments = std::move(kept.segments);

@@ -410,15 +410,16 @@ Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
   return {};
 }
 
-// A capture's mappings of NCCL peers' buffers are not this device's memory (owners.h, drop_peer_mappings): they are
+// A capture's mappings of other processes' memory (NCCL peers' buffers) are not this device's memory (owners.h, drop_peer_mappings): they are
 // taken out as the file loads, so that every answer, the viewer's and merge's included, leaves them out alike.
 void Builder::note_peer_mappings(const PeerMappings& m) {
   if (!m.count) return;
   std::string w = std::to_string(m.count);
-  w.append(" mapping(s) of buffers that NCCL's peers allocated on their own GPUs (")
+  w.append(" mapping(s) of memory another process allocated and shared (imported handles, such as NCCL's peer "
+           "buffers; ")
       .append(std::to_string(m.bytes))
-      .append(" bytes, ncclP2pImportShareableBuffer) are left out: that memory is the peer's, counted in its own "
-              "rank's capture");
+      .append(" bytes) are left out: that memory is the other process's, on its own GPU, and counted in its own "
+              "capture");
   s_->warnings.push_back(std::move(w));
 }
 
