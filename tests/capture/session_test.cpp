@@ -329,6 +329,7 @@ TEST(CaptureOptions, RankInTheOutputName) {
   EXPECT_EQ(job_rank(), "");
   EXPECT_EQ(options_from_env()->output_path, "allocscope-%p.pickle");
   EXPECT_EQ(expand_output_path("snap_%r.pickle"), "snap_0.pickle");  // no launcher: rank 0
+  EXPECT_EQ(job_output_path("run.pickle"), "run.pickle");             // no launcher: the name as given
   setenv("SLURM_PROCID", "12", 1);
   setenv("LOCAL_RANK", "3", 1);
   EXPECT_EQ(job_rank(), "12");  // the global rank wins over the node-local one
@@ -339,6 +340,12 @@ TEST(CaptureOptions, RankInTheOutputName) {
   EXPECT_EQ(expand_output_path("allocscope-rank%r-%p.pickle"), "allocscope-rank7-" + pid + ".pickle");
   EXPECT_EQ(expand_output_path("100%%-%r.pickle"), "100%-7.pickle");
   EXPECT_EQ(rank_from_name(expand_output_path("out/allocscope-rank%r-%p.pickle.gz")), 7);  // what `ranks` reads back
+  // `record -o run.pickle.gz` under torchrun: every rank wrote, and merged PyTorch's file through, one name.
+  EXPECT_EQ(job_output_path("out/run.pickle.gz"), "out/run-rank7.pickle.gz");
+  EXPECT_EQ(job_output_path("run.pickle"), "run-rank7.pickle");
+  EXPECT_EQ(job_output_path("run"), "run-rank7");
+  EXPECT_EQ(job_output_path("run_%p.pickle"), "run_" + pid + ".pickle");  // the user made names distinct already
+  EXPECT_EQ(rank_from_name(job_output_path("out/run.pickle.gz")), 7);
   setenv("RANK", "x; rm -rf", 1);  // not a number: ignored, the next variable answers
   EXPECT_EQ(job_rank(), "12");
   for (const char* v : vars) unsetenv(v);

@@ -96,7 +96,7 @@ int allocscope_capture_output_path(char* out, size_t size) {
     if (!env.ok()) return report(env.error());
     pattern = env->output_path;
   }
-  const std::string path = expand_output_path(pattern);
+  const std::string path = job_output_path(pattern);
   if (!out || path.size() + 1 > size)
     return report(allocscope::Error{"allocscope_capture_output_path: the path needs " + std::to_string(path.size() + 1) +
                                     " bytes"});

@@ -113,4 +113,19 @@ std::string expand_output_path(const std::string& path) {
   return out;
 }
 
+std::string job_output_path(const std::string& pattern) {
+  const std::string rank = job_rank();
+  if (rank.empty() || pattern.find("%p") != std::string::npos || pattern.find("%r") != std::string::npos)
+    return expand_output_path(pattern);
+  std::string p = pattern;
+  size_t dot = std::string::npos;
+  for (const char* ext : {".pickle.gz", ".pickle", ".gz"})
+    if (p.size() > std::strlen(ext) && p.compare(p.size() - std::strlen(ext), std::strlen(ext), ext) == 0) {
+      dot = p.size() - std::strlen(ext);
+      break;
+    }
+  p.insert(dot == std::string::npos ? p.size() : dot, "-rank%r");
+  return expand_output_path(p);
+}
+
 }  // namespace allocscope::capture

@@ -38,5 +38,9 @@ std::string job_rank();
 
 // Replaces "%p" with the process id, "%r" with the rank (0 outside a distributed job) and "%%" with "%".
 std::string expand_output_path(const std::string& path);
+// The configured output path for this process: expand_output_path, and under a launcher (job_rank) a pattern with
+// neither %p nor %r gets "-rankN" before its extension, so that the ranks of one job do not all write (and merge
+// PyTorch's files through) one name.
+std::string job_output_path(const std::string& pattern);
 
 }  // namespace allocscope::capture

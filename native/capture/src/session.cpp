@@ -125,7 +125,7 @@ Status Session::write_snapshot_to(const std::string& path, const std::string& py
   if (!r) return Error{"nothing recorded: capture was never started"};
   std::lock_guard<std::mutex> lock(dump_mu_);
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string out = expand_output_path(path.empty() ? r->options().output_path : path);
+  const std::string out = path.empty() ? job_output_path(r->options().output_path) : expand_output_path(path);
   Frozen frozen = r->freeze();
   const Snapshot snap = build_snapshot(frozen);
   Status st;
