@@ -336,6 +336,15 @@ TEST(Outside, MergeVerbAndSummary) {
   EXPECT_EQ(d["outside"]["sites_at_peak"][0]["site"]["filename"].get<std::string>().find("nccl_job.py") !=
                 std::string::npos,
             true);
+  // Each site says whose memory it is (an audit: the list mixed NCCL's and cuBLAS's lines without naming them), and
+  // the owners' bytes over the listed sites add up to the owner rows.
+  std::map<std::string, uint64_t> by_owner_of_sites;
+  for (const auto& site : d["outside"]["sites_at_peak"]) {
+    ASSERT_EQ(site["owners"].size(), 1u) << site.dump();
+    by_owner_of_sites[site["owners"][0].get<std::string>()] += site["bytes"].get<uint64_t>();
+  }
+  EXPECT_EQ(d["outside"]["sites_at_peak"][0]["owners"][0], "nccl");
+  EXPECT_EQ(by_owner_of_sites["nccl"], owners["nccl"]);
   // Arguments swapped: said plainly.
   const CliRun bad = run({"merge", pair_path("nccl", ".torch.pickle.gz"), pair_path("nccl", ".pickle.gz"), "-o", out});
   EXPECT_EQ(bad.code, 1);

@@ -282,6 +282,7 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     eq(Number(await attr('[data-owner="pytorch"]', 'data-value')), label.memory_reserved, "merged: PyTorch's row is its memory_reserved()");
     eq(Number(await attr('[data-owner="nccl"]', 'data-value')), 388 * 1024 * 1024, "merged: NCCL's 388 MiB are outside PyTorch");
     ok(/nccl_job\.py:13/.test(await page.textContent('[data-outside-sites]')), 'merged: the outside memory names the line that made it');
+    ok(await page.$('[data-outside-sites] tr[data-owners="nccl"]'), "merged: each outside site says whose memory it is (NCCL's line)");
     // The reserved-memory timeline stacks the outside memory on PyTorch's segments: NCCL's 388 MiB and cuBLAS's
     // 128.3 MiB were alive together mid-run (the merged file's outside peak, 541,329,408 bytes).
     eq(await open(['capture_merged/nccl.pickle.gz'], 'segments'), 'ready', 'merged: the segment timeline reaches ready');

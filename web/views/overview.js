@@ -74,8 +74,9 @@ export default {
           if (d.outside) {
             // A merged snapshot (`allocscope record` of a PyTorch job): the memory PyTorch never saw, apart from its own.
             const t = el('table', { class: 'table', 'data-outside-sites': d.device });
-            for (const s of d.outside.sites_at_peak) t.append(el('tr', { 'data-value': s.bytes },
-              el('td', { class: 'num', text: bytes(s.bytes) }), el('td', { class: 'mono', text: s.site ? s.site.text : '<no frames>' })));
+            for (const s of d.outside.sites_at_peak) t.append(el('tr', { 'data-value': s.bytes, 'data-owners': (s.owners || []).join(',') },
+              el('td', { class: 'num', text: bytes(s.bytes) }), el('td', { class: 'mono', text: s.site ? s.site.text : '<no frames>' }),
+              el('td', { class: 'fine', text: s.owners_label || '' })));
             glance.append(el('div', { class: 'fine', 'data-outside': d.outside.at_peak,
               text: `Outside PyTorch's allocator: ${bytes(d.outside.at_peak)} at the peak (${bytes(d.outside.peak)} at most), by site. ` +
                     "Not in PyTorch's allocated or reserved numbers, categories or leaks." }), t);

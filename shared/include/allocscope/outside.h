@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -54,7 +55,13 @@ struct OutsideAt {
   uint64_t bytes = 0;
   std::vector<std::pair<Owner, uint64_t>> by_owner;
   std::vector<std::pair<FrameId, uint64_t>> sites;
+  // Per site, the owners of its bytes (bit 1 << Owner): one line of a script can hold cuBLAS's workspace and cuDNN's.
+  std::vector<uint32_t> site_owners;
 };
+// "NCCL" or "cuBLAS, cuDNN": the labels of an owner mask, largest owner first is not known here: in Owner order.
+std::string owner_labels(uint32_t mask);
+// ["nccl"] or ["cublas", "cudnn"], in Owner order.
+std::vector<std::string> owner_names(uint32_t mask);
 
 // One device's outside part, built once (its lifetimes, owners and sites), then asked at any time: per OOM, per
 // drawn column of the viewer's timeline. Always empty when the snapshot has no outside part.

@@ -49,6 +49,7 @@ struct DeviceSummary {
   // sites (FrameIds of Snapshot::outside), and its own highest total over the run.
   uint64_t outside_at_peak = 0;
   std::vector<std::pair<FrameId, uint64_t>> outside_sites_at_peak;
+  std::vector<uint32_t> outside_site_owners;  // per site: its owners (OutsideAt::site_owners)
   uint64_t outside_peak = 0;
   // Top sites (deepest user frames) alive at the allocated peak.
   std::vector<FrameId> top_site;

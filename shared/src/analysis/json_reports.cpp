@@ -1,6 +1,7 @@
 // JSON for the whole-file answers (OOM reports, diff, summary).
 #include "allocscope/diff.h"
 #include "allocscope/oom.h"
+#include "allocscope/outside.h"
 #include "allocscope/summary.h"
 #include "analysis/json_common.h"
 
@@ -102,8 +103,14 @@ std::string to_json(const Snapshot& s, const Summary& sum) {
                        {"owners_at_peak", std::move(owners)}});
     if (s.outside) {
       Json osites = Json::array();
-      for (const auto& [site, bytes] : d.outside_sites_at_peak)
-        osites.push_back({{"site", json_detail::frame(*s.outside, site)}, {"bytes", bytes}});
+      for (size_t k = 0; k < d.outside_sites_at_peak.size(); ++k) {
+        const auto& [site, bytes] = d.outside_sites_at_peak[k];
+        const uint32_t owners = k < d.outside_site_owners.size() ? d.outside_site_owners[k] : 0;
+        osites.push_back({{"site", json_detail::frame(*s.outside, site)},
+                          {"bytes", bytes},
+                          {"owners", owner_names(owners)},
+                          {"owners_label", owner_labels(owners)}});
+      }
       devices.back()["outside"] = {{"at_peak", d.outside_at_peak}, {"peak", d.outside_peak},
                                    {"sites_at_peak", std::move(osites)}};
     }

@@ -255,16 +255,35 @@ OutsideAt OutsideIndex::at(int64_t time_us, size_t top_sites) const {
   const uint32_t step = step_at(time_us);
   r.by_owner = bytes_by_owner(lt_, owners_, step);
   std::unordered_map<FrameId, uint64_t> sites;
+  std::unordered_map<FrameId, uint32_t> owners;
   for (uint32_t i = 0; i < lt_.count(); ++i) {
     if (!lt_.alive_at(i, step)) continue;
     r.bytes += lt_.size[i];
-    if (top_sites) sites[ff_.site(lt_.stack[i])] += lt_.size[i];
+    if (!top_sites) continue;
+    const FrameId site = ff_.site(lt_.stack[i]);
+    sites[site] += lt_.size[i];
+    owners[site] |= 1u << static_cast<int>(owners_.owner(lt_.stack[i]));
   }
   r.sites.assign(sites.begin(), sites.end());
   std::sort(r.sites.begin(), r.sites.end(),
             [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
   if (r.sites.size() > top_sites) r.sites.resize(top_sites);
+  for (const auto& [site, bytes] : r.sites) r.site_owners.push_back(owners[site]);
   return r;
+}
+
+std::string owner_labels(uint32_t mask) {
+  std::string out;
+  for (int o = 0; o < kOwnerCount; ++o)
+    if (mask & (1u << o)) out += (out.empty() ? "" : ", ") + std::string(owner_label(static_cast<Owner>(o)));
+  return out;
+}
+
+std::vector<std::string> owner_names(uint32_t mask) {
+  std::vector<std::string> out;
+  for (int o = 0; o < kOwnerCount; ++o)
+    if (mask & (1u << o)) out.emplace_back(owner_name(static_cast<Owner>(o)));
+  return out;
 }
 
 OutsideAt outside_at(const Snapshot& merged, int64_t device, int64_t time_us, size_t top_sites) {

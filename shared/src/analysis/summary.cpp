@@ -97,6 +97,7 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     d.owners_at_peak = p.owners;
     d.outside_at_peak = p.outside.bytes;
     d.outside_sites_at_peak = p.outside.sites;
+    d.outside_site_owners = p.outside.site_owners;
     d.outside_peak = p.outside_peak;
 
     uint64_t free_bytes = 0;

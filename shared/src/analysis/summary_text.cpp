@@ -1,4 +1,5 @@
 // Human text for the summary: warnings that need action first, then per-device numbers.
+#include "allocscope/outside.h"
 #include "allocscope/summary.h"
 #include "analysis/frame_filter_text.h"
 
@@ -44,8 +45,12 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
     if (s.outside) {
       o += "  outside PyTorch " + rpad(size(d.outside_at_peak), 10) + "  at the peak, " + size(d.outside_peak) +
            " at most\n";
-      for (const auto& [site, bytes] : d.outside_sites_at_peak)
-        o += "    " + rpad(size(bytes), 10) + "  " + FrameFilter::site_text(*s.outside, site) + "\n";
+      for (size_t k = 0; k < d.outside_sites_at_peak.size(); ++k) {
+        const auto& [site, bytes] = d.outside_sites_at_peak[k];
+        const uint32_t owners = k < d.outside_site_owners.size() ? d.outside_site_owners[k] : 0;
+        o += "    " + rpad(size(bytes), 10) + "  " + FrameFilter::site_text(*s.outside, site) +
+             (owners ? " (" + owner_labels(owners) + ")" : "") + "\n";
+      }
     }
     if (!d.top_site.empty()) {
       o += "  top sites at the peak:\n";
