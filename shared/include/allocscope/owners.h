@@ -57,6 +57,10 @@ struct PeerMappings {
 };
 PeerMappings drop_peer_mappings(Snapshot* s);
 
+// A capture's trace actions that take memory (alloc, segment_alloc, segment_map) and that give it back.
+bool is_allocation(Action a);
+bool is_release(Action a);
+
 // The stack a live segment was allocated with: its first block's (the capture writes one block per allocation).
 StackId segment_stack(const Snapshot& s, const Segment& seg);
 

@@ -21,7 +21,6 @@ namespace {
 constexpr int64_t kSameCallUs = 1'000'000;
 
 bool makes_segment(Action a) { return a == Action::kSegmentAlloc || a == Action::kSegmentMap; }
-bool allocates(Action a) { return a == Action::kAlloc || a == Action::kSegmentAlloc || a == Action::kSegmentMap; }
 
 uint64_t key_of(int64_t device, uint64_t addr) { return addr ^ (static_cast<uint64_t>(device) * 0x9E3779B97F4A7C15ull); }
 
@@ -50,7 +49,8 @@ class PyTorchRecord {
   }
   size_t calls() const { return calls_.size(); }
   size_t held() const { return held_.size(); }
-  // Whether PyTorch's trace shows this allocation (time_us < 0: any time, for files without times).
+  // Whether PyTorch's trace shows this allocation; `timed`: the capture has times (else, like a PyTorch file without
+  // times, any time matches).
   bool called(int64_t device, uint64_t addr, uint64_t size, int64_t time_us, bool timed) const {
     auto [a, b] = calls_.equal_range(key_of(device, addr));
     for (auto it = a; it != b; ++it) {
@@ -134,7 +134,7 @@ Snapshot outside_of_pytorch(const Snapshot& c, const Snapshot& pytorch) {
   auto keep_row = [&](uint32_t row) {
     if (pytorchs(c.events.stack[row], device[row])) return false;
     const Action a = c.events.action[row];
-    if (allocates(a)) return !record.called(device[row], c.events.addr[row], c.events.size[row], c.events.time_us[row], timed);
+    if (is_allocation(a)) return !record.called(device[row], c.events.addr[row], c.events.size[row], c.events.time_us[row], timed);
     if (a == Action::kOom) return !record.ran_out(device[row], c.events.size[row], c.events.time_us[row], timed);
     return true;
   };
@@ -159,7 +159,7 @@ Status same_process(const Snapshot& c, const Snapshot& pt) {
   const bool timed = has_times(c);
   const std::vector<int64_t> device = device_of_rows(c);
   for (uint64_t row = 0; row < c.events.size_rows(); ++row) {
-    if (!allocates(c.events.action[row]) || device[row] < 0) continue;
+    if (!is_allocation(c.events.action[row]) || device[row] < 0) continue;
     if (record.called(device[row], c.events.addr[row], c.events.size[row], c.events.time_us[row], timed) ||
         record.holds(device[row], c.events.addr[row], c.events.size[row]))
       return {};

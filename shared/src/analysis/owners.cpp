@@ -132,15 +132,11 @@ bool is_peer_import_frame(std::string_view name) {
   return name.rfind("nccl", 0) == 0 && has(name, "ImportShareableBuffer");
 }
 
-namespace {
-
 bool is_allocation(Action a) { return a == Action::kAlloc || a == Action::kSegmentAlloc || a == Action::kSegmentMap; }
 bool is_release(Action a) {
   return a == Action::kFreeRequested || a == Action::kFreeCompleted || a == Action::kSegmentFree ||
          a == Action::kSegmentUnmap;
 }
-
-}  // namespace
 
 StackId segment_stack(const Snapshot& s, const Segment& seg) {
   const auto blocks = s.blocks_of(seg);
