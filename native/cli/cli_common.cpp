@@ -116,6 +116,23 @@ std::string device_list(const Lifetimes& all) {
   return o.empty() ? "none" : o;
 }
 
+bool device_option(const std::string& verb, const Args& args, const std::string& path, const Lifetimes& all,
+                   int64_t* device, bool* given) {
+  *given = args.has("device");
+  if (!*given) return true;
+  uint32_t v = 0;
+  if (!parse_count(args.get("device"), &v)) {
+    fail(verb + ": --device needs an ordinal (devices: " + device_list(all) + ")");
+    return false;
+  }
+  if (!all.device(v)) {
+    fail(verb + ": no device " + std::to_string(v) + " in " + path + " (devices: " + device_list(all) + ")");
+    return false;
+  }
+  *device = v;
+  return true;
+}
+
 bool answered_without_device(const Lifetimes& all, const DeviceLifetimes& lt) {
   return lt.event_count > 0 || all.devices.size() == 1;
 }

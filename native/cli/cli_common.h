@@ -45,6 +45,11 @@ bool parse_count(const std::string& text, uint32_t* out);
 // What a per-device verb says when no device matched. A snapshot with nothing in it is an answer, not an error: it
 // says so on stdout (with --json: {"devices":[]}) and returns 0. A --device the file lacks is an error naming the
 // devices it has.
+// `--device N` of a verb: false (after printing one line: not an ordinal, or a device the file lacks among `all`,
+// the devices with events or segments) when it cannot be answered; *given says whether the option was there.
+bool device_option(const std::string& verb, const Args& args, const std::string& path, const Lifetimes& all,
+                   int64_t* device, bool* given);
+
 // The devices `peak`, `categories` and `export` answer for without --device: every device with a trace, or the one
 // device of a file (its state, when it has no trace). `leaks` needs a trace. One rule, so export's objects are the
 // verbs' objects.

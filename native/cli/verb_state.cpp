@@ -27,10 +27,8 @@ int run_state(const std::vector<std::string>& argv) {
   int64_t device = all.devices.empty() ? 0 : all.devices.front().device;
   int64_t step = -1;  // default: the end
   uint32_t v = 0;
-  if (args.has("device")) {
-    if (!parse_count(args.get("device"), &v)) return fail("state: --device needs an ordinal");
-    device = v;
-  }
+  bool device_given = false;
+  if (!device_option("state", args, args.positional[0], all, &device, &device_given)) return 1;
   if (args.has("event") && args.has("step")) return fail("state: give --event or --step, not both");
   if (args.has("event")) {
     if (!parse_count(args.get("event"), &v)) return fail("state: --event needs an event index (0, 1, ...)");
@@ -41,10 +39,7 @@ int run_state(const std::vector<std::string>& argv) {
     step = v;
   }
   const DeviceLifetimes lt = build_device_lifetimes(s, device);
-  if (!s.device(device) && lt.count() == 0) {
-    if (all.devices.empty() && !args.has("device")) return no_device("state", args.positional[0], all, "", args.has("json"));
-    return fail("state: no device " + std::to_string(device) + " in " + args.positional[0] + " (devices: " + device_list(all) + ")");
-  }
+  if (all.devices.empty()) return no_device("state", args.positional[0], all, "", args.has("json"));
   if (step < 0) step = lt.event_count;
   if (step > static_cast<int64_t>(lt.event_count))
     return fail("state: the trace of device " + std::to_string(device) + " has " + std::to_string(lt.event_count) +
@@ -115,7 +110,9 @@ const RegisterVerb kRegister({
     "The caching allocator's state right after event E (default: the end of the trace), rebuilt from the\n"
     "trace and the final segments: segments (expandable ones merged as PyTorch shows them), active blocks,\n"
     "blocks waiting for free_completed, and rounding waste (block size minus requested size). Block sizes the\n"
-    "final segments do not know are estimated as the request rounded up to 512 bytes and marked '~'.\n\n"
+    "final segments do not know are estimated and marked '~': the request rounded up to 512 bytes, plus, for a\n"
+    "request over 1 MiB, the gap of at most 1 MiB after it that PyTorch does not split off (docs/timeline.md).\n"
+    "An estimate is a lower bound and can grow at a later step, once a neighbour shows where the block ends.\n\n"
     "  --device N   device ordinal (default: the first device the file has)\n"
     "  --event E    state after device event E (0-based); --step S is the state after S events\n"
     "  --blocks     list each segment's blocks\n"

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "allocscope/frame_filter.h"
 #include "allocscope/lifetimes.h"
 #include "allocscope/memviz.h"
 #include "allocscope/segment_timeline.h"
@@ -16,23 +17,13 @@
 namespace allocscope::cli {
 namespace {
 
-// Where an allocation came from: the innermost Python frame PyTorch would show, else the innermost shown frame.
-std::string where(const Snapshot& s, StackId stack) {
-  auto text = [&](const Frame& fr) {
-    return std::string(s.str(fr.name)) + " (" + std::string(s.str(fr.filename)) + ":" + line_text(fr) + ")";
-  };
-  const Frame* shown = nullptr;
-  for (FrameId f : s.stack(stack)) {
-    const Frame& fr = s.frames[f];
-    if (!memviz::frame_filter(s.str(fr.name), s.str(fr.filename))) continue;
-    if (s.str(fr.filename).ends_with(".py")) return text(fr);
-    if (!shown) shown = &fr;
-  }
-  if (shown) return text(*shown);
-  return s.stack(stack).empty() ? "<no frames>" : text(s.frames[s.stack(stack)[0]]);
+bool has_times(const Snapshot& s, const DeviceLifetimes& d) {
+  for (uint32_t i = 0; i < d.event_count; ++i)
+    if (s.events.time_us[d.event_begin + i] != 0) return true;
+  return false;
 }
 
-nlohmann::json device_json(const Snapshot& s, const DeviceLifetimes& d, size_t top) {
+nlohmann::json device_json(const Snapshot& s, const FrameFilter& ff, const DeviceLifetimes& d, size_t top) {
   const SegmentTimeline seg = build_segment_timeline(s, d.device);
   const uint32_t peak = d.peak_step();
   uint32_t seg_peak = 0;
@@ -51,7 +42,8 @@ nlohmann::json device_json(const Snapshot& s, const DeviceLifetimes& d, size_t t
       {"active", {{"initial_bytes", d.total.front()},
                   {"peak_bytes", d.total[peak]},
                   {"peak_step", peak},
-                  {"peak_time_us", d.step_time_us(s, peak)},
+                  // null for a file without times (PyTorch before 2.1 wrote none): 0 read as a time misleads
+                  {"peak_time_us", has_times(s, d) ? nlohmann::json(d.step_time_us(s, peak)) : nlohmann::json()},
                   {"final_bytes", d.total.back()}}},
       {"reserved", {{"initial_bytes", seg.total.front()},
                     {"peak_bytes", seg.total[seg_peak]},
@@ -71,7 +63,8 @@ nlohmann::json device_json(const Snapshot& s, const DeviceLifetimes& d, size_t t
                        {"bytes", d.size[r]},
                        {"alloc_event", d.alloc_event[r] == kNoEvent ? nlohmann::json() : nlohmann::json(d.alloc_event[r])},
                        {"free_event", d.free_event[r] == kNoEvent ? nlohmann::json() : nlohmann::json(d.free_event[r])},
-                       {"where", where(s, d.stack[r])}});
+                       // the site every answer names (FrameFilter: the deepest user frame)
+                       {"where", FrameFilter::site_text(s, ff.site(d.stack[r]))}});
   }
   j["largest_at_peak"] = at_peak;
   if (!d.warnings.empty()) j["warnings"] = d.warnings;
@@ -117,12 +110,15 @@ int run_timeline(const std::vector<std::string>& argv) {
   uint32_t top = 5;
   if (args.has("top") && !parse_count(args.get("top"), &top)) return fail("timeline: --top needs a number");
   const Lifetimes lt = build_lifetimes(s);
-  const std::string want = args.get("device", "");
+  int64_t device = 0;
+  bool device_given = false;
+  if (!device_option("timeline", args, args.positional[0], lt, &device, &device_given)) return 1;
+  const FrameFilter ff(s);
   if (args.has("memoryviz")) {
     // The shape of tests/fixtures/expected/NAME.memoryviz.json, so it diffs against PyTorch's own numbers.
     nlohmann::json devices = nlohmann::json::object();
     for (const DeviceLifetimes& d : lt.devices) {
-      if (d.event_count == 0 || (!want.empty() && std::to_string(d.device) != want)) continue;
+      if (d.event_count == 0 || (device_given && d.device != device)) continue;
       const MemoryVizSummary m = memoryviz_summary(d);
       devices[std::to_string(d.device)] = {{"allocations", m.allocations},
                                            {"peak_active_bytes", m.peak_active_bytes},
@@ -136,8 +132,7 @@ int run_timeline(const std::vector<std::string>& argv) {
   }
   nlohmann::json out = nlohmann::json::array();
   for (const DeviceLifetimes& d : lt.devices)
-    if (want.empty() || std::to_string(d.device) == want) out.push_back(device_json(s, d, top));
-  if (!want.empty() && out.empty()) return fail("timeline: no device " + want + " in " + args.positional[0]);
+    if (!device_given || d.device == device) out.push_back(device_json(s, ff, d, top));
   // An empty file says why there is nothing to show (its JSON stays the empty list of devices).
   if (out.empty() && !args.has("json")) return no_device("timeline", args.positional[0], lt, "", false);
   if (args.has("json")) {

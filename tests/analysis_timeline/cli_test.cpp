@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "fixtures.h"
@@ -54,6 +55,37 @@ TEST(Cli, TimelineJsonAndState) {
   run("state --event 99999999 " + test::fixture_path("oom"), &status);
   EXPECT_EQ(status, 1);  // out of range: a clear error, not a crash
   run("timeline --help", &status);
+  EXPECT_EQ(status, 0);
+}
+
+// An audit's finds. `timeline` named "where" an allocation came from by a rule of its own, which for C++-only stacks
+// said DeviceCachingAllocator::malloc: it now names the site every other answer names (FrameFilter). A device the
+// file lacks (an empty trace list, a bad or missing ordinal) is an error in `state` and `timeline` alike, with or
+// without --memoryviz.
+TEST(Cli, TimelineNamesTheSitesTheOtherAnswersNameAndDevicesAreChecked) {
+  int status = 0;
+  const std::string cpp = std::string(ALLOCSCOPE_FIXTURES) + "/gpt2_cpp.pickle.gz";
+  const auto t = nlohmann::json::parse(run("timeline --json --top 50 " + cpp, &status));
+  ASSERT_EQ(status, 0);
+  const auto p = nlohmann::json::parse(run("peak --json --top 1000 " + cpp, &status));
+  ASSERT_EQ(status, 0);
+  std::set<std::string> sites;
+  for (const auto& site : p["devices"][0]["sites"])
+    sites.insert(site["site"].is_null() ? "<no frames>" : site["site"]["text"].get<std::string>());
+  ASSERT_FALSE(t[0]["largest_at_peak"].empty());
+  for (const auto& row : t[0]["largest_at_peak"]) {
+    const std::string where = row["where"].get<std::string>();
+    EXPECT_TRUE(sites.count(where)) << where;
+    EXPECT_EQ(where.find("DeviceCachingAllocator"), std::string::npos) << where;
+  }
+  const std::string four = std::string(ALLOCSCOPE_FIXTURES) + "/external/pt28_4dev_expandable_oom.pickle.gz";
+  for (const std::string& args : {"state --device 3 " + four, "timeline --device 3 " + four,
+                                  "timeline --memoryviz --device 3 " + four, "timeline --memoryviz --device x " + four,
+                                  "timeline " + four + " --device"}) {
+    run(args, &status);
+    EXPECT_EQ(status, 1) << args;
+  }
+  run("state --device 2 " + four, &status);
   EXPECT_EQ(status, 0);
 }
 
