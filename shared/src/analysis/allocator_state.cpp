@@ -64,7 +64,14 @@ AllocatorStateIndex::AllocatorStateIndex(const Snapshot& s, const DeviceLifetime
     stream_.push_back(lt.stream[i]);
     stack_.push_back(lt.stack[i]);
     row_.push_back(i);
-    pending_from_.push_back(lt.free_requested_event[i] == kNoEvent ? kNever : lt.free_requested_event[i] + 1);
+    // Pending from its free_requested. PyTorch records free_requested before every free_completed, so a block
+    // allocated before the window whose free_completed the window holds without that request was already pending
+    // at step 0 (an audit: PyTorch 2.0-2.4 files whose one-entry or wrapped traces start there).
+    uint32_t pending = lt.free_requested_event[i] == kNoEvent ? kNever : lt.free_requested_event[i] + 1;
+    if (pending == kNever && lt.origin[i] == LifetimeOrigin::kFreedOnly && lt.free_event[i] != kNoEvent &&
+        s.events.action[lt.event_begin + lt.free_event[i]] == Action::kFreeCompleted)
+      pending = 0;
+    pending_from_.push_back(pending);
     known_.push_back(known);
     birth.push_back(lt.birth_step(i));
     death.push_back(lt.death_step(i));
