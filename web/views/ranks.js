@@ -20,7 +20,15 @@ function outlierNote(x, r) {
   const sites = el('ul');
   for (const s of x.holds_more || []) sites.append(el('li', null, `holds ${signedBytes(s.bytes)} more at `, el('span', { class: 'mono', text: s.site })));
   for (const s of x.holds_less || []) sites.append(el('li', null, `holds ${bytes(s.bytes)} less at `, el('span', { class: 'mono', text: s.site })));
-  if (!sites.children.length) sites.append(el('li', { class: 'fine', text: 'its sites alive at the peak hold what the other ranks\' do: the difference is memory no site holds (cached by the allocator).' }));
+  // The core fills the sites only for an outlier on its allocated peak (ranks.h): what else can explain the others.
+  if (!sites.children.length) {
+    const text = x.outlier_peak_allocated
+      ? 'no site at its peak differs by a tenth of that: the difference is spread over many sites, or past its top ones (the Peak view lists them all).'
+      : x.outlier_final_allocated
+        ? `its allocated peak is typical: it keeps more after its peak${x.compare_with ? ` (diff its end against ${x.compare_with})` : ''}.`
+        : 'its allocated memory is typical: the difference is reserved but not allocated, memory the caching allocator keeps cached (the State view shows its segments).';
+    sites.append(el('li', { class: 'fine', text }));
+  }
   li.append(sites);
   return li;
 }
@@ -67,11 +75,12 @@ export default {
           return;
         }
         const bar = el('div', { class: 'bar' });
-        bar.style.width = `${(120 * x.peak_allocated) / max}px`;
+        bar.style.width = `${(120 * (x.peak_allocated || 0)) / max}px`;
         bar.style.left = '0';
         bar.style.background = x.outlier ? 'var(--bad)' : 'var(--accent)';
         tr.append(el('td', { text: `cuda:${x.device}` }),
-          ...MEASURES.map(([k]) => el('td', { class: 'num' + (x['outlier_' + k] ? ' bad' : ''), text: bytes(x[k]) })),
+          // a rank without a trace has no peaks (null): only the state its snapshot holds
+          ...MEASURES.map(([k]) => el('td', { class: 'num' + (x['outlier_' + k] ? ' bad' : ''), text: x[k] === null ? 'no trace' : bytes(x[k]) })),
           el('td', { class: 'bar-cell' }, bar), el('td', { class: 'num', text: count(x.events) }),
           el('td', { text: [x.ooms ? `${x.ooms} OOM` : '', x.leak_suspected ? 'leak suspected' : ''].filter(Boolean).join(', ') }));
         tr.addEventListener('click', () => {

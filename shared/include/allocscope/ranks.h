@@ -32,7 +32,7 @@ struct RankRow {
   uint32_t index = 0;  // its position among the inputs (compare_ranks sets it)
   std::string error;   // why the file could not be read; the row then has no numbers
   int64_t device = 0;  // the rank's busiest device (most trace events, then most reserved)
-  uint64_t events = 0;
+  uint64_t events = 0;  // 0: no trace, so its peaks are only the state the snapshot holds (not compared)
   std::array<uint64_t, kRankMeasures> bytes{};  // by RankMeasure
   uint32_t ooms = 0;
   bool leak_suspected = false;
@@ -45,7 +45,8 @@ RankRow rank_row(const Snapshot& s, const Summary& sum, std::string name);
 // Errors name what is missing; unknown keys are ignored.
 Result<RankRow> rank_row_from_summary_json(std::string_view json, std::string name);
 // The rank a file's name gives, or -1: the last "rank" followed by digits (any case, '_' '-' '.' or nothing
-// between), else an "r" or "p" followed by digits as a whole word of the name (torchrun's logs/r3, %r), else -1.
+// between), else an "r" followed by digits as a whole word of a name with no other digits ("trace_r3.pickle"; not
+// "resnet_r50_gpu0"), else -1.
 int64_t rank_from_name(std::string_view path);
 
 struct RanksOptions {
@@ -68,6 +69,11 @@ struct RankVerdict {
   std::vector<RankSite> holds_more;
   // The sites the others hold (median) that it holds less of: for a rank that stands out by using less.
   std::vector<RankSite> holds_less;
+  // Both lists explain its allocated peak only: they are filled when it is an outlier there, with the sites whose
+  // difference is at least a tenth of its distance to the median (a rank's usual spread is not the cause). When it
+  // stands out at the end or by reserved bytes only, they stay empty and this names a typical rank to diff against
+  // (the one whose final allocated bytes are nearest the median), or "" when there is none.
+  std::string compare_with;
 };
 
 struct RanksReport {

@@ -69,16 +69,21 @@ int64_t rank_from_name(std::string_view path) {
     if (digits_at(i, &v)) found = v;
   }
   if (found >= 0) return found;
-  // "r3" / "p3" as a word of its own: "trace_r3.pickle", "snap-p12.pickle.gz".
+  // "r3" as a word of its own in a name with no other number: "trace_r3.pickle". An audit found "resnet_r50_gpu0"
+  // read as rank 50 and "job_p100" as rank 100 ("p" was also our own pid's letter, %p), so both are refused.
+  int words = 0;
   for (size_t i = 0; i < lower.size(); ++i) {
-    if ((lower[i] == 'r' || lower[i] == 'p') && (i == 0 || !std::isalnum(static_cast<unsigned char>(lower[i - 1])))) {
+    if (lower[i] == 'r' && (i == 0 || !std::isalnum(static_cast<unsigned char>(lower[i - 1])))) {
       int64_t v;
       size_t j = i + 1;
       while (j < lower.size() && std::isdigit(static_cast<unsigned char>(lower[j]))) ++j;
-      if (digits_at(i + 1, &v) && word_boundary(lower, j)) found = v;
+      if (digits_at(i + 1, &v) && word_boundary(lower, j)) found = v, ++words;
     }
   }
-  return found;
+  size_t digit_runs = 0;
+  for (size_t i = 0; i < lower.size(); ++i)
+    digit_runs += std::isdigit(static_cast<unsigned char>(lower[i])) && (i == 0 || !std::isdigit(static_cast<unsigned char>(lower[i - 1])));
+  return words == 1 && digit_runs == 1 ? found : -1;
 }
 
 RankRow rank_row(const Snapshot& s, const Summary& sum, std::string name) {
@@ -129,10 +134,10 @@ Result<RankRow> rank_row_from_summary_json(std::string_view text, std::string na
     if (d.is_object()) devices.push_back(&d);
   RankRow row;
   row.rank = rank_from_name(name);
-  if (j.contains("file") && j["file"].is_string()) {
-    // The summary names the snapshot it was made from: its name says the rank better than the JSON file's.
-    const std::string file = j["file"].get<std::string>();
-    if (rank_from_name(file) >= 0) row.rank = rank_from_name(file);
+  if (row.rank < 0 && j.contains("file") && j["file"].is_string()) {
+    // The JSON file's own name first (whoever saved rank2.json chose it; the snapshot inside may carry a node-local
+    // rank), else the snapshot's that the summary names.
+    row.rank = rank_from_name(j["file"].get<std::string>());
   }
   row.name = std::move(name);
   const Json* const* d = busiest(
@@ -174,19 +179,26 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
   std::vector<RankVerdict> v(n);
   for (size_t i = 0; i < n; ++i) rows[i].index = static_cast<uint32_t>(i);
   for (int k = 0; k < kRankMeasures; ++k) {
+    // A rank without a trace has no peak, only its state at the end: its peaks are left out of the comparison (an
+    // audit: it read as using 30% less at its peak).
+    const bool peak = k == static_cast<int>(RankMeasure::kPeakAllocated) || k == static_cast<int>(RankMeasure::kPeakReserved);
+    std::vector<size_t> compared;
+    for (size_t i : good)
+      if (!peak || rows[i].events > 0) compared.push_back(i);
     std::vector<double> x;
-    x.reserve(good.size());
-    for (size_t i : good) x.push_back(static_cast<double>(rows[i].bytes[k]));
+    x.reserve(compared.size());
+    for (size_t i : compared) x.push_back(static_cast<double>(rows[i].bytes[k]));
     const double m = median_of(x);
     for (double& e : x) e = std::fabs(e - m);
     const double mad = median_of(x);
     r.median[k] = m;
     r.mad[k] = mad;
-    for (size_t i : good) {
+    const bool enough = compared.size() >= 3;
+    for (size_t i : compared) {
       const double d = std::fabs(static_cast<double>(rows[i].bytes[k]) - m);
       const double z = mad > 0 ? 0.6745 * d / mad : (d > 0 ? std::numeric_limits<double>::infinity() : 0);
       v[i].z[k] = z;
-      if (r.enough && z > o.z && d > o.min_share * std::max(1.0, m)) {
+      if (enough && z > o.z && d > o.min_share * std::max(1.0, m)) {
         v[i].outlier_on[k] = true;
         v[i].outlier = true;
         v[i].score = std::max(v[i].score, z);
@@ -224,9 +236,27 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
     return out;
   };
   const std::unordered_map<std::string, double> typical_bytes_all = medians_over(typical);
+  // The typical rank to diff an outlier against at the end: final allocated bytes nearest the median.
+  std::string nearest_typical;
+  {
+    double best = std::numeric_limits<double>::infinity();
+    const int fa = static_cast<int>(RankMeasure::kFinalAllocated);
+    for (size_t j : typical) {
+      const double d = std::fabs(static_cast<double>(rows[j].bytes[fa]) - r.median[fa]);
+      if (d < best) best = d, nearest_typical = rows[j].name;
+    }
+  }
+  const int pa = static_cast<int>(RankMeasure::kPeakAllocated);
   for (size_t i : good) {
     if (!v[i].outlier) continue;
     ++r.outliers;
+    if (!v[i].outlier_on[pa]) {
+      // Its sites at the peak cannot explain a difference at the end or in reserved bytes.
+      v[i].compare_with = nearest_typical;
+      continue;
+    }
+    // Differences smaller than a tenth of its distance to the median are the ranks' usual spread, not the cause.
+    const double floor_bytes = 0.1 * std::fabs(static_cast<double>(rows[i].bytes[pa]) - r.median[pa]);
     std::unordered_map<std::string, double> others_bytes;
     if (typical.empty()) {
       std::vector<size_t> others;
@@ -257,6 +287,7 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
       if (!listed) v[i].holds_less.push_back({site, static_cast<uint64_t>(t)});
     }
     for (auto* list : {&v[i].holds_more, &v[i].holds_less}) {
+      std::erase_if(*list, [&](const RankSite& s) { return static_cast<double>(s.bytes) < floor_bytes; });
       std::sort(list->begin(), list->end(),
                 [](const RankSite& a, const RankSite& b) { return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site; });
       if (list->size() > o.top_sites) list->resize(o.top_sites);

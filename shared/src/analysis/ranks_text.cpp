@@ -76,9 +76,20 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
         out += "    holds more at its peak: " + signed_size(static_cast<double>(s.bytes)) + "  " + s.site + "\n";
       for (const RankSite& s : v.holds_less)
         out += "    holds less at its peak: " + signed_size(-static_cast<double>(s.bytes)) + "  " + s.site + "\n";
-      if (v.holds_more.empty() && v.holds_less.empty())
-        out += "    its top sites at the peak hold what the others' do (the difference is outside them, e.g. cached "
-               "memory)\n";
+      const bool at_peak = v.outlier_on[static_cast<int>(RankMeasure::kPeakAllocated)];
+      const bool at_end = v.outlier_on[static_cast<int>(RankMeasure::kFinalAllocated)];
+      if (at_peak && v.holds_more.empty() && v.holds_less.empty())
+        out += "    no site at its peak differs by a tenth of that: the difference is spread over many sites, or is "
+               "in sites past its top ones (`allocscope peak` lists them all)\n";
+      if (!at_peak && at_end)
+        out += "    its allocated peak is typical: it keeps more after its peak" +
+               (v.compare_with.empty() ? std::string(" (`allocscope diff` against a typical rank lists what)")
+                                       : ": `allocscope diff " + v.compare_with + " " + row.name + "` lists what") +
+               "\n";
+      else if (!at_peak)
+        out += "    its allocated memory is typical: the difference is reserved but not allocated, memory PyTorch's "
+               "caching allocator keeps cached (freed blocks, fragmentation; `allocscope state " + row.name +
+               "` shows its segments)\n";
     }
   }
   out += pad("rank", 6, true) + "  " + pad("device", 7, false);
@@ -93,8 +104,12 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
       continue;
     }
     out += pad("cuda:" + std::to_string(row.device), 7, false);
-    for (int k = 0; k < kRankMeasures; ++k)
-      out += pad(std::string(r.verdicts[i].outlier_on[k] ? 1 : 0, '*') + memviz::format_size(row.bytes[k]), 16, true);
+    for (int k = 0; k < kRankMeasures; ++k) {
+      const bool peak = k == static_cast<int>(RankMeasure::kPeakAllocated) || k == static_cast<int>(RankMeasure::kPeakReserved);
+      out += pad(peak && row.events == 0 ? std::string("no trace")
+                                         : std::string(r.verdicts[i].outlier_on[k] ? 1 : 0, '*') + memviz::format_size(row.bytes[k]),
+                 16, true);
+    }
     out += pad(std::to_string(row.events), 10, true) + "  " + row.name;
     if (row.ooms) out += "  (" + std::to_string(row.ooms) + " OOM)";
     if (row.leak_suspected) out += "  (leak suspected)";
@@ -124,7 +139,11 @@ std::string to_json(const RanksReport& r) {
     }
     o["device"] = row.device;
     o["events"] = row.events;
-    for (RankMeasure m : kAll) o[std::string(rank_measure_name(m))] = row.bytes[static_cast<int>(m)];
+    // A rank without a trace has no peak (null), only the state its snapshot holds.
+    for (RankMeasure m : kAll) {
+      const bool peak = m == RankMeasure::kPeakAllocated || m == RankMeasure::kPeakReserved;
+      o[std::string(rank_measure_name(m))] = peak && row.events == 0 ? Json(nullptr) : Json(row.bytes[static_cast<int>(m)]);
+    }
     o["ooms"] = row.ooms;
     o["leak_suspected"] = row.leak_suspected;
     o["outlier"] = v.outlier;
@@ -140,6 +159,7 @@ std::string to_json(const RanksReport& r) {
     if (v.outlier) {
       o["holds_more"] = sites(v.holds_more);
       o["holds_less"] = sites(v.holds_less);
+      if (!v.compare_with.empty()) o["compare_with"] = v.compare_with;
     }
     rows.push_back(std::move(o));
   }
