@@ -667,6 +667,25 @@ TEST(Diff, LeadsWithEachFilesPeakAndCountsWhatTopLeavesOut) {
   }
 }
 
+// An audit's find: a snapshot without a trace (segments only) read as "peak allocated: 833 MiB -> 577 MiB" against
+// a traced run of the same job. Its number is the state it holds, and the text and JSON say so.
+TEST(Diff, ASnapshotWithoutATraceHasNoPeakToCompare) {
+  const Loaded* a = load("ddp_rank0");
+  const Loaded* b = load("external/listonly_segments");
+  ASSERT_TRUE(a && b);
+  const SnapshotDiff d = diff_snapshots(a->s, b->s);
+  EXPECT_TRUE(d.no_trace_a.empty());
+  ASSERT_EQ(d.no_trace_b.size(), 1u);
+  const std::string text = to_text(d, "A.pickle", "B.pickle", 5);
+  EXPECT_NE(text.find("B has no trace on cuda:" + std::to_string(d.no_trace_b[0]) +
+                      ": its number is the state its snapshot holds, not a peak"),
+            std::string::npos)
+      << text;
+  const auto j = nlohmann::json::parse(to_json(d));
+  EXPECT_EQ(j["peak_allocated"]["b"][0]["traced"], false);
+  EXPECT_EQ(j["peak_allocated"]["a"][0]["traced"], true);
+}
+
 TEST(Json, EveryAnswerParses) {
   for (const std::string name : {"transformer_leak", "oom", "gpt2_cpp", "ddp_rank1"}) {
     const Loaded* l = load(name);

@@ -274,7 +274,11 @@ export default {
       // Each file's allocated peak first: two runs of one job usually differ there, not in what is left at the end.
       const pa = d.peak_allocated.a, pb = d.peak_allocated.b;
       const peakCards = pa.length === 1 && pb.length === 1
-        ? [card('Peak allocated', `${bytes(pa[0].bytes)} → ${bytes(pb[0].bytes)}`, signedBytes(pb[0].bytes - pa[0].bytes),
+        ? [card('Peak allocated', `${bytes(pa[0].bytes)} → ${bytes(pb[0].bytes)}`,
+            // a file without a trace has no peak: its number is the state it holds (the core's `traced`)
+            pa[0].traced === false || pb[0].traced === false
+              ? `${pa[0].traced === false ? 'A' : 'B'} has no trace: its number is the state it holds, not a peak`
+              : signedBytes(pb[0].bytes - pa[0].bytes),
             { 'data-diff-peak': pb[0].bytes - pa[0].bytes })]
         : [...new Set([...pa, ...pb].map((p) => p.device))].sort((x, y) => x - y).map((dev) => {
             const x = (pa.find((p) => p.device === dev) || { bytes: 0 }).bytes, y = (pb.find((p) => p.device === dev) || { bytes: 0 }).bytes;

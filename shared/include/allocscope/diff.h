@@ -21,6 +21,8 @@ struct SnapshotDiff {
   // The allocated peak of each device of each file (the summary's peak: live requested bytes over the trace, step 0
   // included). Two runs of one job usually differ here, not at the end.
   std::vector<std::pair<int64_t, uint64_t>> peaks_a, peaks_b;  // (device, bytes)
+  // Devices whose "peak" is only the state the snapshot holds (no trace): said so, never read as a peak.
+  std::vector<int64_t> no_trace_a, no_trace_b;
 
   // Live memory (active blocks of the final segments) per stack, keyed by the stack's visible frames (outermost
   // first, "file.py:LINE:name;..."), so stacks compare across files. Sorted by |delta| (largest first), then by key.

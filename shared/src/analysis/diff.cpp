@@ -60,12 +60,16 @@ void only_in(const Snapshot& x, const std::set<std::pair<uint64_t, uint64_t>>& o
 
 SnapshotDiff diff_snapshots(const Snapshot& a, const Snapshot& b, const Lifetimes* la, const Lifetimes* lb) {
   SnapshotDiff d;
-  auto peaks = [](const Snapshot& s, const Lifetimes* given, std::vector<std::pair<int64_t, uint64_t>>* out) {
+  auto peaks = [](const Snapshot& s, const Lifetimes* given, std::vector<std::pair<int64_t, uint64_t>>* out,
+                  std::vector<int64_t>* no_trace) {
     const Lifetimes built = given ? Lifetimes{} : build_lifetimes(s);
-    for (const DeviceLifetimes& lt : (given ? *given : built).devices) out->emplace_back(lt.device, lt.total[lt.peak_step()]);
+    for (const DeviceLifetimes& lt : (given ? *given : built).devices) {
+      out->emplace_back(lt.device, lt.total[lt.peak_step()]);
+      if (lt.event_count == 0) no_trace->push_back(lt.device);
+    }
   };
-  peaks(a, la, &d.peaks_a);
-  peaks(b, lb, &d.peaks_b);
+  peaks(a, la, &d.peaks_a, &d.no_trace_a);
+  peaks(b, lb, &d.peaks_b, &d.no_trace_b);
   std::set<std::pair<uint64_t, uint64_t>> sa, sb;
   for (const Segment& seg : a.segments) {
     sa.insert({seg.address, seg.total_size});

@@ -27,6 +27,10 @@ std::string to_text(const SnapshotDiff& d, const std::string& a, const std::stri
     for (const auto& [dev, p] : by_device)
       o += "peak allocated, cuda:" + std::to_string(dev) + ": " + change(p.first, p.second) + "\n";
   }
+  for (const auto& [which, devs] : {std::pair{"A", &d.no_trace_a}, std::pair{"B", &d.no_trace_b}})
+    for (int64_t dev : *devs)
+      o += std::string("  (") + which + " has no trace on cuda:" + std::to_string(dev) +
+           ": its number is the state its snapshot holds, not a peak)\n";
   o += "at the end: live " + change(d.live_a, d.live_b) + ", reserved " + size(d.reserved_a) + " -> " +
        size(d.reserved_b) + "   (live: requested bytes, all devices together)\n\n";
   o += "memory still allocated at the end, by stack, largest change first:\n";

@@ -1,4 +1,6 @@
 // JSON for the whole-file answers (OOM reports, diff, summary).
+#include <algorithm>
+
 #include "allocscope/diff.h"
 #include "allocscope/oom.h"
 #include "allocscope/outside.h"
@@ -66,8 +68,13 @@ std::string to_json(const SnapshotDiff& d, uint32_t top) {
                       {"count_a", d.count_a[k]}, {"count_b", d.count_b[k]}, {"site", d.site[k]}, {"stack", d.stack[k]}});
   }
   Json peaks_a = Json::array(), peaks_b = Json::array();
-  for (const auto& [dev, bytes] : d.peaks_a) peaks_a.push_back({{"device", dev}, {"bytes", bytes}});
-  for (const auto& [dev, bytes] : d.peaks_b) peaks_b.push_back({{"device", dev}, {"bytes", bytes}});
+  auto traced = [](const std::vector<int64_t>& none, int64_t dev) {
+    return std::find(none.begin(), none.end(), dev) == none.end();
+  };
+  for (const auto& [dev, bytes] : d.peaks_a)
+    peaks_a.push_back({{"device", dev}, {"bytes", bytes}, {"traced", traced(d.no_trace_a, dev)}});
+  for (const auto& [dev, bytes] : d.peaks_b)
+    peaks_b.push_back({{"device", dev}, {"bytes", bytes}, {"traced", traced(d.no_trace_b, dev)}});
   Json peaks = {{"a", std::move(peaks_a)}, {"b", std::move(peaks_b)}};
   return json_detail::dump(Json{{"peak_allocated", std::move(peaks)}, {"reserved_a", d.reserved_a}, {"reserved_b", d.reserved_b},
                                 {"live_a", d.live_a},         {"live_b", d.live_b},
