@@ -2,6 +2,8 @@
 // DDP diff order, PyTorch's peak, and the invariants of the stack tree.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -664,6 +666,19 @@ TEST(Diff, LeadsWithEachFilesPeakAndCountsWhatTopLeavesOut) {
     for (size_t k = 0; k < d.groups(); ++k) differing += d.delta[k] != 0;
     if (differing > 15)
       EXPECT_NE(text.find("... " + std::to_string(differing - 15) + " more stack(s) differ"), std::string::npos) << text;
+    // Rows are stacks: no two shown rows may read alike (an audit: pt20's six rows all read
+    // "pytorch_backend.py:195:allocate"; each now names the callers that tell it apart).
+    std::set<std::string> rows;
+    const size_t table = text.find("count A->B  site\n");
+    ASSERT_NE(table, std::string::npos);
+    for (size_t at = text.find('\n', table) + 1; at < text.size() && text.compare(at, 4, "    ") == 0;) {
+      const size_t nl = text.find('\n', at);
+      const std::string line = text.substr(at, nl - at);
+      const size_t site = line.find(':') == std::string::npos ? 0 : line.find("  ", line.find("->"));
+      EXPECT_TRUE(rows.insert(line.substr(site)).second) << line;
+      at = nl + 1;
+    }
+    EXPECT_GE(rows.size(), 1u) << text;
   }
 }
 

@@ -1,6 +1,7 @@
 // Human text for a snapshot diff: the biggest live-memory differences by stack first, then the segment sets.
 #include <cstdio>
 #include <map>
+#include <vector>
 
 #include "allocscope/diff.h"
 #include "analysis/frame_filter_text.h"
@@ -35,11 +36,47 @@ std::string to_text(const SnapshotDiff& d, const std::string& a, const std::stri
        size(d.reserved_b) + "   (live: requested bytes, all devices together)\n\n";
   o += "memory still allocated at the end, by stack, largest change first:\n";
   o += "  " + rpad("delta", 11) + "  " + rpad("A", 10) + "  " + rpad("B", 10) + "  count A->B  site\n";
+  // Rows are stacks: two stacks that end at one line print alike, so such rows also name their nearest caller that
+  // the other stacks ending there lack (an audit: six rows all read "pytorch_backend.py:195:allocate").
+  auto frames_of = [](const std::string& stack) {
+    std::vector<std::string> frames;
+    for (size_t at = 0; at <= stack.size();) {
+      size_t semi = stack.find(';', at);
+      if (semi == std::string::npos) semi = stack.size();
+      frames.push_back(stack.substr(at, semi - at));
+      at = semi + 1;
+    }
+    return frames;
+  };
+  std::map<std::string, std::vector<size_t>> rows_at_site;
+  for (size_t k = 0; k < d.groups() && k < top && d.delta[k] != 0; ++k) rows_at_site[d.site[k]].push_back(k);
+  auto caller = [&](size_t k) -> std::string {
+    const std::vector<size_t>& rows = rows_at_site[d.site[k]];
+    if (rows.size() < 2) return "";
+    const std::vector<std::string> mine = frames_of(d.stack[k]);
+    size_t at = mine.size();
+    for (size_t i = mine.size(); i-- > 0;)
+      if (mine[i] == d.site[k]) { at = i; break; }
+    // Outward from the site, the other rows that share every frame so far: the frames at which some of them drop
+    // out, until none is left, tell this row apart from all of them (innermost first).
+    std::vector<size_t> alike;
+    for (size_t other : rows)
+      if (other != k) alike.push_back(other);
+    std::string via;
+    for (size_t i = at; i-- > 0 && !alike.empty();) {
+      const std::string frame = ";" + mine[i] + ";";
+      const size_t before = alike.size();
+      std::erase_if(alike, [&](size_t other) { return (";" + d.stack[other] + ";").find(frame) == std::string::npos; });
+      if (alike.size() < before) via += (via.empty() ? "" : ", ") + mine[i];
+    }
+    return via.empty() ? "" : "  (via " + via + ")";
+  };
   size_t shown = 0;
   for (size_t k = 0; k < d.groups() && shown < top; ++k) {
     if (d.delta[k] == 0) break;  // sorted by |delta|: the rest are equal in both
     o += "  " + rpad(signed_size(d.delta[k]), 11) + "  " + rpad(size(d.bytes_a[k]), 10) + "  " + rpad(size(d.bytes_b[k]), 10) +
-         "  " + rpad(std::to_string(d.count_a[k]) + "->" + std::to_string(d.count_b[k]), 10) + "  " + d.site[k] + "\n";
+         "  " + rpad(std::to_string(d.count_a[k]) + "->" + std::to_string(d.count_b[k]), 10) + "  " + d.site[k] +
+         caller(k) + "\n";
     ++shown;
   }
   size_t more = 0;
