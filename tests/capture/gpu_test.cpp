@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "allocscope/loader.h"
+#include "allocscope/owners.h"
 #include "allocscope_capture.h"
 #include "gpu_check.h"
 
@@ -119,6 +120,36 @@ __attribute__((noinline)) void gpu_scenario_vmm(Facts& f) {
   asm volatile("");
 }
 
+// A handle exported as a file descriptor and imported back (what NCCL does with a peer's buffer, here in one
+// process): its mapping must carry the capture's mark, api=cuMemMap(imported); the handle made here must not.
+__attribute__((noinline)) void gpu_scenario_vmm_imported(Facts& f) {
+  size_t gran = 0;
+  CUmemAllocationProp prop = pinned_on_current_device(&gran);
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  const size_t size = gran;
+  CUmemGenericAllocationHandle made, imported;
+  CK(DRV(cuMemCreate)(&made, size, &prop, 0));
+  int fd = -1;
+  CK(DRV(cuMemExportToShareableHandle)(&fd, made, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  CK(DRV(cuMemImportFromShareableHandle)(&imported, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  CUdeviceptr own = 0, peer = 0;
+  CK(DRV(cuMemAddressReserve)(&own, size, 0, 0, 0));
+  CK(DRV(cuMemAddressReserve)(&peer, size, 0, 0, 0));
+  CK(DRV(cuMemMap)(own, size, 0, made, 0));
+  CK(DRV(cuMemMap)(peer, size, 0, imported, 0));
+  f["vmm_own_addr"] = own;
+  f["vmm_imported_addr"] = peer;
+  CK(DRV(cuMemUnmap)(peer, size));
+  CK(DRV(cuMemUnmap)(own, size));
+  CK(DRV(cuMemAddressFree)(peer, size));
+  CK(DRV(cuMemAddressFree)(own, size));
+  CK(DRV(cuMemRelease)(imported));
+  CK(DRV(cuMemRelease)(made));
+  close(fd);
+  asm volatile("");
+}
+
 __attribute__((noinline)) void gpu_scenario_managed(Facts& f) {
   void* m = nullptr;
   CK(cudaMallocManaged(&m, 1u << 20));
@@ -143,6 +174,7 @@ Facts run_scenario() {
   gpu_scenario_malloc_free(f);
   gpu_scenario_async_two_streams(f);
   gpu_scenario_vmm(f);
+  gpu_scenario_vmm_imported(f);
   gpu_scenario_managed(f);
   gpu_scenario_oom(f);
   gpu_ptsz::gpu_scenario_ptsz(f);
@@ -348,6 +380,16 @@ void check_snapshot(const Snapshot& s, const Facts& f) {
   const Row* unmap = find(rs, Action::kSegmentUnmap, f.at("vmm_addr"));
   ASSERT_NE(unmap, nullptr);
   EXPECT_EQ(unmap->size, f.at("vmm_size"));
+  // A mapping of an imported handle carries the mark (api=cuMemMap(imported)), and the loader leaves it out as another
+  // process's memory, saying so; the mapping of the handle made here stays, unmarked.
+  const Row* own = find(rs, Action::kSegmentMap, f.at("vmm_own_addr"));
+  ASSERT_NE(own, nullptr);
+  EXPECT_EQ(own->meta.rfind("api=cuMemMap ", 0), 0u) << own->meta;
+  EXPECT_FALSE(is_imported_mapping(own->meta));
+  EXPECT_EQ(find(rs, Action::kSegmentMap, f.at("vmm_imported_addr")), nullptr);
+  bool said = false;
+  for (const std::string& w : s.warnings) said |= w.rfind("1 mapping(s) of memory another process allocated", 0) == 0;
+  EXPECT_TRUE(said);
   // Managed memory
   const Row* man = find(rs, Action::kAlloc, f.at("managed_addr"));
   ASSERT_NE(man, nullptr);
