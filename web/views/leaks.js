@@ -56,7 +56,7 @@ export default {
             (r.held.length ? ` ${bytes(heldBytes)} of gradients stay alive across optimizer steps.` : '') });
       } else if (r.held.length) {
         verdict = el('div', { class: 'verdict warn', 'data-leak': 'held' },
-          `No growth, but ${bytes(heldBytes)} of gradients stay alive across optimizer steps (never cleared?).`);
+          `No growth, but ${bytes(heldBytes)} of gradients stay alive across optimizer steps (zero_grad() missing, or with set_to_none=False?).`);
       } else {
         verdict = el('div', { class: 'verdict', 'data-leak': 'no', text: 'No leak: what each iteration leaves behind does not grow.' });
       }

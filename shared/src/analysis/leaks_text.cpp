@@ -71,7 +71,8 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
       o += "  " + rpad(size(g.bytes_per_iteration), 10) + "  " + rpad(std::to_string(g.allocations), 5) +
            " gradient allocation(s) from " +
            (g.site == kNoFrame ? std::string("the backward pass (no frames)") : FrameFilter::site_text(s, g.site)) +
-           " stay alive from one step to the next (gradients never cleared: call optimizer.zero_grad())\n";
+           " stay alive from one step to the next (zero_grad() missing, or called with set_to_none=False, which "
+           "zeroes them in place; set_to_none=True frees them)\n";
   }
   // A long run prints its ends: the floor's trend shows there, and 600 numbers help nobody.
   o += fwd ? "\nactive bytes at each repeat:" : "\nactive bytes at each iteration start:";

@@ -137,7 +137,8 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
                                 memviz::format_size(g.bytes_per_iteration) + " from " +
                                 (g.site == kNoFrame ? std::string("the backward pass (no frames)")
                                                     : FrameFilter::site_text(s, g.site)) +
-                                " (never freed between steps: is zero_grad missing?)");
+                                " (never freed between steps: zero_grad() missing, or called with set_to_none=False; "
+                                "set_to_none=True, the default since PyTorch 2.0, frees them before the next forward)");
       }
     }
     // (The ring buffer's warning comes first in `other`; it is added below, once the file checks have counted the
