@@ -23,20 +23,43 @@ bool parse_positive(const std::string& text, double* out) {
   return true;
 }
 
-// The device to answer for: --device, else the first with a trace.
-const DeviceLifetimes* pick(const Lifetimes& all, const Args& args) {
-  if (!args.has("device")) return all.first_traced();
-  for (const DeviceLifetimes& d : all.devices)
-    if (std::to_string(d.device) == args.get("device")) return &d;
-  return nullptr;
+// The device to answer for: --device, else the one that ran out of memory, else the one with the most events (an
+// audit: a 4-GPU file was answered for device 0, "fits", where device 1 had run out).
+const DeviceLifetimes* pick(const Snapshot& s, const Lifetimes& all, const Args& args) {
+  if (args.has("device")) {
+    for (const DeviceLifetimes& d : all.devices)
+      if (std::to_string(d.device) == args.get("device")) return &d;
+    return nullptr;
+  }
+  const DeviceLifetimes* best = nullptr;
+  bool best_oom = false;
+  for (const DeviceLifetimes& d : all.devices) {
+    if (d.event_count == 0) continue;
+    bool oom = false;
+    for (uint32_t i = 0; i < d.event_count && !oom; ++i) oom = s.events.action[d.event_begin + i] == Action::kOom;
+    if (!best || (oom && !best_oom) || (oom == best_oom && d.event_count > best->event_count)) best = &d, best_oom = oom;
+  }
+  return best;
+}
+
+size_t traced_devices(const Lifetimes& all) {
+  size_t n = 0;
+  for (const DeviceLifetimes& d : all.devices) n += d.event_count > 0;
+  return n;
 }
 
 int run_whatif(const std::vector<std::string>& argv) {
   const Args args = parse_args(argv, {"batch", "seq", "gpu", "device", "sizes", "to", "to-batch", "to-seq"});
-  for (const auto& [name, value] : args.options)
+  for (const auto& [name, value] : args.options) {
     if (name != "json" && name != "batch" && name != "seq" && name != "gpu" && name != "device" && name != "sizes" &&
         name != "to" && name != "to-batch" && name != "to-seq")
       return fail("whatif: unknown option --" + name);
+    // Given twice, one would silently win.
+    if (std::count_if(args.options.begin(), args.options.end(), [&](const auto& o) { return o.first == name; }) > 1)
+      return fail("whatif: --" + name + " is given twice");
+  }
+  const int targets = args.has("to-batch") + args.has("to-seq") + args.has("to");
+  if (targets > 1) return fail("whatif: give one of --to-batch and --to-seq");
   if (args.positional.empty() || args.positional.size() > 16)
     return fail("usage: allocscope whatif FILE [--batch X] [--seq X] [--gpu NAME|SIZE] [--json]\n"
                 "       allocscope whatif A B [C...] --sizes SA,SB[,SC...] --to-batch N|--to-seq N [--gpu NAME|SIZE] "
@@ -55,12 +78,21 @@ int run_whatif(const std::vector<std::string>& argv) {
     lts.push_back(build_lifetimes(snaps[k]));
   }
   for (size_t k = 0; k < snaps.size(); ++k) {
-    devs.push_back(pick(lts[k], args));
+    devs.push_back(pick(snaps[k], lts[k], args));
     if (!devs.back())
       return no_device("whatif", args.positional[k], lts[k], args.get("device"), args.has("json"));
   }
   std::string out;
+  // Which device of a file of several was answered for, and how to ask about another.
+  std::string which;
+  if (!args.has("device") && !args.has("json") && traced_devices(lts[0]) > 1)
+    which = "(" + args.positional[0] + " traces " + std::to_string(traced_devices(lts[0])) + " devices: this is cuda:" +
+            std::to_string(devs[0]->device) + ", the one that ran out of memory or else the busiest; --device N "
+            "asks about another)\n";
   if (snaps.size() == 1) {
+    if (targets) return fail("whatif: --to-batch and --to-seq need two snapshots or more (with --sizes); with one, "
+                             "--batch X and --seq X scale it");
+    if (args.has("sizes")) return fail("whatif: --sizes needs two snapshots or more");
     WhatIfOptions o;
     if (args.has("batch") && !parse_positive(args.get("batch"), &o.batch)) return fail("whatif: --batch needs a scale > 0");
     if (args.has("seq") && !parse_positive(args.get("seq"), &o.seq)) return fail("whatif: --seq needs a scale > 0");
@@ -72,6 +104,9 @@ int run_whatif(const std::vector<std::string>& argv) {
     const WhatIfReport r = what_if(snaps[0], lt, c.value(), o);
     out = args.has("json") ? to_json(r) + "\n" : to_text(r);
   } else {
+    if (args.has("batch") || args.has("seq"))
+      return fail("whatif: two snapshots or more are predicted at a size (--to-batch N or --to-seq N), not scaled by "
+                  "--batch or --seq");
     // --sizes: one size per file, in the files' order.
     const std::string sizes = args.get("sizes");
     std::vector<WhatIfRun> runs;
@@ -93,6 +128,7 @@ int run_whatif(const std::vector<std::string>& argv) {
     if (!r.ok()) return fail("whatif: " + r.error().describe());
     out = args.has("json") ? to_json(r.value()) + "\n" : to_text(r.value());
   }
+  out = which + out;
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
@@ -122,7 +158,7 @@ const RegisterVerb kRegister({
     "  --gpu NAME|SIZE    the GPU: h100, a100-40gb, l4, 24gb, 79.18GiB or a byte count\n"
     "  --sizes SA,SB,...  (two snapshots or more) the batch sizes or sequence lengths they were recorded at\n"
     "  --to-batch N       (two snapshots) the size to predict (--to-seq N: the same, for sequence lengths)\n"
-    "  --device N         the device (default: the first with a trace)\n"
+    "  --device N         the device (default: the one that ran out of memory, else the one with the most events)\n"
     "  --json             the numbers: predicted_allocated, predicted_reserved, predicted_needed, needed_low,\n"
     "                     needed_high, verdict (\"fits\", \"does not fit\", \"unsure\"), fits,\n"
     "                     max_batch_scale_sure, max_batch_scale (by the prediction itself), terms\n\n"

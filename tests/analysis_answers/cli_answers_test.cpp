@@ -147,6 +147,25 @@ TEST(CliAnswers, ExportAnswersForTheDevicesTheVerbsAnswerFor) {
   EXPECT_EQ(e["summary"]["devices"].size(), 2u);  // the summary still lists both
 }
 
+// An audit's whatif cases at the command line: options that were silently ignored or doubled are errors, and a file
+// of several GPUs is answered for the one that ran out of memory, saying so (it was device 0, "fits").
+TEST(CliAnswers, WhatifSaysWhatItAnswersFor) {
+  const std::string one = std::string(ALLOCSCOPE_FIXTURES) + "/whatif/gpt_adamw_b8_s256.pickle.gz";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"whatif", one, "--to-batch", "4"}, {"whatif", one, "--batch", "2", "--batch", "3"},
+           {"whatif", one, "--gpu", "80"}, {"whatif", one, one, "--sizes", "4,8", "--to-batch", "16", "--to-seq", "2"}}) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, 1) << args[2] << " " << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  const std::string four = std::string(ALLOCSCOPE_FIXTURES) + "/external/pt28_4dev_expandable_oom.pickle.gz";
+  const CliRun r = run({"whatif", four, "--gpu", "h100"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("this is cuda:1, the one that ran out of memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("device 1:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos) << r.out;
+}
+
 TEST(CliAnswers, HelpHasExamplesAndErrorsAreOneLine) {
   for (const char* verb : {"summary", "peak", "leaks", "oom", "whatif", "diff", "categories", "export"}) {
     const CliRun h = run({verb, "--help"});

@@ -164,7 +164,19 @@ TEST(GpuSizes, ParsesNamesSizesAndBytesAndRejectsNonsense) {
   EXPECT_EQ(parse_gpu_capacity("85017493504").value().total_bytes, 85017493504ull);
   EXPECT_EQ(parse_gpu_capacity("24GiB").value().total_bytes, 24ull << 30);
   EXPECT_EQ(parse_gpu_capacity("80GB").value().total_bytes, parse_gpu_capacity("a100").value().total_bytes);
-  for (const char* bad : {"", "h1000", "-5", "80 parsecs", "1e300", "GiB"}) EXPECT_FALSE(parse_gpu_capacity(bad).ok()) << bad;
+  for (const char* bad : {"", "h1000", "-5", "80 parsecs", "1e300", "GiB", "80", "16000"})
+    EXPECT_FALSE(parse_gpu_capacity(bad).ok()) << bad;  // a bare number under a GiB was taken as bytes
+  // The names torch.cuda.get_device_name() and nvidia-smi give (an audit: "H100 80GB HBM3" was refused).
+  for (const auto& [name, like] : std::vector<std::pair<const char*, const char*>>{
+           {"NVIDIA H100 80GB HBM3", "h100"}, {"H100 80GB HBM3", "h100"}, {"NVIDIA A100-SXM4-40GB", "a100-40gb"},
+           {"NVIDIA A100-SXM4-80GB", "a100"}, {"NVIDIA H200", "h200"}, {"NVIDIA GeForce RTX 4090", "rtx4090"},
+           {"Tesla T4", "t4"}, {"NVIDIA H100 NVL", "h100nvl"}, {"NVIDIA A10G", "a10"}, {"NVIDIA L4", "l4"}}) {
+    auto got = parse_gpu_capacity(name);
+    ASSERT_TRUE(got.ok()) << name;
+    EXPECT_EQ(got.value().total_bytes, parse_gpu_capacity(like).value().total_bytes) << name;
+  }
+  // The H200 class holds no more than an H200 measured (150,109,880,320 B: tests/fixtures/whatif/whatif_runs.json).
+  EXPECT_LE(parse_gpu_capacity("h200").value().total_bytes, 150109880320ull);
   // Inference picks the smallest class that holds the numbers plus a CUDA context, and gives up above the largest.
   EXPECT_EQ(infer_gpu_capacity(70ull << 30)->total_bytes, h100.value().total_bytes);
   EXPECT_FALSE(infer_gpu_capacity(1ull << 50));

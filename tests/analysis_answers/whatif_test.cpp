@@ -661,6 +661,63 @@ TEST(WhatIf, RunsThatRanOutOfMemoryDoNotFitTheirOwnGpu) {
   EXPECT_EQ(runs, 10);
 }
 
+// A third audit's finds on the runs that ran out of memory, each on the GPU it ran out on (the label's):
+// - asked about 0.9x, the answer claimed "the largest batch that fits: 1.13x to 65,000x, surely": a run at or above
+//   the recorded batch makes the failed requests too;
+// - the recorded batch itself was UNSURE where the OOM's own numbers (reserved plus the driver's free bytes) show
+//   the allocator had no more room than this GPU gives;
+// - a GPU with no room past the context (700 MiB) gave "the largest batch that fits: 1.99x".
+TEST(WhatIf, ARunThatRanOutOfMemoryFitsNoLargerBatchOnItsGpu) {
+  const std::string oom_dir = std::string(ALLOCSCOPE_FIXTURES) + "/oom_causes/";
+  int checked = 0;
+  for (const char* name : {"oom_fragmentation", "oom_fragmentation_streams", "oom_live", "oom_live_expandable",
+                           "oom_live_freed", "oom_live_segment_rounding", "oom_too_large"}) {
+    SCOPED_TRACE(name);
+    std::ifstream lf(oom_dir + name + ".label.json");
+    ASSERT_TRUE(lf);
+    const nlohmann::json label = nlohmann::json::parse(lf);
+    auto loaded = load_snapshot_file(oom_dir + name + ".pickle.gz");
+    ASSERT_TRUE(loaded.ok());
+    const Snapshot s = std::move(loaded).value();
+    const DeviceLifetimes lt = build_device_lifetimes(s, 0);
+    auto c = categorize(s, lt, detect_iterations(s, lt), FrameFilter(s));
+    ASSERT_TRUE(c.ok());
+    WhatIfOptions o;
+    o.gpu = GpuCapacity{label["gpu_total"].get<uint64_t>(), "its own", false};
+    for (double batch : {0.5, 0.9, 1.0, 2.0}) {
+      o.batch = batch;
+      const WhatIfReport w = what_if(s, lt, c.value(), o);
+      EXPECT_LT(w.max_batch_scale_sure, 1.0) << batch;
+      EXPECT_LT(w.max_batch_scale, 1.0 + 1e-9) << batch;
+      if (batch >= 1.0) EXPECT_EQ(w.verdict, Verdict::kDoesNotFit) << batch;
+    }
+    o.batch = 1;
+    o.gpu = GpuCapacity{700ull << 20, "no room", false};
+    const WhatIfReport none = what_if(s, lt, c.value(), o);
+    EXPECT_EQ(none.max_batch_scale, 0.0);
+    EXPECT_EQ(none.max_batch_scale_sure, 0.0);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
+}
+
+// Two snapshots given sizes in the other order than the files, or one file twice: refused with why (an audit:
+// "--sizes 8,4" predicted batch 16 to fit a GPU where it does not).
+TEST(WhatIf, SizesOutOfTheFilesOrderAreRefused) {
+  const std::string dir = std::string(ALLOCSCOPE_FIXTURES) + "/whatif/";
+  auto a = load_snapshot_file(dir + "gpt_adamw_b4_s256.pickle.gz");
+  auto b = load_snapshot_file(dir + "gpt_adamw_b8_s256.pickle.gz");
+  ASSERT_TRUE(a.ok() && b.ok());
+  const DeviceLifetimes la = build_device_lifetimes(a.value(), 0), lb = build_device_lifetimes(b.value(), 0);
+  EXPECT_TRUE(what_if_fit_runs({{&a.value(), &la, 4}, {&b.value(), &lb, 8}}, 16, std::nullopt).ok());
+  auto swapped = what_if_fit_runs({{&a.value(), &la, 8}, {&b.value(), &lb, 4}}, 16, std::nullopt);
+  ASSERT_FALSE(swapped.ok());
+  EXPECT_NE(swapped.error().message.find("are --sizes in the files' order?"), std::string::npos);
+  auto twice = what_if_fit_runs({{&a.value(), &la, 4}, {&a.value(), &la, 8}}, 16, std::nullopt);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.error().message.find("the same run twice?"), std::string::npos);
+}
+
 // With expandable segments a run maps pages as its blocks need them and needs about its allocated peak, less than the
 // model of the default allocator finds where that one would fragment: the range's low end reaches down to the
 // allocated peak, so no "does not fit" rests on fragmentation the run will not have.

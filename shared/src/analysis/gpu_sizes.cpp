@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace allocscope {
 
@@ -19,14 +21,14 @@ constexpr GpuClass kClasses[] = {
     {"12 GB (RTX 3060/4070)", "12gb,rtx3060,rtx4070", 11800 * kMiB},
     {"16 GB (T4, V100 16GB, RTX 4080)", "16gb,t4,v100-16gb,rtx4080,a4000", 14930 * kMiB},
     {"20 GB (A4500)", "20gb,a4500", 19990 * kMiB},
-    {"24 GB (A10, L4, RTX 3090/4090, A30)", "24gb,a10,l4,rtx3090,rtx4090,a30,a5000", 22480 * kMiB},
+    {"24 GB (A10, L4, RTX 3090/4090, A30)", "24gb,a10,a10g,l4,rtx3090,rtx4090,a30,a5000", 22480 * kMiB},
     {"32 GB (V100 32GB, RTX 5090)", "32gb,v100,v100-32gb,rtx5090", 31840 * kMiB},
     {"40 GB (A100 40GB)", "40gb,a100-40gb", 40330 * kMiB},
     {"48 GB (A40, A6000, L40S)", "48gb,a40,a6000,l40,l40s,rtx6000ada", 45400 * kMiB},
     {"80 GB (A100 80GB, H100, H800)", "80gb,a100,a100-80gb,h100,h800", 81040 * kMiB},
     {"94 GB (H100 NVL)", "94gb,h100nvl,h100-nvl", 95320 * kMiB},
     {"96 GB (H20, RTX PRO 6000)", "96gb,h20,rtxpro6000", 97250 * kMiB},
-    {"141 GB (H200)", "141gb,h200", 143166 * kMiB},
+    {"141 GB (H200)", "141gb,h200", 143155 * kMiB},  // measured on an H200 (150,109,880,320 B)
     {"180 GB (B200)", "180gb,b200", 182600 * kMiB},
     {"192 GB (MI300X)", "192gb,mi300x", 196592 * kMiB},
     {"288 GB (B300, MI355X)", "288gb,b300,mi355x", 275000 * kMiB},
@@ -51,13 +53,41 @@ std::optional<GpuCapacity> infer_gpu_capacity(uint64_t accounted_bytes) {
 }
 
 Result<GpuCapacity> parse_gpu_capacity(std::string_view text) {
-  const std::string t = lower(text);
-  for (const GpuClass& c : kClasses) {
-    std::string_view names = c.names;
-    while (!names.empty()) {
-      const size_t comma = names.find(',');
-      if (names.substr(0, comma) == t) return GpuCapacity{c.total_bytes, std::string(c.label), false};
-      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+  std::string t = lower(text);
+  auto named = [](std::string_view name) -> const GpuClass* {
+    for (const GpuClass& c : kClasses) {
+      std::string_view names = c.names;
+      while (!names.empty()) {
+        const size_t comma = names.find(',');
+        if (names.substr(0, comma) == name) return &c;
+        names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+      }
+    }
+    return nullptr;
+  };
+  if (const GpuClass* c = named(t)) return GpuCapacity{c->total_bytes, std::string(c->label), false};
+  // The name torch.cuda.get_device_name() or nvidia-smi reports ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB",
+  // "NVIDIA GeForce RTX 4090"): its words, less the brand. A word that is a class's memory size ("80gb") picks that
+  // class; else the first word, or the first two joined ("rtx" "4090", "h100" "nvl"), must be a catalogue name.
+  {
+    std::vector<std::string> words;
+    std::string w;
+    for (char ch : std::string(text) + " ") {
+      if (ch == ' ' || ch == '-' || ch == '_') {
+        if (!w.empty() && w != "nvidia" && w != "tesla" && w != "geforce" && w != "quadro") words.push_back(w);
+        w.clear();
+      } else {
+        w.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+      }
+    }
+    if (words.size() >= 2 || (words.size() == 1 && words[0] != t)) {
+      for (const std::string& word : words)
+        if (word.size() > 2 && word.compare(word.size() - 2, 2, "gb") == 0 && std::isdigit(static_cast<unsigned char>(word[0])))
+          if (const GpuClass* c = named(word)) return GpuCapacity{c->total_bytes, std::string(c->label), false};
+      if (words.size() >= 2)
+        if (const GpuClass* c = named(words[0] + words[1])) return GpuCapacity{c->total_bytes, std::string(c->label), false};
+      if (!words.empty())
+        if (const GpuClass* c = named(words[0])) return GpuCapacity{c->total_bytes, std::string(c->label), false};
     }
   }
   // A size: digits, optional fraction, optional unit (GB = 10^9, GiB = 2^30, none = bytes).
@@ -72,6 +102,10 @@ Result<GpuCapacity> parse_gpu_capacity(std::string_view text) {
   if (end == t.c_str() || scale == 0 || !(v > 0) || v * scale > 1e15)
     return Error{"--gpu: '" + std::string(text) + "' is neither a GPU name (h100, a100-40gb, 24gb, ...) nor a size "
                  "(85017493504, 79.18GiB, 80GB)"};
+  // A bare number is bytes; one under a GiB is surely meant in GB ("--gpu 80" was taken as 80 bytes).
+  if (unit.empty() && v < 1073741824.0)
+    return Error{"--gpu: '" + std::string(text) + "' would be " + std::string(text) + " bytes: give a unit (" +
+                 std::string(text) + "GB, " + std::string(text) + "GiB) or a name (h100)"};
   return GpuCapacity{static_cast<uint64_t>(v * scale), "as given", false};
 }
 

@@ -3,6 +3,7 @@
 
 #include "allocscope/frame_filter.h"
 #include "allocscope/iterations.h"
+#include "allocscope/oom.h"
 
 #include <algorithm>
 #include <cmath>
@@ -180,6 +181,27 @@ std::optional<DeviceLifetimes> with_failed_requests(const Snapshot& s, const Dev
     out.origin.push_back(LifetimeOrigin{});
   }
   return out;
+}
+
+// The memory PyTorch's allocator could use when the recorded run ran out (its reserved bytes then, plus the
+// driver's free bytes the OOM event reports), the most over its OOMs whose cause is this device's size (a request too
+// large, fragmentation, live tensors: the OOM analysis's one rule, oom.h); 0 without one. A run at least as large as
+// recorded, on a GPU whose allocator has no more room than that, runs out the same way (same program, same sizes).
+// An OOM under a per-process cap or beside memory held outside PyTorch says nothing about the GPU's size.
+uint64_t room_at_oom(const Snapshot& s, const DeviceLifetimes& lt, const std::optional<GpuCapacity>& gpu) {
+  bool any = false;
+  for (uint32_t i = 0; i < lt.event_count; ++i) any |= s.events.action[lt.event_begin + i] == Action::kOom;
+  if (!any) return 0;
+  Lifetimes one;
+  one.devices.push_back(lt);
+  OomOptions o;
+  o.gpu = gpu;
+  uint64_t most = 0;
+  for (const OomReport& r : analyze_ooms(s, one, o))
+    if (r.device == lt.device && (r.cause == OomCause::kRequestTooLarge || r.cause == OomCause::kFragmentation ||
+                                  r.cause == OomCause::kLiveTensors))
+      most = std::max(most, r.reserved + r.device_free);
+  return most;
 }
 
 // What was alive when each failed request was made, plus the request (requested bytes; `with_failed` is
@@ -374,25 +396,33 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   r.predicted_allocated = predicted.peak_allocated;
   r.predicted_reserved = predicted.peak_reserved;
   r.predicted_peak_step = predicted.peak_allocated_step;
-  // The requests that failed are tried too (with_failed_requests), for a run at least as large as recorded.
+  // The requests that failed are tried too (with_failed_requests). A run at least as large as recorded makes them at
+  // their recorded size. A smaller batch may make them smaller (if they grow with it) or not: the prediction takes
+  // them as growing, the high end of its range as they were. (They were left out below the recorded batch: an
+  // audit's OOM trace, which asked 95 GiB of an 80 GB GPU, was said to fit at 0.9x.)
   std::optional<DeviceLifetimes> with_failed;
-  if (options.batch >= 1.0 && options.seq >= 1.0) with_failed = with_failed_requests(s, lt);
+  if (options.seq >= 1.0) with_failed = with_failed_requests(s, lt);
   const bool failed_rows = with_failed.has_value();
+  const bool smaller = options.batch < 1.0;
   const DeviceLifetimes& rl = failed_rows ? *with_failed : lt;
-  std::vector<uint8_t> grows_with_failed, optional = optional_rows(s, lt);
+  std::vector<uint8_t> grows_with_failed, grows_failed_fixed, optional = optional_rows(s, lt);
   std::vector<uint64_t> sizes_with_failed;
   if (failed_rows) {
+    grows_failed_fixed = grows;
+    grows_failed_fixed.resize(rl.count(), 0);  // a failed request at its recorded size
     grows_with_failed = grows;
-    grows_with_failed.resize(rl.count(), 0);  // a failed request keeps its recorded size
+    grows_with_failed.resize(rl.count(), smaller ? 1 : 0);
     optional.resize(rl.count(), 0);
     sizes_with_failed = scaled_sizes(rl, grows_with_failed, factor);
   }
   const std::vector<uint8_t>& grows_rl = failed_rows ? grows_with_failed : grows;
+  const std::vector<uint8_t>& grows_high = failed_rows ? grows_failed_fixed : grows;
   const std::vector<uint64_t>& sizes_rl = failed_rows ? sizes_with_failed : sizes;
   const ReplayOrder order_rl = replay_order(rl);  // for every replay of rl below (bisections)
   r.predicted_needed = least_allocator_room(rl, order_rl, sizes_rl, &optional);
-  // What was alive at a failure plus the request is a measured floor (the replay of a fragmenting run can need more).
-  const uint64_t failed_need = failed_floor(lt, with_failed);
+  // What was alive at a failure plus the request is a measured floor (the replay of a fragmenting run can need more),
+  // for a run at least as large as recorded.
+  const uint64_t failed_need = smaller ? 0 : failed_floor(lt, with_failed);
   if (failed_need > r.predicted_needed) {
     r.predicted_needed = failed_need;
     char note[200];
@@ -417,14 +447,28 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     auto band_at = [&](double b) { return error_band(std::exp2(std::fabs(std::log2(b)) + std::fabs(std::log2(options.seq)))); };
     const double q2 = options.seq * options.seq;
     auto low_at = [&](double b) { return scaled_sizes(rl, grows_rl, b * std::min(options.seq, q2)); };
-    auto high_at = [&](double b) { return scaled_sizes(rl, grows_rl, b * std::max(options.seq, q2)); };
+    auto high_at = [&](double b) { return scaled_sizes(rl, grows_high, b * std::max(options.seq, q2)); };
     Decision d;
-    if (options.seq != 1.0) {
+    if (options.seq != 1.0 || (failed_rows && smaller)) {
       d = decide(rl, order_rl, low_at(options.batch), sizes_rl, high_at(options.batch), r.predicted_needed,
                  band_at(options.batch), room, &optional, s.expandable_segments(), failed_need);
     } else {
       d = decide(rl, order_rl, sizes_rl, sizes_rl, sizes_rl, r.predicted_needed, band_at(options.batch), room,
                  &optional, s.expandable_segments(), failed_need);
+    }
+    // Measured, not modelled: the recorded run ran out with this much room; no more room at least as large a run
+    // fails too (an audit found the recorded configuration on the GPU it failed on called UNSURE).
+    const uint64_t oom_room = options.seq >= 1.0 ? room_at_oom(s, lt, options.gpu) : 0;
+    if (oom_room && options.batch >= 1.0 && room <= oom_room) {
+      d.verdict = Verdict::kDoesNotFit;
+      d.low = std::max(d.low, room + 1);
+      d.high = std::max(d.high, d.low);
+      char note[220];
+      std::snprintf(note, sizeof note,
+                    "the recorded run ran out of memory with %.1f GiB for its allocator (reserved plus the driver's "
+                    "free bytes): a GPU with no more room runs out at this batch too",
+                    static_cast<double>(oom_room) / (1ull << 30));
+      r.notes.push_back(note);
     }
     r.verdict = d.verdict;
     r.needed_low = d.low;
@@ -448,13 +492,27 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       }
       return lo;
     };
-    r.max_batch_scale = largest([&](double b) {
-      return !replay_caching_allocator(rl, order_rl, scaled_sizes(rl, grows_rl, b * options.seq), room, &optional)
-                  .out_of_memory;
-    });
+    // A run at or above the recorded size makes the requests that failed at their size, whatever batch was asked
+    // about, and needs what was alive at its failure (an audit: asked at 0.9x, an OOM trace was said to fit "surely"
+    // at 1.13x to 65,000x on the GPU it failed on); below it, they may shrink with the batch by the prediction, and
+    // do not by the sure end. A GPU with no room past the context fits nothing.
+    const uint64_t failed_need_all = failed_floor(lt, with_failed);
+    std::vector<uint8_t> grows_shrinking;
+    if (failed_rows) {
+      grows_shrinking = grows;
+      grows_shrinking.resize(rl.count(), 1);
+    }
+    auto fits_capped = [&](double b, double scale, uint64_t cap, bool sure) {
+      if (cap == 0) return false;
+      if (failed_rows && b >= 1.0 && failed_need_all > cap) return false;
+      if (oom_room && b >= 1.0 && room <= oom_room) return false;
+      const std::vector<uint8_t>& g = !failed_rows ? grows : (b >= 1.0 || sure) ? grows_failed_fixed : grows_shrinking;
+      return !replay_caching_allocator(rl, order_rl, scaled_sizes(rl, g, scale), cap, &optional).out_of_memory;
+    };
+    r.max_batch_scale = largest([&](double b) { return fits_capped(b, b * options.seq, room, false); });
     r.max_batch_scale_sure = largest([&](double b) {
       const double cap = static_cast<double>(room) / (1.0 + band_at(b));
-      return !replay_caching_allocator(rl, order_rl, high_at(b), static_cast<uint64_t>(cap), &optional).out_of_memory;
+      return fits_capped(b, b * std::max(options.seq, q2), static_cast<uint64_t>(cap), true);
     });
     r.max_batch_scale_sure = std::min(r.max_batch_scale_sure, r.max_batch_scale);
     // Both agree with the verdict on the batch asked about (the bisections test other points): FITS has the sure
@@ -468,7 +526,20 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       else r.max_batch_scale = std::max(r.max_batch_scale, options.batch);
     }
   }
-  note_extrapolation(batch_farther ? options.batch : options.seq, &r.notes);
+  // The distance counts both scales (twice the batch at twice the length is four times the tokens), as the error band
+  // does; an audit found --batch 2 --seq 2 without the note.
+  const double distance = std::exp2(std::fabs(std::log2(options.batch)) + std::fabs(std::log2(options.seq)));
+  note_extrapolation(batch_farther ? (options.batch >= 1 ? distance : 1 / distance)
+                                   : (options.seq >= 1 ? distance : 1 / distance),
+                     &r.notes);
+  if (r.gpu && r.max_batch_scale_sure > 8.0) {
+    char note[200];
+    std::snprintf(note, sizeof note,
+                  "the largest batch that fits is %.3gx the recorded one: nothing was measured past 8x, so past there "
+                  "it is the model's reading, not a checked one",
+                  r.max_batch_scale_sure);
+    r.notes.push_back(note);
+  }
   if (options.seq != 1.0)
     r.notes.push_back("sequence length scales activations linearly here; attention scores grow with its square, so "
                       "the verdict takes what grows as anywhere from linear to quadratic in it: give two snapshots at "
@@ -666,6 +737,30 @@ Result<WhatIfFit> what_if_fit_runs(std::vector<WhatIfRun> runs, double target, c
   std::sort(runs.begin(), runs.end(), [](const WhatIfRun& x, const WhatIfRun& y) { return x.size < y.size; });
   for (size_t i = 1; i < runs.size(); ++i)
     if (!(runs[i].size > runs[i - 1].size)) return Error{"the snapshots' sizes must all be different"};
+  // A run at a larger batch or length holds more at its peak. Sizes given in the other order than the files (an
+  // audit: "--sizes 8,4" for files at 4 and 8 predicted batch 16 to fit where it does not) show as a larger size
+  // holding clearly less; the same file twice, as nothing growing at all.
+  for (size_t i = 1; i < runs.size(); ++i) {
+    const DeviceLifetimes& x = *runs[i - 1].lifetimes;
+    const DeviceLifetimes& y = *runs[i].lifetimes;
+    const double px = x.total.empty() ? 0 : static_cast<double>(x.total[x.peak_step()]);
+    const double py = y.total.empty() ? 0 : static_cast<double>(y.total[y.peak_step()]);
+    char why[240];
+    if (py < 0.95 * px) {
+      std::snprintf(why, sizeof why,
+                    "the snapshot given size %g holds %.1f MiB at its peak, less than the one given size %g (%.1f "
+                    "MiB): are --sizes in the files' order?",
+                    runs[i].size, py / (1 << 20), runs[i - 1].size, px / (1 << 20));
+      return Error{why};
+    }
+    if (runs[i].snapshot == runs[i - 1].snapshot ||
+        (py == px && x.count() == y.count() && x.event_count == y.event_count && x.size == y.size)) {
+      std::snprintf(why, sizeof why,
+                    "the snapshots given sizes %g and %g hold exactly the same allocations: the same run twice?",
+                    runs[i - 1].size, runs[i].size);
+      return Error{why};
+    }
+  }
   // The pair nearest the target; the fit's base (b) is the one nearer to it, whose trace is replayed.
   size_t lo = 0;
   if (target >= runs.back().size) lo = runs.size() - 2;
