@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "allocscope/frame_filter.h"
+#include "allocscope/keep_allocations.h"
 #include "allocscope/lifetimes.h"
 #include "allocscope/loader.h"
 #include "allocscope/pickle.h"

@@ -2,7 +2,6 @@
 #include "allocscope/owners.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -126,109 +125,6 @@ Owner owner_of_frame(std::string_view name, std::string_view filename) {
   if (file.rfind("liballocscope", 0) == 0 || name.rfind("allocscope::", 0) == 0 || name.rfind("allocscope_", 0) == 0)
     return Owner::kUnknown;
   return Owner::kUser;
-}
-
-bool is_peer_import_frame(std::string_view name) {
-  return name.rfind("nccl", 0) == 0 && has(name, "ImportShareableBuffer");
-}
-
-bool is_allocation(Action a) { return a == Action::kAlloc || a == Action::kSegmentAlloc || a == Action::kSegmentMap; }
-bool is_release(Action a) {
-  return a == Action::kFreeRequested || a == Action::kFreeCompleted || a == Action::kSegmentFree ||
-         a == Action::kSegmentUnmap;
-}
-
-StackId segment_stack(const Snapshot& s, const Segment& seg) {
-  const auto blocks = s.blocks_of(seg);
-  return !blocks.empty() ? blocks.front().stack : seg.stack;
-}
-
-void keep_allocations(const Snapshot& c, const std::function<bool(uint32_t)>& keep_row,
-                      const std::function<bool(const Segment&)>& keep_segment, Snapshot* out) {
-  for (const DeviceTrace& d : c.devices) {
-    DeviceTrace nd;
-    nd.device = d.device;
-    nd.begin = static_cast<uint32_t>(out->events.size_rows());
-    // A free's stack is the freeing code's (PyTorch's empty_cache frees what NCCL never touched, and the reverse),
-    // so a release goes with the allocation it releases; one whose allocation the trace lost decides by itself.
-    std::unordered_map<uint64_t, bool> kept;
-    for (uint32_t row = d.begin; row < d.end; ++row) {
-      const Action a = c.events.action[row];
-      const uint64_t addr = c.events.addr[row];
-      bool keep;
-      if (is_allocation(a)) {
-        keep = keep_row(row);
-        kept[addr] = keep;
-      } else if (is_release(a)) {
-        auto it = kept.find(addr);
-        keep = it != kept.end() ? it->second : keep_row(row);
-      } else {
-        keep = keep_row(row);
-      }
-      if (keep) out->events.append_row(c.events, row);
-    }
-    nd.end = static_cast<uint32_t>(out->events.size_rows());
-    out->devices.push_back(nd);
-  }
-  for (const Segment& seg : c.segments) {
-    if (!keep_segment(seg)) continue;
-    const auto blocks = c.blocks_of(seg);
-    Segment ns = seg;
-    ns.first_block = static_cast<uint32_t>(out->blocks.size());
-    out->blocks.insert(out->blocks.end(), blocks.begin(), blocks.end());
-    out->segments.push_back(ns);
-  }
-}
-
-bool is_imported_mapping(std::string_view user_metadata) {
-  return user_metadata.rfind("api=cuMemMap(imported)", 0) == 0;
-}
-
-PeerMappings drop_peer_mappings(Snapshot* s) {
-  PeerMappings dropped;
-  // Two marks: the capture's own (a cuMemMap of a handle it saw imported, in the metadata; captures since
-  // 2026-11-26) and, for older captures, NCCL's importing function among the frames (needs NCCL's symbols).
-  std::vector<uint8_t> import_frame(s->frames.size(), 0);
-  bool any = false;
-  for (size_t f = 0; f < s->frames.size(); ++f) any |= import_frame[f] = is_peer_import_frame(s->str(s->frames[f].name));
-  std::vector<uint8_t> import_stack(s->stacks.size(), 0);
-  if (any)
-    for (uint32_t id = 0; id < s->stacks.size(); ++id)
-      for (FrameId f : s->stack(id))
-        if (f < import_frame.size() && import_frame[f]) import_stack[id] = 1;
-  auto by_stack = [&](StackId st) { return st < import_stack.size() && import_stack[st]; };
-  auto imported_row = [&](uint32_t row) {
-    return by_stack(s->events.stack[row]) || is_imported_mapping(s->str(s->events.user_metadata[row]));
-  };
-  // Mappings still live at the end are also segments: they go by address (their stack may lack NCCL's symbols).
-  std::unordered_map<uint64_t, bool> live_import;  // address -> mapped (imported) and not unmapped yet
-  bool found = false;
-  for (const DeviceTrace& d : s->devices)
-    for (uint32_t row = d.begin; row < d.end; ++row) {
-      const Action a = s->events.action[row];
-      if (a == Action::kAlloc && imported_row(row)) ++dropped.count, dropped.bytes += s->events.size[row], found = true;
-      if (a == Action::kSegmentMap && imported_row(row)) live_import[s->events.addr[row] ^ static_cast<uint64_t>(d.device)] = true;
-      if (a == Action::kSegmentUnmap) live_import.erase(s->events.addr[row] ^ static_cast<uint64_t>(d.device));
-    }
-  if (!found) return dropped;
-  Snapshot kept;
-  keep_allocations(
-      *s, [&](uint32_t row) { return !imported_row(row); },
-      [&](const Segment& seg) {
-        return !by_stack(segment_stack(*s, seg)) && !live_import.count(seg.address ^ static_cast<uint64_t>(seg.device));
-      },
-      &kept);
-  s->events = std::move(kept.events);
-  s->devices = std::move(kept.devices);
-  s->segments = std::move(kept.segments);
-  s->blocks = std::move(kept.blocks);
-  return dropped;
-}
-
-bool is_capture(const Snapshot& s) {
-  for (const Setting& st : s.allocator_settings)
-    if (st.key == "allocscope_capture") return true;
-  return false;
 }
 
 OwnerMap::OwnerMap(const Snapshot& s) {

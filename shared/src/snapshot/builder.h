@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "allocscope/loader.h"
-#include "allocscope/owners.h"
+#include "allocscope/peer_mappings.h"
 #include "pickle/opcodes.h"
 #include "snapshot/keys.h"
 #include "util/hash.h"
