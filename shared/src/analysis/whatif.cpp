@@ -128,6 +128,27 @@ double error_band(double f) {
 
 uint64_t times(uint64_t bytes, double x) { return capped(static_cast<double>(bytes) * x); }
 
+// The memory PyTorch's allocator could use when the recorded run ran out (its reserved bytes then, plus the
+// driver's free bytes the OOM event reports), the most over its OOMs whose cause is this device's size (a request too
+// large, fragmentation, live tensors: the OOM analysis's one rule, oom.h); 0 without one. A run at least as large as
+// recorded, on a GPU whose allocator has no more room than that, runs out the same way (same program, same sizes).
+// An OOM under a per-process cap or beside memory held outside PyTorch says nothing about the GPU's size.
+uint64_t room_at_oom(const Snapshot& s, const DeviceLifetimes& lt, const std::optional<GpuCapacity>& gpu) {
+  bool any = false;
+  for (uint32_t i = 0; i < lt.event_count; ++i) any |= s.events.action[lt.event_begin + i] == Action::kOom;
+  if (!any) return 0;
+  Lifetimes one;
+  one.devices.push_back(lt);
+  OomOptions o;
+  o.gpu = gpu;
+  uint64_t most = 0;
+  for (const OomReport& r : analyze_ooms(s, one, o))
+    if (r.device == lt.device && (r.cause == OomCause::kRequestTooLarge || r.cause == OomCause::kFragmentation ||
+                                  r.cause == OomCause::kLiveTensors))
+      most = std::max(most, r.reserved + r.device_free);
+  return most;
+}
+
 // The verdict from the least memory at the prediction's low and high sizes, widened by its error band: "fits" only
 // when the high end fits (and the point replay under the GPU's room does not run out), "does not fit" only when the
 // low end does not.
@@ -138,12 +159,16 @@ struct Decision {
 // With expandable segments the run maps pages as its blocks need them, and needs about its allocated peak: less than
 // this model of the default allocator finds where that allocator would fragment. So the low end reaches down to the
 // allocated peak, and the model cannot call such a run "does not fit" for fragmentation it will not have.
-// `floor`: what the run is measured to need (failed_floor), below which no end of the range goes.
+// `floor`: what the run is measured to need (failed_floor), below which no end of the range goes. `oom_room`: the
+// room the recorded run ran out in (room_at_oom; 0: none), measured, not modelled: a run at least as large as
+// recorded, on a GPU with no more room, runs out too (an audit found the recorded configuration on the GPU it failed
+// on called UNSURE).
 Decision decide(const DeviceLifetimes& lt, const ReplayOrder& order, const std::vector<uint64_t>& low,
                 const std::vector<uint64_t>& point,
                 const std::vector<uint64_t>& high, uint64_t point_needed, double band, uint64_t room,
-                const std::vector<uint8_t>* optional, bool expandable, uint64_t floor) {
+                const std::vector<uint8_t>* optional, bool expandable, uint64_t floor, uint64_t oom_room) {
   Decision d;
+  if (oom_room && room <= oom_room) floor = std::max(floor, room + 1);
   const uint64_t at_low = &low == &point ? point_needed : least_allocator_room(lt, order, low, optional);
   const uint64_t at_high = &high == &point ? point_needed : least_allocator_room(lt, order, high, optional);
   // (At the arithmetic's cap, 2^56 bytes, the range still holds the point.)
@@ -181,27 +206,6 @@ std::optional<DeviceLifetimes> with_failed_requests(const Snapshot& s, const Dev
     out.origin.push_back(LifetimeOrigin{});
   }
   return out;
-}
-
-// The memory PyTorch's allocator could use when the recorded run ran out (its reserved bytes then, plus the
-// driver's free bytes the OOM event reports), the most over its OOMs whose cause is this device's size (a request too
-// large, fragmentation, live tensors: the OOM analysis's one rule, oom.h); 0 without one. A run at least as large as
-// recorded, on a GPU whose allocator has no more room than that, runs out the same way (same program, same sizes).
-// An OOM under a per-process cap or beside memory held outside PyTorch says nothing about the GPU's size.
-uint64_t room_at_oom(const Snapshot& s, const DeviceLifetimes& lt, const std::optional<GpuCapacity>& gpu) {
-  bool any = false;
-  for (uint32_t i = 0; i < lt.event_count; ++i) any |= s.events.action[lt.event_begin + i] == Action::kOom;
-  if (!any) return 0;
-  Lifetimes one;
-  one.devices.push_back(lt);
-  OomOptions o;
-  o.gpu = gpu;
-  uint64_t most = 0;
-  for (const OomReport& r : analyze_ooms(s, one, o))
-    if (r.device == lt.device && (r.cause == OomCause::kRequestTooLarge || r.cause == OomCause::kFragmentation ||
-                                  r.cause == OomCause::kLiveTensors))
-      most = std::max(most, r.reserved + r.device_free);
-  return most;
 }
 
 // What was alive when each failed request was made, plus the request (requested bytes; `with_failed` is
@@ -448,21 +452,17 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     const double q2 = options.seq * options.seq;
     auto low_at = [&](double b) { return scaled_sizes(rl, grows_rl, b * std::min(options.seq, q2)); };
     auto high_at = [&](double b) { return scaled_sizes(rl, grows_high, b * std::max(options.seq, q2)); };
+    const uint64_t oom_room = options.seq >= 1.0 ? room_at_oom(s, lt, options.gpu) : 0;
+    const uint64_t oom_room_here = options.batch >= 1.0 ? oom_room : 0;  // binds a run at least as large only
     Decision d;
     if (options.seq != 1.0 || (failed_rows && smaller)) {
       d = decide(rl, order_rl, low_at(options.batch), sizes_rl, high_at(options.batch), r.predicted_needed,
-                 band_at(options.batch), room, &optional, s.expandable_segments(), failed_need);
+                 band_at(options.batch), room, &optional, s.expandable_segments(), failed_need, oom_room_here);
     } else {
       d = decide(rl, order_rl, sizes_rl, sizes_rl, sizes_rl, r.predicted_needed, band_at(options.batch), room,
-                 &optional, s.expandable_segments(), failed_need);
+                 &optional, s.expandable_segments(), failed_need, oom_room_here);
     }
-    // Measured, not modelled: the recorded run ran out with this much room; no more room at least as large a run
-    // fails too (an audit found the recorded configuration on the GPU it failed on called UNSURE).
-    const uint64_t oom_room = options.seq >= 1.0 ? room_at_oom(s, lt, options.gpu) : 0;
-    if (oom_room && options.batch >= 1.0 && room <= oom_room) {
-      d.verdict = Verdict::kDoesNotFit;
-      d.low = std::max(d.low, room + 1);
-      d.high = std::max(d.high, d.low);
+    if (oom_room_here && room <= oom_room_here) {
       char note[220];
       std::snprintf(note, sizeof note,
                     "the recorded run ran out of memory with %.1f GiB for its allocator (reserved plus the driver's "
@@ -702,9 +702,10 @@ Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const S
     out.gpu = gpu;
     // Between the two sizes, the nearer one is the distance that counts.
     const double nearest = beyond != 1.0 ? beyond : std::min(target / smallest, largest / target);
+    // The replayed run's own OOM, for a target at least its size (as with one snapshot).
     const Decision d = decide(rl, order_rl, unpaired.empty() ? sizes : low, sizes, unpaired.empty() ? sizes : high,
                               out.predicted_needed, error_band(nearest), allocator_room(*gpu), &optional,
-                              b.expandable_segments(), failed_need);
+                              b.expandable_segments(), failed_need, target >= size_b ? room_at_oom(b, lb, gpu) : 0);
     out.verdict = d.verdict;
     out.needed_low = d.low;
     out.needed_high = d.high;
