@@ -619,6 +619,28 @@ TEST(WhatIf, OnlyConvolutionWorkspacesAreOptional) {
   EXPECT_EQ(conv_optional, conv);
 }
 
+// One labelled OOM run of tests/fixtures/oom_causes: its label, snapshot, device 0's lifetimes and categories.
+struct OomRun {
+  nlohmann::json label;
+  Snapshot s;
+  DeviceLifetimes lt;
+  Categories c;
+};
+std::unique_ptr<OomRun> load_oom_run(const std::string& name) {
+  const std::string dir = std::string(ALLOCSCOPE_FIXTURES) + "/oom_causes/";
+  std::ifstream lf(dir + name + ".label.json");
+  auto loaded = load_snapshot_file(dir + name + ".pickle.gz");
+  if (!lf || !loaded.ok()) return nullptr;
+  auto r = std::make_unique<OomRun>();
+  r->label = nlohmann::json::parse(lf);
+  r->s = std::move(loaded).value();
+  r->lt = build_device_lifetimes(r->s, 0);
+  auto c = categorize(r->s, r->lt, detect_iterations(r->s, r->lt), FrameFilter(r->s));
+  if (!c.ok()) return nullptr;
+  r->c = std::move(c).value();
+  return r;
+}
+
 // torch.compile's generated code is told by its file, in Inductor's default cache (/tmp/torchinductor_USER) or, named
 // as Inductor names it (xy/cxy...py), wherever TORCHINDUCTOR_CACHE_DIR puts it: the compiled runs' frames moved to
 // another cache folder pair as well as where they were recorded (and without that rule only 407 of 1,400 pair).
@@ -628,23 +650,18 @@ TEST(WhatIf, OnlyConvolutionWorkspacesAreOptional) {
 // were before 2026-11-26, a review found). A run capped by set_per_process_memory_fraction, or crowded out by
 // memory another process held, does fit the whole GPU on its own.
 TEST(WhatIf, RunsThatRanOutOfMemoryDoNotFitTheirOwnGpu) {
-  const std::string oom_dir = std::string(ALLOCSCOPE_FIXTURES) + "/oom_causes/";
   int runs = 0;
   for (const char* name : {"oom_capped", "oom_fragmentation", "oom_fragmentation_streams", "oom_live",
                            "oom_live_expandable", "oom_live_freed", "oom_live_segment_rounding", "oom_outside",
                            "oom_outside_modest", "oom_too_large"}) {
-    std::ifstream lf(oom_dir + name + ".label.json");
-    ASSERT_TRUE(lf) << name;
-    const nlohmann::json label = nlohmann::json::parse(lf);
-    auto loaded = load_snapshot_file(oom_dir + name + ".pickle.gz");
-    ASSERT_TRUE(loaded.ok()) << name;
-    const Snapshot s = std::move(loaded).value();
-    const DeviceLifetimes lt = build_device_lifetimes(s, 0);
-    auto c = categorize(s, lt, detect_iterations(s, lt), FrameFilter(s));
-    ASSERT_TRUE(c.ok());
+    const std::unique_ptr<OomRun> run = load_oom_run(name);
+    ASSERT_TRUE(run) << name;
+    const nlohmann::json& label = run->label;
+    const Snapshot& s = run->s;
+    const DeviceLifetimes& lt = run->lt;
     WhatIfOptions o;
     o.gpu = GpuCapacity{label["gpu_total"].get<uint64_t>(), "its own", false};
-    const WhatIfReport w = what_if(s, lt, c.value(), o);
+    const WhatIfReport w = what_if(s, lt, run->c, o);
     // The same through the two-snapshot fit: the run given as both snapshots (sizes 1 and 2, its own twice), so
     // every allocation pairs with itself and keeps its size, predicted at its own size.
     auto f = what_if_fit(s, lt, s, lt, 1, 2, 2, o.gpu);
@@ -668,32 +685,28 @@ TEST(WhatIf, RunsThatRanOutOfMemoryDoNotFitTheirOwnGpu) {
 //   the allocator had no more room than this GPU gives;
 // - a GPU with no room past the context (700 MiB) gave "the largest batch that fits: 1.99x".
 TEST(WhatIf, ARunThatRanOutOfMemoryFitsNoLargerBatchOnItsGpu) {
-  const std::string oom_dir = std::string(ALLOCSCOPE_FIXTURES) + "/oom_causes/";
   int checked = 0;
   for (const char* name : {"oom_fragmentation", "oom_fragmentation_streams", "oom_live", "oom_live_expandable",
                            "oom_live_freed", "oom_live_segment_rounding", "oom_too_large"}) {
     SCOPED_TRACE(name);
-    std::ifstream lf(oom_dir + name + ".label.json");
-    ASSERT_TRUE(lf);
-    const nlohmann::json label = nlohmann::json::parse(lf);
-    auto loaded = load_snapshot_file(oom_dir + name + ".pickle.gz");
-    ASSERT_TRUE(loaded.ok());
-    const Snapshot s = std::move(loaded).value();
-    const DeviceLifetimes lt = build_device_lifetimes(s, 0);
-    auto c = categorize(s, lt, detect_iterations(s, lt), FrameFilter(s));
-    ASSERT_TRUE(c.ok());
+    const std::unique_ptr<OomRun> run = load_oom_run(name);
+    ASSERT_TRUE(run);
+    const nlohmann::json& label = run->label;
+    const Snapshot& s = run->s;
+    const DeviceLifetimes& lt = run->lt;
+    const Categories& cats = run->c;
     WhatIfOptions o;
     o.gpu = GpuCapacity{label["gpu_total"].get<uint64_t>(), "its own", false};
     for (double batch : {0.5, 0.9, 1.0, 2.0}) {
       o.batch = batch;
-      const WhatIfReport w = what_if(s, lt, c.value(), o);
+      const WhatIfReport w = what_if(s, lt, cats, o);
       EXPECT_LT(w.max_batch_scale_sure, 1.0) << batch;
       EXPECT_LT(w.max_batch_scale, 1.0 + 1e-9) << batch;
       if (batch >= 1.0) EXPECT_EQ(w.verdict, Verdict::kDoesNotFit) << batch;
     }
     o.batch = 1;
     o.gpu = GpuCapacity{700ull << 20, "no room", false};
-    const WhatIfReport none = what_if(s, lt, c.value(), o);
+    const WhatIfReport none = what_if(s, lt, cats, o);
     EXPECT_EQ(none.max_batch_scale, 0.0);
     EXPECT_EQ(none.max_batch_scale_sure, 0.0);
     ++checked;
