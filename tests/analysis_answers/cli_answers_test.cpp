@@ -46,6 +46,11 @@ TEST(CliAnswers, LeaksExitCodeAndLine) {
   EXPECT_NE(held.out.find("gradients are held across optimizer steps"), std::string::npos) << held.out;
   const nlohmann::json h = json_of(run({"leaks", "--json", fixture_path("resnet18_grad_bug")}));
   EXPECT_EQ(h["devices"][0]["held"][0]["allocations"].get<int>(), 62);
+  // The trace cannot tell zero_grad() missing (this fixture's bug: gen_snapshots.py never calls it) from
+  // zero_grad(set_to_none=False): the advice names both, in leaks and in summary.
+  EXPECT_NE(held.out.find("zero_grad() missing, or called with set_to_none=False"), std::string::npos) << held.out;
+  const CliRun sum = run({"summary", fixture_path("resnet18_grad_bug")});
+  EXPECT_NE(sum.out.find("zero_grad() missing, or called with set_to_none=False"), std::string::npos) << sum.out;
 }
 
 TEST(CliAnswers, PeakWindowAndTree) {
@@ -164,6 +169,12 @@ TEST(CliAnswers, WhatifSaysWhatItAnswersFor) {
   EXPECT_NE(r.out.find("this is cuda:1, the one that ran out of memory"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("device 1:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos) << r.out;
+  // The distance note counts both scales (2x the batch at 2x the length is 4x), and a largest batch past 8x of the
+  // recording says nothing was measured there (the audit: "surely fits 2064x" with no word).
+  const CliRun both = run({"whatif", one, "--batch", "2", "--seq", "2"});
+  EXPECT_NE(both.out.find("the target is 4x the nearest recorded size"), std::string::npos) << both.out;
+  const CliRun far = run({"whatif", std::string(ALLOCSCOPE_FIXTURES) + "/whatif/mlp_adamw_b256.pickle.gz", "--gpu", "h100"});
+  EXPECT_NE(far.out.find("nothing was measured past 8x"), std::string::npos) << far.out;
 }
 
 TEST(CliAnswers, HelpHasExamplesAndErrorsAreOneLine) {
