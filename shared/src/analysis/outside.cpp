@@ -173,43 +173,32 @@ Status same_process(const Snapshot& c, const Snapshot& pt) {
                "(another run, or another rank)"};
 }
 
-Result<Merged> merge_capture(std::span<const uint8_t> pytorch_pickle, const Snapshot& capture) {
-  auto pt = load_snapshot(pytorch_pickle);
-  if (!pt.ok()) return Error{"PyTorch's snapshot: " + pt.error().message, pt.error().offset};
-  if (!is_capture(capture)) return Error{"the capture file was not written by allocscope's capture"};
-  if (!is_capture(pt.value()) && !pt.value().outside) ALLOCSCOPE_RETURN_IF_ERROR(same_process(capture, pt.value()));
-  const Snapshot outside = outside_of_pytorch(capture, pt.value());
-  Merged m;
-  m.outside_events = outside.events.size_rows();
-  m.outside_segments = outside.segments.size();
-  auto bytes = merge_outside(pytorch_pickle, outside);  // says so when the two are swapped, or already merged
-  if (!bytes.ok()) return bytes.error();
-  m.bytes = std::move(bytes).value();
-  return m;
-}
+namespace {
 
-Result<std::vector<uint8_t>> merge_outside(std::span<const uint8_t> pytorch_pickle, const Snapshot& outside) {
-  // Load PyTorch's pickle once (the compact model, not a tree of its values) to check it is a PyTorch snapshot and
-  // learn how many memo slots it used: the appended part memoizes from there, so no slot is written twice (Python's
-  // and MemoryViz's unpicklers would accept it; a pickle checker would not).
-  LoadOptions::PickleFacts facts;
-  {
-    LoadOptions o;
-    o.facts = &facts;
-    auto pt = load_snapshot(pytorch_pickle, o);
-    if (!pt.ok()) return Error{"PyTorch's snapshot: " + pt.error().message, pt.error().offset};
-    if (is_capture(pt.value()))
-      return Error{"this is a capture's snapshot, not PyTorch's (torch.cuda.memory._dump_snapshot)", 0};
-    if (pt.value().outside) return Error{"this snapshot is already merged (it has 'allocscope_outside')", 0};
-  }
-  if (!facts.root_is_dict)
+// PyTorch's pickle loaded once (the compact model, not a tree of its values) and checked to be a PyTorch snapshot
+// that can take one more key, with how many memo slots it used: the appended part memoizes from there, so no slot
+// is written twice (Python's and MemoryViz's unpicklers would accept it; a pickle checker would not).
+Result<Snapshot> load_pytorch_side(std::span<const uint8_t> pytorch_pickle, LoadOptions::PickleFacts* facts) {
+  LoadOptions o;
+  o.facts = facts;
+  auto pt = load_snapshot(pytorch_pickle, o);
+  if (!pt.ok()) return Error{"PyTorch's snapshot: " + pt.error().message, pt.error().offset};
+  if (is_capture(pt.value()))
+    return Error{"this is a capture's snapshot, not PyTorch's (torch.cuda.memory._dump_snapshot)", 0};
+  if (pt.value().outside) return Error{"this snapshot is already merged (it has 'allocscope_outside')", 0};
+  if (!facts->root_is_dict)
     return Error{"PyTorch's snapshot is a bare list of segments (PyTorch 2.0); only a dict can carry the outside "
                  "memory", 0};
   if (pytorch_pickle.empty() || pytorch_pickle.back() != '.')
     return Error{"PyTorch's snapshot does not end with the pickle STOP opcode", pytorch_pickle.size()};
-  if (facts.memo_slots > UINT32_MAX / 2)
+  if (facts->memo_slots > UINT32_MAX / 2)
     return Error{"PyTorch's snapshot uses more memo slots than a pickle can append to", pytorch_pickle.size()};
+  return pt;
+}
 
+// PyTorch's bytes with `allocscope_outside` appended before STOP, checked to load back.
+Result<std::vector<uint8_t>> append_outside(std::span<const uint8_t> pytorch_pickle,
+                                            const LoadOptions::PickleFacts& facts, const Snapshot& outside) {
   pickle::Writer w(pickle::Writer::Fragment{static_cast<uint32_t>(facts.memo_slots)});
   w.key("allocscope_outside");
   const std::vector<uint8_t> value = write_snapshot_value(outside, &w);
@@ -224,6 +213,31 @@ Result<std::vector<uint8_t>> merge_outside(std::span<const uint8_t> pytorch_pick
   if (!check.ok()) return Error{"the merged snapshot does not load back: " + check.error().describe()};
   if (!check.value().outside) return Error{"the merged snapshot lost its outside part"};
   return out;
+}
+
+}  // namespace
+
+Result<Merged> merge_capture(std::span<const uint8_t> pytorch_pickle, const Snapshot& capture) {
+  if (!is_capture(capture)) return Error{"the capture file was not written by allocscope's capture"};
+  LoadOptions::PickleFacts facts;
+  auto pt = load_pytorch_side(pytorch_pickle, &facts);  // says so when the two are swapped, or already merged
+  if (!pt.ok()) return pt.error();
+  ALLOCSCOPE_RETURN_IF_ERROR(same_process(capture, pt.value()));
+  const Snapshot outside = outside_of_pytorch(capture, pt.value());
+  Merged m;
+  m.outside_events = outside.events.size_rows();
+  m.outside_segments = outside.segments.size();
+  auto bytes = append_outside(pytorch_pickle, facts, outside);
+  if (!bytes.ok()) return bytes.error();
+  m.bytes = std::move(bytes).value();
+  return m;
+}
+
+Result<std::vector<uint8_t>> merge_outside(std::span<const uint8_t> pytorch_pickle, const Snapshot& outside) {
+  LoadOptions::PickleFacts facts;
+  auto pt = load_pytorch_side(pytorch_pickle, &facts);
+  if (!pt.ok()) return pt.error();
+  return append_outside(pytorch_pickle, facts, outside);
 }
 
 OutsideIndex::OutsideIndex(const Snapshot& merged, int64_t device) {
