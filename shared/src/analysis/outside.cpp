@@ -37,14 +37,11 @@ class PyTorchRecord {
  public:
   explicit PyTorchRecord(const Snapshot& pt) : timed_(has_times(pt)) {
     for (const DeviceTrace& d : pt.devices)
-      for (uint32_t row = d.begin; row < d.end; ++row)
-        if (makes_segment(pt.events.action[row]))
-          calls_.emplace(key_of(d.device, pt.events.addr[row]),
-                         Call{d.device, pt.events.addr[row], pt.events.size[row], pt.events.time_us[row]});
-    for (const DeviceTrace& d : pt.devices)
-      for (uint32_t row = d.begin; row < d.end; ++row)
-        if (pt.events.action[row] == Action::kOom)
-          ooms_.push_back(Call{d.device, 0, pt.events.size[row], pt.events.time_us[row]});
+      for (uint32_t row = d.begin; row < d.end; ++row) {
+        const Call c{d.device, pt.events.addr[row], pt.events.size[row], pt.events.time_us[row]};
+        if (makes_segment(pt.events.action[row])) calls_.emplace(key_of(d.device, c.addr), c);
+        else if (pt.events.action[row] == Action::kOom) ooms_.push_back(c);  // its addr is device_free: unused
+      }
     for (const Segment& seg : pt.segments)
       held_.emplace(key_of(seg.device, seg.address), Call{seg.device, seg.address, seg.total_size, 0});
   }
