@@ -38,7 +38,7 @@ enum class CategoryReason : uint8_t {
   kOptimizerFrame,  // a frame in torch/optim (long-lived: state; short-lived: the step's temporaries)
   kBackwardFrame,   // autograd engine / AccumulateGrad / .backward() frames
   kParameterFrame,  // module construction or moves: __init__, reset_parameters, _apply, to, cuda
-  kForwardFrame,    // a module's forward (alive when the backward starts: saved for it)
+  kForwardFrame,    // a module's forward (saved for the backward or not, as the profiler floods it)
   kEngineThread,    // no frames at all in a trace that records Python stacks: the autograd engine's threads
   kWorkspace,       // a cuBLAS/cuBLASLt/cuDNN workspace: allocated by the library, not a tensor
   kBeforeTrace,     // alive before recording started and never freed: the model's weights

@@ -20,6 +20,11 @@ constexpr FrameId kNoFrame = std::numeric_limits<FrameId>::max();
 // object files and shared libraries).
 bool is_library_frame(std::string_view name, std::string_view filename);
 
+// A Windows path (C:\Users\me\venv\Lib\site-packages\torch\nn\modules\linear.py) with forward slashes and in lower
+// case (Windows paths ignore case), in *buf; any other path unchanged. Every rule that tests a frame's directory
+// ("/site-packages/", "/torch/nn/") reads the path through this, so snapshots recorded on Windows get the same answers.
+std::string_view posix_path(std::string_view filename, std::string* buf);
+
 // The autograd node a C++ frame runs, for stacks recorded with C++ frames: "MmBackward0" for
 // "torch::autograd::generated::MmBackward0::apply(...)", "AccumulateGrad" for its apply; "" for any other frame.
 // Backward allocations are made on the engine's threads, whose stacks hold no Python frame: the node is the

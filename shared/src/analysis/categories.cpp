@@ -84,7 +84,9 @@ bool workspace_size(uint64_t b) { return b == (32ull << 20) || b == (8ull << 20)
 
 bool has(std::string_view s, std::string_view w) { return s.find(w) != std::string_view::npos; }
 
-uint8_t frame_bits(std::string_view name, std::string_view file) {
+uint8_t frame_bits(std::string_view name, std::string_view file_as_written) {
+  std::string buf;
+  const std::string_view file = posix_path(file_as_written, &buf);
   uint8_t b = 0;
   if (has(file, "/torch/optim/")) b |= kOpt;
   if (has(name, "AccumulateGrad") || has(name, "accumulate_grad") || has(name, "autograd::Engine") ||
@@ -394,7 +396,9 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
       c = Category::kActivation;
       why = CategoryReason::kForwardFrame;
     } else if (!traced) {
-      if (never_freed) {
+      // Only a block without frames: one whose frames name none of the rules above (vLLM's KV cache, an
+      // optimizer's flat buffers) says what made it, and it was not a module's construction.
+      if (never_freed && st == 0) {
         pretrace.push_back(i);  // the model's weights, if the backward pass says so: decided below
         continue;
       }

@@ -15,16 +15,14 @@ bool ends_with(std::string_view s, std::string_view what) {
   return s.size() >= what.size() && s.substr(s.size() - what.size()) == what;
 }
 
-// A Windows path (C:\Users\me\venv\Lib\site-packages\torch\nn\modules\linear.py) with forward slashes and in lower
-// case, so the same directory tests hold (Windows paths ignore case); other paths unchanged.
+}  // namespace
+
 std::string_view posix_path(std::string_view filename, std::string* buf) {
   if (filename.find('\\') == std::string_view::npos) return filename;
   buf->assign(filename);
   for (char& c : *buf) c = c == '\\' ? '/' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return *buf;
 }
-
-}  // namespace
 
 bool is_library_frame(std::string_view name, std::string_view filename_as_written) {
   (void)name;
