@@ -305,6 +305,25 @@ TEST(OomRules, AnExpandableSegmentServesOnlyItsOwnPool) {
   }
 }
 
+// With expandable segments PyTorch splits any block whatever max_split_size_mb says (should_split, in
+// CUDACachingAllocator.cpp, reads it only for the large pool without them), so that setting cannot help a
+// fragmentation OOM there. An audit found it advised: "set max_split_size_mb so large blocks are not split".
+TEST(OomRules, FragmentationWithExpandableSegmentsDoesNotAdviseMaxSplitSize) {
+  clitest::SnapshotBuilder b;
+  const StackId st = b.stack({{"train", "train.py", 10}});
+  for (uint64_t k = 0; k < 8; ++k) {
+    b.segment(0x100000000 + k * GiB, 0, 22 * MiB, used_then_hole(22 * MiB, 18 * MiB, st));
+    b.s.segments.back().is_expandable = true;
+    b.s.segments.back().segment_type = b.s.strings.intern("large");
+  }
+  b.device();
+  const OomReport r = explain(b, 30 * MiB, 10 * MiB);
+  EXPECT_TRUE(r.expandable_segments);
+  ASSERT_EQ(r.cause, OomCause::kFragmentation) << r.advice;
+  EXPECT_EQ(r.advice.find("max_split_size"), std::string::npos) << r.advice;
+  EXPECT_NE(r.advice.find("already on"), std::string::npos) << r.advice;
+}
+
 // pt28 device 1 ran with expandable segments; a 2 MiB small-pool segment (segment_type 'small') has 558,592 free
 // bytes in ten holes that its 4.9 GiB request could not use. An independent replay of the file (plain Python from
 // the format, the audit's oracle) gives 138,832,384 usable bytes of 139,390,976 cached free.

@@ -113,6 +113,15 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     const label = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'oom_causes', `${c}.label.json`), 'utf8'));
     eq(await open([`oom_causes/${c}.pickle.gz`], 'oom'), 'ready', `${c}: OOM view reaches ready`);
     eq(await attr('[data-oom-cause]', 'data-oom-cause'), label.cause, `${c}: OOM view's cause equals the label`);
+    if (c === 'oom_fragmentation') {
+      // The largest live tensors are the generator's `keep = [torch.empty(600 * MiB, ...)]` (gen_oom_causes.py line
+      // 35), recorded with C++ frames whose innermost is the allocator's own malloc: the row names the user's line.
+      const rows = await page.evaluate(() => {
+        const h = [...document.querySelectorAll('h3')].find((x) => /Largest live allocations/.test(x.textContent));
+        return h && h.nextElementSibling ? [...h.nextElementSibling.querySelectorAll('summary')].map((x) => x.textContent) : [];
+      });
+      ok(rows.length > 0 && rows.every((r) => r === 'gen_oom_causes.py:35:run_case'), `${c}: the largest live allocations name the user's line (${rows.slice(0, 2)})`);
+    }
     await page.fill('.gpu-input', String(label.gpu_total));
     await page.press('.gpu-input', 'Enter');
     await page.waitForFunction(() => /Held outside/.test(document.body.textContent) && !/≥/.test(document.body.textContent), null, { timeout: 10000 });

@@ -2,7 +2,7 @@
 // stay alive across optimizer steps (held, not growing). Iterations come from optimizer annotations or the trace's
 // repeating pattern.
 import { bytes, count, el } from '../format.js';
-import { stackList, sparkline } from './widgets.js';
+import { siteText, stackList, sparkline } from './widgets.js';
 
 // `unit` is what the boundaries are: 'iteration', or 'repeat' where they all run inside module forwards.
 function groupTable(groups, kind, st, unit) {
@@ -10,7 +10,7 @@ function groupTable(groups, kind, st, unit) {
     el('th', { class: 'num', text: kind === 'growing' ? `growth / ${unit}` : 'held' }),
     el('th', { class: 'num', text: 'allocations' }), el('th', { text: `alive at each ${unit}` })));
   for (const g of groups) {
-    const frames = el('details', null, el('summary', { class: 'mono', text: g.site ? g.site.text : '<no frames>' }), stackList(g.frames, st));
+    const frames = el('details', null, el('summary', { class: 'mono', text: siteText(g) }), stackList(g.frames, st));
     t.append(el('tr', null, el('td', null, frames), el('td', { text: g.category }),
       el('td', { class: 'num', text: bytes(g.bytes_per_iteration) }), el('td', { class: 'num', text: count(g.allocations) }),
       el('td', { title: g.alive_bytes.map(bytes).join(' → ') }, sparkline(g.alive_bytes, 140, 26))));
@@ -47,7 +47,7 @@ export default {
         const g = r.growing[0];
         verdict = el('div', { class: 'verdict bad', 'data-leak': 'yes' },
           `Leak suspected: memory left after each iteration keeps growing. The largest growing site, `,
-          el('code', { text: g.site ? g.site.text : '<no frames>' }), ` adds ${bytes(g.bytes_per_iteration)} per iteration.`);
+          el('code', { text: siteText(g) }), ` adds ${bytes(g.bytes_per_iteration)} per iteration.`);
       } else if (it.source === 'none') {
         verdict = el('div', { class: 'verdict', 'data-leak': 'unjudged', 'data-reason': 'no_iterations', text: 'No repeating iteration found (no optimizer annotations, no periodic allocations): leaks cannot be judged.' });
       } else if (!r.judged) {

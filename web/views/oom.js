@@ -1,7 +1,7 @@
 // OOM: for each out-of-memory event, the request against what the driver and the allocator had, the cause (the same
 // decision as `allocscope oom`, made in the core) with what to do, and the largest live allocations.
 import { bytes, count, el } from '../format.js';
-import { card, stackList } from './widgets.js';
+import { card, siteText, stackList } from './widgets.js';
 
 const CAUSES = {
   request_too_large: 'The request alone is larger than the GPU',
@@ -72,7 +72,7 @@ export default {
         const t = el('table', { class: 'table' }, el('tr', null, el('th', { class: 'num', text: 'size' }), el('th', { text: 'allocated at' })));
         for (const a of o.largest_live)
           t.append(el('tr', null, el('td', { class: 'num', text: bytes(a.size) }),
-            el('td', null, el('details', null, el('summary', { class: 'mono', text: a.frames[0] || '<no frames>' }), stackList(a.frames)))));
+            el('td', null, el('details', null, el('summary', { class: 'mono', text: siteText(a) }), stackList(a.frames)))));
         body.append(el('h3', { text: 'Largest live allocations when it failed' }), t);
       }
     };

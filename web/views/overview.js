@@ -1,6 +1,7 @@
 // Overview: what the file holds (PyTorch's own counts: segments, reserved, allocated, active blocks, events) and
 // where to look next. Its numbers carry data-value attributes with exact integers for the browser tests.
 import { bytes, count, el } from '../format.js';
+import { siteText } from './widgets.js';
 
 const FACTS = [
   ['total_reserved', 'Reserved by the allocator', bytes],
@@ -75,7 +76,7 @@ export default {
             // A merged snapshot (`allocscope record` of a PyTorch job): the memory PyTorch never saw, apart from its own.
             const t = el('table', { class: 'table', 'data-outside-sites': d.device });
             for (const s of d.outside.sites_at_peak) t.append(el('tr', { 'data-value': s.bytes, 'data-owners': (s.owners || []).join(',') },
-              el('td', { class: 'num', text: bytes(s.bytes) }), el('td', { class: 'mono', text: s.site ? s.site.text : '<no frames>' }),
+              el('td', { class: 'num', text: bytes(s.bytes) }), el('td', { class: 'mono', text: siteText(s) }),
               el('td', { class: 'fine', text: s.owners_label || '' })));
             glance.append(el('div', { class: 'fine', 'data-outside': d.outside.at_peak,
               text: `Outside PyTorch's allocator: ${bytes(d.outside.at_peak)} at the peak (${bytes(d.outside.peak)} at most), by site. ` +
@@ -84,7 +85,7 @@ export default {
           if (d.top_sites.length) {
             const t = el('table', { class: 'table' });
             for (const s of d.top_sites) t.append(el('tr', null, el('td', { class: 'num', text: bytes(s.bytes) }),
-              el('td', { class: 'mono', text: s.site ? s.site.text : '<no frames>' })));
+              el('td', { class: 'mono', text: siteText(s) })));
             glance.append(el('div', { class: 'fine', text: 'Largest allocation sites at the peak' }), t);
           }
         }

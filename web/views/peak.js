@@ -1,7 +1,7 @@
 // Peak: when active memory was highest, what was alive then by category, by allocation site and by size, with
 // links to the flame graph and the allocator state at that moment.
 import { bytes, count, el, micros } from '../format.js';
-import { categoryBar, stackList, card } from './widgets.js';
+import { categoryBar, siteText, stackList, card } from './widgets.js';
 
 export default {
   id: 'peak',
@@ -34,7 +34,7 @@ export default {
       const sites = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'site (deepest user frame)' }),
         el('th', { class: 'num', text: 'bytes' }), el('th', { class: 'num', text: 'share' }), el('th', { class: 'num', text: 'allocations' })));
       for (const s of p.sites)
-        sites.append(el('tr', null, el('td', { class: 'mono', text: s.site ? s.site.text : '<no frames>' }),
+        sites.append(el('tr', null, el('td', { class: 'mono', text: siteText(s) }),
           el('td', { class: 'num', text: bytes(s.bytes) }), el('td', { class: 'num', text: `${(100 * s.bytes / Math.max(1, p.allocated.bytes)).toFixed(1)}%` }),
           el('td', { class: 'num', text: count(s.count) })));
       root.append(el('h3', { text: 'By allocation site' }), sites);
@@ -45,7 +45,7 @@ export default {
           el('td', { class: 'num', text: bytes(a.size) }),
           el('td', { class: 'fine', text: `events ${a.birth_step === 0 ? 'before trace' : count(a.birth_step)} – ${a.death_step === null ? 'end' : count(a.death_step)}` }),
           el('td', { text: a.category || '' }),
-          el('td', { class: 'mono', text: a.frames && a.frames.length ? a.frames[0] : '<no frames>' }));
+          el('td', { class: 'mono', text: siteText(a) }));
         tr.addEventListener('click', async () => {
           const d = (await ctx.call({ method: 'allocation', id: f.id, device, row: p.largest_rows[i] })).body;
           ctx.detail(el('div', null, el('h4', { text: `${bytes(d.size)} at ${d.address}` }),

@@ -35,6 +35,13 @@ export function categoryBar(cats, total) {
   return el('div', null, bar, legend);
 }
 
+// The allocation site of an answer's row, as the core's JSON names it ({site: {text}} or null): the one rule
+// (frame_filter.h) that skips the allocator's, the dispatcher's and library frames. A row's frames[0] is the
+// innermost frame, usually the allocator's own malloc when C++ frames were recorded, and is never the answer.
+export function siteText(row) {
+  return row && row.site ? row.site.text : '<no frames>';
+}
+
 // frames: ["file:line:name", ...] innermost first, or [[name, file, line, shown], ...]
 export function stackList(frames, st) {
   const box = el('div', { class: 'stack' });

@@ -126,8 +126,12 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                format_size(o.device_free) + " in the driver, but the largest free block is " +
                format_size(o.largest_free_block) + ": no piece holds " + req + ". " +
                (o.expandable_segments
-                    ? std::string("expandable_segments is already on: set max_split_size_mb so large blocks are "
-                                  "not split, or allocate the large long-lived tensors first.")
+                    // With expandable segments PyTorch splits any block (should_split never reads max_split_size),
+                    // so max_split_size_mb would only stop large free blocks serving smaller requests: no help.
+                    ? std::string("expandable_segments is already on: the free pieces lie between live tensors in "
+                                  "pages PyTorch cannot unmap (it returns only whole free pages), and no allocator "
+                                  "setting joins them. Allocate the large long-lived tensors first, or free the "
+                                  "small long-lived tensors that sit between the free pieces.")
                     : std::string("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow in place "
                                   "instead of leaving holes), or allocate the large long-lived tensors first."));
   } else {
