@@ -2,6 +2,7 @@
 #pragma once
 
 #include <fstream>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,11 +20,9 @@
 namespace allocscope::test {
 
 inline std::string fixture_path(const std::string& name) {
-  const bool gz = name.rfind("gpt2", 0) == 0 || name.rfind("external/", 0) == 0 || name.rfind("capture_owners/", 0) == 0 ||
-                  name.rfind("capture_python/", 0) == 0 || name.rfind("capture_torch_pair/", 0) == 0 ||
-                  name.rfind("capture_merged/", 0) == 0 || name.rfind("capture_lent/", 0) == 0 ||
-                  name.rfind("capture_nccl2/", 0) == 0 || name.rfind("oom_causes/", 0) == 0;
-  return std::string(ALLOCSCOPE_FIXTURES) + "/" + name + (gz ? ".pickle.gz" : ".pickle");
+  // Small fixtures are kept as .pickle, the rest gzipped: whichever exists.
+  const std::string base = std::string(ALLOCSCOPE_FIXTURES) + "/" + name;
+  return std::filesystem::exists(base + ".pickle") ? base + ".pickle" : base + ".pickle.gz";
 }
 
 struct Loaded {

@@ -7,7 +7,7 @@ import { siteText, stackList, sparkline } from './widgets.js';
 // `unit` is what the boundaries are: 'iteration', or 'repeat' where they all run inside module forwards.
 function groupTable(groups, kind, st, unit) {
   const t = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'site' }), el('th', { text: 'category' }),
-    el('th', { class: 'num', text: kind === 'growing' ? `growth / ${unit}` : 'held' }),
+    el('th', { class: 'num', text: kind === 'held' ? 'held' : `growth / ${unit}` }),
     el('th', { class: 'num', text: 'allocations' }), el('th', { text: `alive at each ${unit}` })));
   for (const g of groups) {
     const frames = el('details', null, el('summary', { class: 'mono', text: siteText(g) }), stackList(g.frames, st));
@@ -57,10 +57,16 @@ export default {
       } else if (r.held.length) {
         verdict = el('div', { class: 'verdict warn', 'data-leak': 'held' },
           `No growth, but ${bytes(heldBytes)} of gradients stay alive across optimizer steps (zero_grad() missing, or with set_to_none=False?).`);
+      } else if (r.released && r.released.length) {
+        const g = r.released[0];
+        verdict = el('div', { class: 'verdict warn', 'data-leak': 'released' }, 'No leak at the end: ',
+          el('code', { text: siteText(g) }), ` grew by ${count(g.allocations)} allocation(s) over the ${unit}s, but the program freed most of it before the trace ended.`);
       } else {
         verdict = el('div', { class: 'verdict', 'data-leak': 'no', text: 'No leak: what each iteration leaves behind does not grow.' });
       }
       root.append(verdict, el('p', { class: 'fine', text: itText + '.' }));
+      if (r.library_reservations_left_out)
+        root.append(el('p', { class: 'fine', text: `${count(r.library_reservations_left_out)} allocation(s) reserved by a library's own pool (PyTorch's caching allocator, NCCL) are not judged here: open PyTorch's own snapshot for its tensors.` }));
       if (r.total_at_boundary.length === 1) {
         root.append(el('p', { class: 'fine', text: `Active memory at the one ${unit} start: ${bytes(r.total_at_boundary[0])}.` }));
       } else if (r.total_at_boundary.length) {
@@ -69,6 +75,7 @@ export default {
           el('p', { class: 'fine', text: `${bytes(r.total_at_boundary[0])} → ${bytes(r.total_at_boundary[r.total_at_boundary.length - 1])}` }));
       }
       if (r.growing.length) root.append(el('h3', { text: r.forward_only ? 'Growing across the repeats (not judged a leak)' : 'Growing sites' }), groupTable(r.growing, 'growing', ctx.state, unit));
+      if (r.released && r.released.length) root.append(el('h3', { text: 'Grew, then freed before the trace ended' }), groupTable(r.released, 'released', ctx.state, unit));
       if (r.held.length) root.append(el('h3', { text: 'Held across optimizer steps' }), groupTable(r.held, 'held', ctx.state, unit));
       if (r.survivor_count.length) {
         const t = el('table', { class: 'table' }, el('tr', null, el('th', { text: unit }),

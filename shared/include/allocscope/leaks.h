@@ -42,6 +42,12 @@ struct LeakReport {
   std::vector<uint64_t> survivor_bytes;
   std::vector<LeakGroup> growing;  // largest growth first
   std::vector<LeakGroup> held;     // gradients alive across optimizer steps, largest first
+  // Sites that grew across guessed iterations but were given back before the trace ended (still_held, leaks.cpp):
+  // not a leak, but not "nothing grows" either (a list kept until an OOM, then deleted). Largest growth first.
+  std::vector<LeakGroup> released;
+  // A capture's allocations that a library's own pool reserves (PyTorch's caching allocator, NCCL) are not judged
+  // here: how many were left out, so "no leak" says it is about the program's own allocations only.
+  uint32_t library_reservations_left_out = 0;
   // The boundaries a trend needs with this kind of iterations (LeakOptions): with fewer, nothing can be seen to
   // grow, and "no leak" would claim more than the trace shows.
   uint32_t boundaries_needed = 0;

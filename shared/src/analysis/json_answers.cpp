@@ -105,9 +105,10 @@ std::string to_json(const Snapshot& s, const DeviceLifetimes& lt, const Categori
 }
 
 std::string to_json(const Snapshot& s, const LeakReport& r) {
-  Json growing = Json::array(), held = Json::array();
+  Json growing = Json::array(), held = Json::array(), released = Json::array();
   for (const LeakGroup& g : r.growing) growing.push_back(group(s, g));
   for (const LeakGroup& g : r.held) held.push_back(group(s, g));
+  for (const LeakGroup& g : r.released) released.push_back(group(s, g));
   return json_detail::dump(Json{{"device", r.device},
                                 {"leak_suspected", r.leak_suspected()},
                                 {"judged", r.judged()},
@@ -120,7 +121,9 @@ std::string to_json(const Snapshot& s, const LeakReport& r) {
                                 {"survivor_count", r.survivor_count},
                                 {"survivor_bytes", r.survivor_bytes},
                                 {"growing", std::move(growing)},
-                                {"held", std::move(held)}});
+                                {"held", std::move(held)},
+                                {"released", std::move(released)},
+                                {"library_reservations_left_out", r.library_reservations_left_out}});
 }
 
 }  // namespace allocscope

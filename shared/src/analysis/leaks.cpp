@@ -43,12 +43,19 @@ void finish(const Acc& a, uint32_t m, LeakGroup* g) {
   g->category = static_cast<Category>(best);
 }
 
-// A leak keeps adding: the count rises at most boundaries and (almost) never falls. With guessed iterations it also
-// never gives back in one step as much as half of what it gained overall: a site whose count climbs and then drops
-// back is cycling with a longer period than the iterations found, as a federated client's rounds do. (Over real
-// optimizer steps a transient batch may come and go beside a leak, so there a drop does not clear it.)
+// A leak keeps adding until the trace ends, and (almost) never gives back. What stays is the floor (the lower
+// envelope: at each boundary, the lowest count from there on): a list cleared every 10 steps climbs at 9 of 10
+// transitions but its floor stays put, while a leak beside a transient batch keeps a rising floor. The floor must
+// rise at least twice and at a quarter of the transitions: a leak that keeps one tensor every third step (logging
+// every N steps) rises at a third of them, and was missed when half were required. It must still be rising at the
+// end: flat for no longer than its longest gap between rises, so warm-up that fills a cache and then stays level
+// (1 2 3 4 5 6 6 6 6 6) is not a leak. With guessed iterations it also never gives back in one step as much as
+// half of what it gained overall: a site whose count climbs and then drops back is cycling with a longer period
+// than the iterations found, as a federated client's rounds do. (Over real optimizer steps a transient batch may
+// come and go beside a leak, so there a drop does not clear it.)
 bool is_growing(const LeakGroup& g, bool guessed) {
   const uint32_t m = static_cast<uint32_t>(g.alive_count.size());
+  if (m < 2 || g.alive_count[m - 1] <= g.alive_count[0]) return false;
   uint32_t up = 0, down = 0, largest_drop = 0;
   for (uint32_t j = 1; j < m; ++j) {
     if (g.alive_count[j] > g.alive_count[j - 1]) ++up;
@@ -57,19 +64,23 @@ bool is_growing(const LeakGroup& g, bool guessed) {
       largest_drop = std::max(largest_drop, g.alive_count[j - 1] - g.alive_count[j]);
     }
   }
-  if (g.alive_count[m - 1] <= g.alive_count[0]) return false;
   const uint32_t gained = g.alive_count[m - 1] - g.alive_count[0];
-  // The floor must rise as often: the lower envelope (at each boundary, the lowest count from there on) is what
-  // stays. A list cleared every 10 steps climbs at 9 of 10 transitions but its floor stays put; a leak beside a
-  // transient batch keeps a rising floor.
-  uint32_t floor_up = 0, floor = g.alive_count[m - 1];
+  // The transitions j (from boundary j-1 to j) where the floor rises, from the last boundary back.
+  std::vector<uint32_t> rises;
+  uint32_t floor = g.alive_count[m - 1];
   for (uint32_t j = m - 1; j-- > 0;) {
     const uint32_t below = std::min(floor, g.alive_count[j]);
-    floor_up += below < floor;
+    if (below < floor) rises.push_back(j + 1);
     floor = below;
   }
-  const uint32_t needed = std::max<uint32_t>(2, (m - 1 + 1) / 2);
-  return up >= needed && floor_up >= needed && down * 4 <= up && (!guessed || largest_drop * 2 <= gained);
+  const uint32_t floor_up = static_cast<uint32_t>(rises.size());
+  const uint32_t needed = std::max<uint32_t>(2, (m - 1 + 3) / 4);
+  if (floor_up < needed) return false;
+  std::reverse(rises.begin(), rises.end());
+  uint32_t longest_gap = 1;
+  for (size_t k = 1; k < rises.size(); ++k) longest_gap = std::max(longest_gap, rises[k] - rises[k - 1]);
+  const uint32_t flat_at_end = (m - 1) - rises.back();
+  return flat_at_end <= longest_gap && down * 4 <= up && (!guessed || largest_drop * 2 <= gained);
 }
 
 // Iterations found from a repeating stack may be a model's layers inside one forward pass, not training steps:
@@ -136,7 +147,10 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
     if (first >= last) continue;  // alive at no boundary: cannot accumulate across iterations
     // In a capture, memory a library reserves and keeps (a caching allocator's pool growing at warm-up, NCCL's
     // buffers) is how that library works: reserved, not leaked. Only the program's own allocations can leak there.
-    if (owners && is_library_owner(owners->owner(lt.stack[i]))) continue;
+    if (owners && is_library_owner(owners->owner(lt.stack[i]))) {
+      ++r.library_reservations_left_out;
+      continue;
+    }
     const FrameId site = ff.site(lt.stack[i]);
     auto add = [&](Acc& a) {
       if (a.dcount.empty()) {
@@ -165,12 +179,11 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
       g.stack = a.last_row == kNoRow ? 0 : lt.stack[a.last_row];
       finish(a, m, &g);
       if (!is_growing(g, guessed)) continue;
-      if (guessed && !still_held(g, a.alive_at_end)) continue;
       g.bytes_per_iteration = (g.alive_bytes[m - 1] > g.alive_bytes[0])
                                   ? (g.alive_bytes[m - 1] - g.alive_bytes[0]) / (m - 1)
                                   : 0;
       g.allocations = g.alive_count[m - 1] - g.alive_count[0];
-      r.growing.push_back(std::move(g));
+      (guessed && !still_held(g, a.alive_at_end) ? r.released : r.growing).push_back(std::move(g));
     }
   }
   if (m >= 2) {
@@ -193,6 +206,7 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   };
   std::sort(r.growing.begin(), r.growing.end(), by_bytes);
   std::sort(r.held.begin(), r.held.end(), by_bytes);
+  std::sort(r.released.begin(), r.released.end(), by_bytes);
   return r;
 }
 

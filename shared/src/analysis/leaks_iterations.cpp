@@ -75,12 +75,25 @@ void from_annotations(const Snapshot& s, const DeviceLifetimes& lt, Iterations* 
 void from_period(const Snapshot& s, const DeviceLifetimes& lt, Iterations* it) {
   // A loop body's allocations share stacks from one iteration to the next, so most loop stacks occur exactly
   // N times (N iterations); set-up and one-off stacks occur once.
-  std::unordered_map<StackId, uint32_t> count;
+  // A stack repeated in one burst is not a loop's: moving a model's six parameters with .cuda() is one stack six
+  // times in a row, before any training. Such a stack marked "iterations" at the first six events (an audit: a
+  // false leak on three healthy loops recorded without annotations). A loop's stack recurs across the loop, so its
+  // occurrences must span at least a quarter of the trace from the first of them on.
+  struct Seen {
+    uint32_t count = 0, first = 0, last = 0;
+  };
+  std::unordered_map<StackId, Seen> seen;
   const EventColumns& ev = s.events;
   for (uint32_t i = 0; i < lt.event_count; ++i) {
     const uint32_t r = lt.event_begin + i;
-    if (ev.action[r] == Action::kAlloc && ev.stack[r] != 0) ++count[ev.stack[r]];
+    if (ev.action[r] != Action::kAlloc || ev.stack[r] == 0) continue;
+    Seen& k = seen[ev.stack[r]];
+    if (k.count++ == 0) k.first = i;
+    k.last = i;
   }
+  std::unordered_map<StackId, uint32_t> count;
+  for (auto& [st, k] : seen)
+    if (static_cast<uint64_t>(k.last - k.first) * 4 >= lt.event_count - k.first) count[st] = k.count;
   std::unordered_map<uint32_t, uint32_t> stacks_with;
   for (auto& [st, c] : count)
     if (c >= 3) ++stacks_with[c];
@@ -91,7 +104,9 @@ void from_period(const Snapshot& s, const DeviceLifetimes& lt, Iterations* it) {
   StackId marker = 0;
   for (uint32_t i = 0; i < lt.event_count && marker == 0; ++i) {
     const uint32_t r = lt.event_begin + i;
-    if (ev.action[r] == Action::kAlloc && ev.stack[r] != 0 && count[ev.stack[r]] == best) marker = ev.stack[r];
+    if (ev.action[r] != Action::kAlloc || ev.stack[r] == 0) continue;
+    const auto c = count.find(ev.stack[r]);
+    if (c != count.end() && c->second == best) marker = ev.stack[r];
   }
   for (uint32_t i = 0; i < lt.event_count; ++i) {
     const uint32_t r = lt.event_begin + i;

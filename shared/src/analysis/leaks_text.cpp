@@ -45,9 +45,18 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
          std::to_string(r.boundaries_needed) + " (record more optimizer steps)\n";
   } else if (!r.held.empty()) {
     o += "no growing leak; gradients are held across optimizer steps\n";
+  } else if (!r.released.empty()) {
+    const LeakGroup& g = r.released.front();
+    o += "no leak at the end: " + FrameFilter::site_text(s, g.site, true) + " grew by " +
+         std::to_string(g.allocations) + " allocation(s) over " + std::to_string(m) +
+         " iterations, but the program freed most of it before the trace ended\n";
   } else {
     o += "no leak: nothing grows from one iteration to the next\n";
   }
+  if (r.library_reservations_left_out)
+    o += "  (" + std::to_string(r.library_reservations_left_out) +
+         " allocation(s) reserved by a library's own pool, PyTorch's caching allocator or NCCL, are not judged here: "
+         "open PyTorch's own snapshot for its tensors)\n";
   // Repeats that all run inside module forwards are not called iterations anywhere in the report.
   const bool fwd = r.forward_only;
   if (fwd)
@@ -63,6 +72,13 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
            std::string(category_name(g.category)) + "]  counts: " + counts(g.alive_count) + "\n";
       for (FrameId f : ff.shown_frames(s, g.stack, 4)) o += "        at " + FrameFilter::format(s, f) + "\n";
     }
+  }
+  if (!r.released.empty()) {
+    o += "\ngrew, then freed before the trace ended (not held at the end):\n";
+    for (const LeakGroup& g : r.released)
+      o += "  " + rpad("+" + size(g.bytes_per_iteration), 11) + (fwd ? "/repeat  " : "/iter  ") +
+           FrameFilter::site_text(s, g.site) + "  [" + std::string(category_name(g.category)) +
+           "]  counts: " + counts(g.alive_count) + "\n";
   }
   if (!r.held.empty()) {
     o += r.judged() ? "\nmemory held across optimizer steps (not growing):\n"
