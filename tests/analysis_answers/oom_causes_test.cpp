@@ -175,6 +175,27 @@ TEST(GpuSizes, ParsesNamesSizesAndBytesAndRejectsNonsense) {
     ASSERT_TRUE(got.ok()) << name;
     EXPECT_EQ(got.value().total_bytes, parse_gpu_capacity(like).value().total_bytes) << name;
   }
+  // Words after the model that change its memory are not dropped: a 4070 Ti SUPER has 16 GB where a 4070 has 12
+  // (an audit: the SUPER read as 12 GB, and a sure "request too large" followed). Names sold with several sizes,
+  // and laptop parts, are refused with a request for the size; form-factor words are not.
+  for (const auto& [name, like] : std::vector<std::pair<const char*, const char*>>{
+           {"NVIDIA GeForce RTX 4070 Ti SUPER", "16gb"}, {"NVIDIA GeForce RTX 4070", "12gb"},
+           {"NVIDIA GeForce RTX 4070 Ti", "12gb"}, {"NVIDIA GeForce RTX 2060", "6gb"}, {"NVIDIA H100 PCIe", "h100"},
+           {"NVIDIA RTX A6000", "48gb"}, {"NVIDIA A100-PCIE-40GB", "a100-40gb"}}) {
+    auto got = parse_gpu_capacity(name);
+    ASSERT_TRUE(got.ok()) << name << ": " << got.error().message;
+    EXPECT_EQ(got.value().total_bytes, parse_gpu_capacity(like).value().total_bytes) << name;
+  }
+  for (const char* ambiguous : {"NVIDIA GeForce RTX 3060", "NVIDIA GeForce RTX 4060 Ti", "NVIDIA GeForce RTX 3080",
+                                "NVIDIA GeForce RTX 4090 Laptop GPU", "Quadro RTX 8000"}) {
+    auto got = parse_gpu_capacity(ambiguous);
+    ASSERT_FALSE(got.ok()) << ambiguous;
+    EXPECT_NE(got.error().message.find("give its memory"), std::string::npos) << got.error().message;
+  }
+  EXPECT_EQ(parse_gpu_capacity("79.18 GiB").value().total_bytes, static_cast<uint64_t>(79.18 * 1073741824.0));
+  // A 6 GB card's numbers (4 GiB reserved, 1.3 GiB free) infer the 6 GB class, not the 8 GB one, whose extra 2 GiB
+  // was then reported as "at least 2.3 GiB held outside PyTorch".
+  EXPECT_EQ(infer_gpu_capacity((4ull << 30) + (13ull << 30) / 10)->total_bytes, parse_gpu_capacity("6gb").value().total_bytes);
   // The H200 class holds no more than an H200 measured (150,109,880,320 B: tests/fixtures/whatif/whatif_runs.json).
   EXPECT_LE(parse_gpu_capacity("h200").value().total_bytes, 150109880320ull);
   // Inference picks the smallest class that holds the numbers plus a CUDA context, and gives up above the largest.

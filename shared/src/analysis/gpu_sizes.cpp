@@ -16,15 +16,25 @@ constexpr uint64_t kMiB = 1ull << 20;
 // Totals as cudaMemGetInfo reports them (PyTorch's "total capacity"), measured or from vendors' MiB figures. Where
 // one class has several cards, the smallest total is kept, so an inferred class never claims more than there is.
 constexpr GpuClass kClasses[] = {
-    {"8 GB (RTX 3070/4060)", "8gb,rtx3070,rtx4060", 7800 * kMiB},
+    // Consumer cards first: without them an OOM on a 6 GB card was inferred to be on an 8 GB one, and "at least
+    // 2.3 GiB held outside" was said where the request was larger than the whole GPU. A name sold with several
+    // memory sizes (RTX 3060: 12 or 8 GB; 3080: 10 or 12; 4060 Ti: 8 or 16) is no catalogue name: --gpu then
+    // asks for the size.
+    {"4 GB (GTX 1650, T1000)", "4gb,gtx1650,t1000", 3800 * kMiB},
+    {"6 GB (RTX 2060, GTX 1660)", "6gb,rtx2060,gtx1660,gtx1660ti,gtx1660super", 5750 * kMiB},
+    {"8 GB (RTX 3070/4060)", "8gb,rtx3070,rtx3070ti,rtx3060ti,rtx4060,rtx2070,rtx2080,rtx2070super,rtx2080super",
+     7800 * kMiB},
+    {"10 GB (RTX 3080 10GB)", "10gb", 9800 * kMiB},
     {"11 GB (RTX 2080 Ti)", "11gb,rtx2080ti", 10800 * kMiB},
-    {"12 GB (RTX 3060/4070)", "12gb,rtx3060,rtx4070", 11800 * kMiB},
-    {"16 GB (T4, V100 16GB, RTX 4080)", "16gb,t4,v100-16gb,rtx4080,a4000", 14930 * kMiB},
+    {"12 GB (RTX 3060/4070)", "12gb,rtx4070,rtx4070ti,rtx4070super,rtx3080ti,rtx5070,a2000-12gb", 11800 * kMiB},
+    {"16 GB (T4, V100 16GB, RTX 4080)",
+     "16gb,t4,v100-16gb,rtx4080,rtx4080super,rtx4070tisuper,rtx5080,rtx5070ti,a4000,rtxa4000", 14930 * kMiB},
     {"20 GB (A4500)", "20gb,a4500", 19990 * kMiB},
-    {"24 GB (A10, L4, RTX 3090/4090, A30)", "24gb,a10,a10g,l4,rtx3090,rtx4090,a30,a5000", 22480 * kMiB},
+    {"24 GB (A10, L4, RTX 3090/4090, A30)", "24gb,a10,a10g,l4,rtx3090,rtx3090ti,rtx4090,a30,a5000,rtxa5000",
+     22480 * kMiB},
     {"32 GB (V100 32GB, RTX 5090)", "32gb,v100,v100-32gb,rtx5090", 31840 * kMiB},
     {"40 GB (A100 40GB)", "40gb,a100-40gb", 40330 * kMiB},
-    {"48 GB (A40, A6000, L40S)", "48gb,a40,a6000,l40,l40s,rtx6000ada", 45400 * kMiB},
+    {"48 GB (A40, A6000, L40S)", "48gb,a40,a6000,rtxa6000,l40,l40s,rtx6000ada", 45400 * kMiB},
     {"80 GB (A100 80GB, H100, H800)", "80gb,a100,a100-80gb,h100,h800", 81040 * kMiB},
     {"94 GB (H100 NVL)", "94gb,h100nvl,h100-nvl", 95320 * kMiB},
     {"96 GB (H20, RTX PRO 6000)", "96gb,h20,rtxpro6000", 97250 * kMiB},
@@ -68,7 +78,10 @@ Result<GpuCapacity> parse_gpu_capacity(std::string_view text) {
   if (const GpuClass* c = named(t)) return GpuCapacity{c->total_bytes, std::string(c->label), false};
   // The name torch.cuda.get_device_name() or nvidia-smi reports ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB",
   // "NVIDIA GeForce RTX 4090"): its words, less the brand. A word that is a class's memory size ("80gb") picks that
-  // class; else the first word, or the first two joined ("rtx" "4090", "h100" "nvl"), must be a catalogue name.
+  // class; else all the words joined ("rtx" "4070" "ti" "super") must be a catalogue name, or the first word or the
+  // first two joined ("h100" "nvl") with only form-factor words after them ("pcie", "sxm5", "hbm3"). Any other
+  // word may change the memory ("RTX 4070 Ti SUPER" has 16 GB, an "RTX 4070" 12; a "Laptop GPU" less than its
+  // desktop namesake), so such a name is refused and the size asked for, never guessed.
   {
     std::vector<std::string> words;
     std::string w;
@@ -84,10 +97,24 @@ Result<GpuCapacity> parse_gpu_capacity(std::string_view text) {
       for (const std::string& word : words)
         if (word.size() > 2 && word.compare(word.size() - 2, 2, "gb") == 0 && std::isdigit(static_cast<unsigned char>(word[0])))
           if (const GpuClass* c = named(word)) return GpuCapacity{c->total_bytes, std::string(c->label), false};
-      if (words.size() >= 2)
+      std::string all;
+      for (const std::string& word : words) all += word;
+      if (const GpuClass* c = named(all)) return GpuCapacity{c->total_bytes, std::string(c->label), false};
+      auto form_factor_only = [&](size_t from) {
+        static constexpr std::string_view kForm[] = {"pcie", "sxm", "sxm2", "sxm4", "sxm5", "hbm2", "hbm2e", "hbm3",
+                                                     "hbm3e", "gpu"};
+        for (size_t k = from; k < words.size(); ++k)
+          if (std::find(std::begin(kForm), std::end(kForm), words[k]) == std::end(kForm)) return false;
+        return true;
+      };
+      if (words.size() >= 2 && form_factor_only(2))
         if (const GpuClass* c = named(words[0] + words[1])) return GpuCapacity{c->total_bytes, std::string(c->label), false};
-      if (!words.empty())
+      if (!words.empty() && form_factor_only(1))
         if (const GpuClass* c = named(words[0])) return GpuCapacity{c->total_bytes, std::string(c->label), false};
+      if (!words.empty() && std::isalpha(static_cast<unsigned char>(words[0][0])))
+        return Error{"--gpu: '" + std::string(text) + "': this model is not in the catalogue, or is sold with "
+                     "several memory sizes; give its memory instead (--gpu 16GB, or the bytes "
+                     "torch.cuda.mem_get_info()[1] reports)"};
     }
   }
   // A size: digits, optional fraction, optional unit (GB = 10^9, GiB = 2^30, none = bytes).
