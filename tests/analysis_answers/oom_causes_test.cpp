@@ -345,6 +345,49 @@ TEST(OomRules, FragmentationWithExpandableSegmentsDoesNotAdviseMaxSplitSize) {
   EXPECT_NE(r.advice.find("already on"), std::string::npos) << r.advice;
 }
 
+// A private memory pool (a CUDA graph's, a MemPool's: a segment's pool id other than (0, 0)) serves only what is
+// allocated inside its capture or use_mem_pool, and PyTorch does not release a live graph's pool to make room
+// (CUDACachingAllocator.cpp: release_cached_blocks frees only pools of graphs already destroyed). An eager request
+// cannot use its free blocks: an audit found a 3.5 GiB free block there called fragmentation, "the largest free
+// block is 3.5GiB: no piece holds 2.0GiB". Inside a capture (the allocation before the OOM landed in the pool) the
+// pool is the request's own.
+TEST(OomRules, APrivatePoolsFreeBlocksServeOnlyItsOwnAllocations) {
+  auto build = [](bool in_capture, uint64_t hole, clitest::SnapshotBuilder& b) {
+    const StackId st = b.stack({{"train", "train.py", 10}});
+    b.segment(0x100000000, 0, 40 * GiB, {{40 * GiB, 40 * GiB, BlockState::kActiveAllocated, st}});
+    b.segment(0x2000000000, 0, 512 * MiB, used_then_hole(512 * MiB, hole, st));
+    b.s.segments.back().pool_id[1] = 1;
+    b.device();
+    b.event(Action::kAlloc, in_capture ? 0x2000000000 : 0x100000000, in_capture ? 512 * MiB : 40 * GiB, st);
+  };
+  {  // eager, the free piece large enough: not fragmentation, and nothing of it usable
+    clitest::SnapshotBuilder b;
+    build(false, 3584 * MiB, b);
+    const OomReport r = explain(b, 2 * GiB, 500 * MiB);
+    EXPECT_FALSE(r.request_in_private_pool);
+    EXPECT_EQ(r.usable_free, 0u);
+    EXPECT_EQ(r.free_other_mempools, 3584 * MiB);
+    EXPECT_EQ(r.cause, OomCause::kLiveTensors) << r.advice;
+    EXPECT_NE(r.advice.find("private memory pools"), std::string::npos) << r.advice;
+  }
+  {  // eager, a smaller piece: the pool's bytes do not count toward fragmentation either
+    clitest::SnapshotBuilder b;
+    build(false, 1536 * MiB, b);
+    const OomReport r = explain(b, 2 * GiB, 1 * GiB);
+    EXPECT_EQ(r.cause, OomCause::kLiveTensors) << r.advice;
+    EXPECT_NE(r.advice.find("private memory pools"), std::string::npos) << r.advice;
+  }
+  {  // inside the capture: the pool's free piece is the request's, and with the driver's it would have held it
+    clitest::SnapshotBuilder b;
+    build(true, 1536 * MiB, b);
+    const OomReport r = explain(b, 2 * GiB, 1 * GiB);
+    EXPECT_TRUE(r.request_in_private_pool);
+    EXPECT_EQ(r.usable_free, 1536 * MiB);
+    EXPECT_EQ(r.free_other_mempools, 0u);
+    EXPECT_EQ(r.cause, OomCause::kFragmentation) << r.advice;
+  }
+}
+
 // pt28 device 1 ran with expandable segments; a 2 MiB small-pool segment (segment_type 'small') has 558,592 free
 // bytes in ten holes that its 4.9 GiB request could not use. An independent replay of the file (plain Python from
 // the format, the audit's oracle) gives 138,832,384 usable bytes of 139,390,976 cached free.

@@ -63,6 +63,11 @@ export default {
                 `largest ${bytes(o.usable_largest_free_block)}: its stream and pool (${bytes(o.free_other_streams)} cached for other streams)`,
                 { 'data-oom-usable': o.usable_free })
             : null,
+          o.free_other_mempools
+            ? card('In other memory pools', bytes(o.free_other_mempools),
+                `largest ${bytes(o.largest_free_other_mempool)}: ${o.request_in_private_pool ? 'pools other than this request\'s' : 'private pools (CUDA graphs, MemPool), not this request\'s'}`,
+                { 'data-oom-mempools': o.free_other_mempools })
+            : null,
           card('GPU', o.gpu_total ? bytes(o.gpu_total) : '?', gpuNote),
           card('Held outside PyTorch', `${o.gpu_inferred ? '≥ ' : ''}${bytes(o.held_outside)}`, 'GPU − reserved − driver free'),
           o.expandable_segments ? card('expandable_segments', 'on') : null));

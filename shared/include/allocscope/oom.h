@@ -55,6 +55,12 @@ struct OomReport {
   uint64_t free_other_streams = 0;         // free bytes in segments of other streams
   uint64_t largest_free_other_streams = 0;  // the largest of those gaps in the request's pool
   uint64_t largest_free_other_pool = 0;     // the largest gap in the other pool, on any stream
+  // Private memory pools (a CUDA graph's, or torch.cuda.MemPool's: a segment's pool id other than (0, 0)) serve
+  // only allocations made inside their capture or use_mem_pool, and PyTorch does not release a live graph's pool
+  // to make room. The request's own pool is read from where the allocation before it on its stream landed.
+  bool request_in_private_pool = false;
+  uint64_t free_other_mempools = 0;         // free bytes in segments of a memory pool other than the request's
+  uint64_t largest_free_other_mempool = 0;  // the largest of those gaps
   uint32_t live_allocations = 0;  // blocks allocated at the OOM, pending frees left out
   uint64_t driver_needed = 0;  // the new segment no cached block could spare it from (segment_size of the request)
   // The cause is fragmentation: memory was free (cached plus the driver's) but in no piece this request could use.

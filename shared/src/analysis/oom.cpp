@@ -43,6 +43,34 @@ Pool expandable_pool(const Snapshot& s, int64_t device, uint64_t addr, uint64_t 
   return size % detail::kLargeBuffer != 0 ? Pool::kSmall : Pool::kUnknown;
 }
 
+// The memory pool (pool id) of each final segment of one device that is not in the default pool, by address: a
+// segment freed before the end was in no live graph's pool, and an address no final segment holds is the default
+// pool's, {0, 0}.
+class MempoolIndex {
+ public:
+  using Pool = std::pair<int64_t, int64_t>;
+  MempoolIndex(const Snapshot& s, int64_t device) {
+    for (const Segment& seg : s.segments)
+      if (seg.device == device && (seg.pool_id[0] != 0 || seg.pool_id[1] != 0))
+        ranges_.push_back({seg.address, seg.address + seg.total_size, {seg.pool_id[0], seg.pool_id[1]}});
+    std::sort(ranges_.begin(), ranges_.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  }
+  Pool at(uint64_t addr) const {
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), addr,
+                               [](uint64_t a, const Range& r) { return a < r.begin; });
+    if (it == ranges_.begin()) return {0, 0};
+    --it;
+    return addr < it->end ? it->pool : Pool{0, 0};
+  }
+
+ private:
+  struct Range {
+    uint64_t begin, end;
+    Pool pool;
+  };
+  std::vector<Range> ranges_;
+};
+
 // Decides the cause from the numbers alone (see OomCause for the order) and says what to do about it.
 void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
   const uint64_t accounted = o.reserved + o.device_free;  // all PyTorch could free, plus what the driver has
@@ -52,7 +80,8 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
   const auto gpu = given && !o.gpu_given_too_small ? given : infer_gpu_capacity(accounted);
   if (gpu) o.gpu = *gpu;
   o.held_outside = gpu && gpu->total_bytes > accounted ? gpu->total_bytes - accounted : 0;
-  const uint64_t free_total = o.cached_free + o.device_free;
+  // What PyTorch could have put together for it: free pieces of its own memory pool, and the driver's free memory.
+  const uint64_t free_total = o.cached_free - o.free_other_mempools + o.device_free;
   // No cached block held the request, so the allocator asked the driver for a new segment: 2 MiB for a small
   // request, 20 MiB for one under 10 MiB, else the request rounded up to 2 MiB. Expandable segments map pages of
   // 2 MiB (small pool) or 20 MiB (large) instead; a free tail of the stream's segment may cover part of it, so that
@@ -95,6 +124,20 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                " needs, yet the allocator refused: this process is capped below the GPU's size. Look for "
                "torch.cuda.set_per_process_memory_fraction (PyTorch's message then says how much is \"allowed\") "
                "and raise or remove the cap, or keep less alive under it.";
+  } else if (o.usable_largest_free_block < o.requested && o.largest_free_other_mempool >= o.requested) {
+    // The piece is there, but in a private pool: not this request's, and not released while its graph lives.
+    o.cause = OomCause::kLiveTensors;
+    o.advice = format_size(o.free_other_mempools) + " is free inside PyTorch's segments in " +
+               (o.request_in_private_pool ? std::string("memory pools other than the one this request was made in")
+                                          : std::string("private memory pools (a CUDA graph's, or a "
+                                                        "torch.cuda.MemPool's)")) +
+               ", the largest piece " + format_size(o.largest_free_other_mempool) +
+               ", but a private pool serves only allocations made inside its graph capture or use_mem_pool, and "
+               "PyTorch does not release a live graph's pool to make room. This request could use " +
+               format_size(o.usable_free) + " of PyTorch's free memory, and the driver had " +
+               format_size(o.device_free) + ". Memory held by live CUDA graphs and live tensors is what fills the "
+               "GPU: delete graphs no longer replayed (and their pools with them), capture fewer or smaller graphs, "
+               "share one pool between graphs (graph_pool_handle), or keep less alive.";
   } else if (o.usable_largest_free_block < o.requested && o.largest_free_other_streams >= o.requested) {
     // A free block on another stream was large enough, but a block serves only its own stream. That is not a
     // hole problem, and expandable segments would not help.
@@ -152,6 +195,11 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                   " more than is free. ";
     o.advice += "Keep less alive at this point: the largest live allocations are listed (smaller batch or "
                 "sequence, activation checkpointing, drop references earlier, set_to_none gradients).";
+    if (o.free_other_mempools)
+      o.advice += " " + format_size(o.free_other_mempools) + " more is free in " +
+                  (o.request_in_private_pool ? std::string("memory pools other than this request's")
+                                             : std::string("private memory pools (CUDA graphs, MemPool)")) +
+                  ", which serve only allocations made inside their capture or use_mem_pool.";
     if (o.held_outside >= (2ull << 30))
       o.advice += " Also, " + format_size(o.held_outside) + " of the GPU is held outside PyTorch (if the GPU is " +
                   o.gpu.label + ").";
@@ -183,6 +231,7 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
     const AllocatorStateIndex index(s, lt, st);
     // A merged snapshot's outside part, built once per device however many OOMs it has.
     std::unique_ptr<OutsideIndex> outside = s.outside ? std::make_unique<OutsideIndex>(s, lt.device) : nullptr;
+    const MempoolIndex mempools(s, lt.device);
     AllocatorState state;
     for (uint32_t e : events) {
       const uint32_t r = lt.event_begin + e;
@@ -213,7 +262,18 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       // pool is the one its final `segments` entry names (segment_type); else a mapped range that is not a whole
       // number of the large pool's 20 MiB pages is the small pool's; else it cannot be told, and counts for both.
       const bool small_request = o.requested <= detail::kSmallSize;
+      // The request's memory pool: the pool of the segment the last allocation before it on its stream landed in
+      // (inside a graph capture or use_mem_pool, that is the private pool; else the default one).
+      std::pair<int64_t, int64_t> request_pool{0, 0};
+      for (uint32_t j = e; j-- > 0;) {
+        const uint32_t rj = lt.event_begin + j;
+        if (ev.action[rj] != Action::kAlloc || ev.stream[rj] != o.stream) continue;
+        request_pool = mempools.at(ev.addr[rj]);
+        break;
+      }
+      o.request_in_private_pool = request_pool != std::pair<int64_t, int64_t>{0, 0};
       for (size_t k = 0; k < state.segment_addr.size(); ++k) {
+        const bool same_mempool = mempools.at(state.segment_addr[k]) == request_pool;
         const bool same_stream = state.segment_stream[k] == o.stream;
         bool same_pool;
         if (state.segment_expandable[k]) {
@@ -222,9 +282,14 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
         } else {
           same_pool = (state.segment_size[k] == detail::kSmallBuffer) == small_request;
         }
-        const bool usable = same_stream && same_pool;
+        const bool usable = same_stream && same_pool && same_mempool;
         auto gap = [&](uint64_t bytes) {
           o.largest_free_block = std::max(o.largest_free_block, bytes);
+          if (!same_mempool) {
+            o.free_other_mempools += bytes;
+            o.largest_free_other_mempool = std::max(o.largest_free_other_mempool, bytes);
+            return;  // neither this request's stream nor its size pool can make it usable
+          }
           if (usable) o.usable_free += bytes, o.usable_largest_free_block = std::max(o.usable_largest_free_block, bytes);
           if (!same_stream) o.free_other_streams += bytes;
           // Only a block of the request's own pool could have served it on its own stream.

@@ -26,6 +26,11 @@ std::string to_text(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
       o += "  usable by it         " + rpad(size(r.usable_free), 10) + "  largest " + size(r.usable_largest_free_block) +
            " (its stream " + std::to_string(r.stream) + " and pool; " + size(r.free_other_streams) +
            " cached for other streams)\n";
+    if (r.free_other_mempools)
+      o += "  in other mem. pools  " + rpad(size(r.free_other_mempools), 10) + "  largest " +
+           size(r.largest_free_other_mempool) +
+           (r.request_in_private_pool ? " (pools other than this request's)"
+                                      : " (private pools: CUDA graphs, MemPool; not this request's)") + "\n";
     if (r.gpu.total_bytes) {
       o += "  GPU                  " + rpad(size(r.gpu.total_bytes), 10) + "  " +
            (r.gpu.inferred ? "inferred: the smallest common GPU that holds these numbers (" + r.gpu.label +
