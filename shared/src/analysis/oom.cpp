@@ -191,7 +191,8 @@ void classify(OomReport& o, const std::optional<GpuCapacity>& given) {
                                                           : std::string("reserves the request rounded up to 2 MiB")) +
                   ") and no cached block holds it. ";
     else
-      o.advice += "the request needs " + format_size(o.driver_needed - std::min(o.driver_needed, free_total)) +
+      o.advice += std::string("the request needs ") + (o.expandable_segments ? "up to " : "") +
+                  format_size(o.driver_needed - std::min(o.driver_needed, free_total)) +
                   " more than is free. ";
     o.advice += "Keep less alive at this point: the largest live allocations are listed (smaller batch or "
                 "sequence, activation checkpointing, drop references earlier, set_to_none gradients).";

@@ -1,8 +1,10 @@
 // Human text for peaks and categories: the answer (how much, when) first, then what was alive.
 #include <algorithm>
 #include <cstdio>
+#include <unordered_map>
 
 #include "allocscope/peak.h"
+
 #include "analysis/frame_filter_text.h"
 
 namespace allocscope {
@@ -55,22 +57,23 @@ std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Categori
   for (uint64_t b : t.bytes) all += b;
   std::string o = "device " + std::to_string(lt.device) + " at step " + std::to_string(step) + ": " + size(all) +
                   " alive\n";
+  // Bytes by site within each category, in one pass over the rows (every site counted: a category with more
+  // than 64 sites once kept only its first 64, and could name the wrong three largest).
+  std::unordered_map<FrameId, uint64_t> by_site[kCategoryCount];
+  for (uint32_t i = 0; i < lt.count(); ++i)
+    if (lt.alive_at(i, step)) by_site[static_cast<int>(c.category[i])][ff.site(lt.stack[i])] += lt.size[i];
   for (int k = 0; k < kCategoryCount; ++k) {
     if (!t.count[k]) continue;
     o += "  " + rpad(size(t.bytes[k]), 10) + "  " + lpad(std::string(category_name(static_cast<Category>(k))), 16) +
          rpad(std::to_string(t.count[k]), 6) + " allocations\n";
     // The three largest sites of this category, so a wrong guess is visible at once.
     std::vector<std::pair<uint64_t, FrameId>> sites;
-    for (uint32_t i = 0; i < lt.count(); ++i) {
-      if (!lt.alive_at(i, step) || static_cast<int>(c.category[i]) != k) continue;
-      const FrameId f = ff.site(lt.stack[i]);
-      bool found = false;
-      for (auto& e : sites)
-        if (e.second == f) e.first += lt.size[i], found = true;
-      if (!found && sites.size() < 64) sites.push_back({lt.size[i], f});
-    }
-    std::sort(sites.begin(), sites.end(), [](auto& a, auto& b) { return a.first > b.first; });
-    for (size_t j = 0; j < sites.size() && j < 3; ++j)
+    for (const auto& [f, bytes] : by_site[k]) sites.push_back({bytes, f});
+    const size_t n = std::min<size_t>(3, sites.size());
+    std::partial_sort(sites.begin(), sites.begin() + n, sites.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    for (size_t j = 0; j < n; ++j)
       o += "      " + rpad(size(sites[j].first), 10) + "  " + FrameFilter::site_text(s, sites[j].second) + "\n";
   }
   return o;
