@@ -27,10 +27,15 @@ bool plainly_user(std::string_view written) {
   std::string file(written);
   for (char& c : file) c = c == '\\' ? '/' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (!file.ends_with(".py")) return false;
-  for (std::string_view lib : {"site-packages/", "dist-packages/", "/lib/python", "/torch/", "/torchinductor_"})
+  for (std::string_view lib : {"site-packages/", "dist-packages/", "/torch/", "/torchinductor_"})
     if (file.find(lib) != std::string::npos) return false;
-  static const std::regex windows_stdlib("/python[0-9]+/lib/");
-  return !std::regex_search(file, windows_stdlib);
+  static const std::regex stdlib("/lib(64)?/python[0-9.]+t?/");
+  // Windows: python.org (Python310, Python312-32), uv (uv\python\cpython-3.10.19-windows-x86_64-none\Lib, as
+  // pt29_decomfl's copy.py), pyenv-win (versions\3.11.7\Lib), the Microsoft Store.
+  static const std::regex windows_stdlib(
+      "/python[0-9]+(-32)?/lib/|/cpython-[^/]*/lib/|/pyenv-win/versions/[0-9.]+/lib/|"
+      "/pythonsoftwarefoundation\\.python\\.[^/]*/lib/");
+  return !std::regex_search(file, stdlib) && !std::regex_search(file, windows_stdlib);
 }
 
 struct SiteCounts {
@@ -264,6 +269,24 @@ TEST(Sites, WindowsPathsAndInductorsGeneratedCodeAreNotTheUsersLine) {
   EXPECT_FALSE(is_library_frame("forward", "d:\\ai\\proj\\unet.py"));
   EXPECT_FALSE(is_library_frame("train", "D:\\work\\lib\\train.py"));           // a project's own lib folder
   EXPECT_FALSE(is_library_frame("train", "/home/me/python3-work/lib/train.py"));  // the Windows rule stays on Windows
+  // Interpreters installed by uv (pt29_decomfl's copy.py), pyenv-win, the Microsoft Store, and 32-bit python.org:
+  // their Lib\ is the standard library too (an audit: copy.deepcopy of an EMA model was blamed on copy.py:153).
+  for (const char* stdlib :
+       {"C:\\Users\\me\\AppData\\Roaming\\uv\\python\\cpython-3.12.4-windows-x86_64-none\\Lib\\copy.py",
+        "C:\\Users\\me\\.pyenv\\pyenv-win\\versions\\3.11.7\\Lib\\copy.py",
+        "C:\\Program Files\\WindowsApps\\PythonSoftwareFoundation.Python.3.12_3.12.2032.0_x64__qbz5n2kfra8p0\\Lib\\copy.py",
+        "C:\\Program Files (x86)\\Python312-32\\Lib\\copy.py", "/usr/lib/python3.13t/copy.py",
+        "/opt/conda/lib/python3.11/copy.py"})
+    EXPECT_TRUE(is_library_frame("deepcopy", stdlib)) << stdlib;
+  // A project's own folders that only start like the library's: lib/python_utils.py is the user's.
+  EXPECT_FALSE(is_library_frame("load", "/home/me/proj/lib/python_utils.py"));
+  EXPECT_FALSE(is_library_frame("load", "/home/me/proj/lib/python/loader.py"));
+  // A notebook cell (Colab, IPython before 8) and code typed at a prompt are the user's lines; exec'd and
+  // generated code is not.
+  EXPECT_FALSE(is_library_frame("train_step", "<ipython-input-5-8d3f0a2c1b7e>"));
+  EXPECT_FALSE(is_library_frame("<module>", "<stdin>"));
+  EXPECT_TRUE(is_library_frame("__init__", "<string>"));
+  EXPECT_TRUE(is_library_frame("_run_module_as_main", "<frozen runpy>"));
 }
 
 // Backward allocations on the engine's threads have no Python frame: the site names the autograd node.

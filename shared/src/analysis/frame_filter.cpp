@@ -27,7 +27,12 @@ std::string_view posix_path(std::string_view filename, std::string* buf) {
 bool is_library_frame(std::string_view name, std::string_view filename_as_written) {
   (void)name;
   if (filename_as_written.empty() || filename_as_written == "??") return true;  // C++ frames without debug info
-  if (filename_as_written.front() == '<') return true;  // <frozen runpy>, <string>, <stdin>, <eval_with_key>.1
+  // <frozen runpy>, <string> (exec'd and generated code: dataclasses, namedtuple), <eval_with_key>.1 (FX) are the
+  // interpreter's or a library's. A notebook cell (<ipython-input-4-0f1e...>, as Colab and IPython before 8 name
+  // them) and code typed at a prompt (<stdin>, <console>) are the user's own lines.
+  if (filename_as_written.front() == '<')
+    return !(filename_as_written.rfind("<ipython-input-", 0) == 0 || filename_as_written == "<stdin>" ||
+             filename_as_written == "<console>");
   std::string buf;
   const std::string_view filename = posix_path(filename_as_written, &buf);
   // Installed packages and the interpreter's own library say "how", not "who": the user's line that called into
@@ -35,12 +40,23 @@ bool is_library_frame(std::string_view name, std::string_view filename_as_writte
   // torch.compile's generated code (Inductor writes it under <tmp>/torchinductor_<user>/) is not a line anyone
   // wrote: the user's line is the compiled module's caller.
   static constexpr std::string_view kLibraryDirs[] = {
-      "/site-packages/", "/dist-packages/", "/torch/", "/lib/python", "/lib64/python", "/usr/lib/", "/torchinductor_",
+      "/site-packages/", "/dist-packages/", "/torch/", "/usr/lib/", "/torchinductor_",
   };
   for (std::string_view d : kLibraryDirs)
     if (contains(filename, d)) return true;
-  // Windows' standard library (lower-cased above): a "lib" folder right under "pythonNNN" (python.org's installer),
-  // under a conda root (anaconda3\Lib\), or under a conda environment (envs\<name>\Lib\).
+  // The standard library: a "lib/pythonX.Y/" folder (or lib64), not any folder that starts with "python" (a
+  // project's own lib/python_utils.py is the user's).
+  for (std::string_view lib : {std::string_view("/lib/python"), std::string_view("/lib64/python")})
+    for (size_t at = filename.find(lib); at != std::string_view::npos; at = filename.find(lib, at + 1)) {
+      const size_t v = at + lib.size(), end = filename.find('/', v);
+      if (end != std::string_view::npos && end > v &&
+          filename.substr(v, end - v).find_first_not_of("0123456789.t") == std::string_view::npos)
+        return true;  // python3.12, python3.13t (free-threaded)
+    }
+  // Windows' standard library (lower-cased above): a "lib" folder right under "pythonNNN" or "pythonNNN-32"
+  // (python.org's installer), under a conda root (anaconda3\Lib\) or environment (envs\<name>\Lib\), under uv's
+  // managed interpreters (uv\python\cpython-3.12.4-windows-x86_64-none\Lib\), pyenv-win's
+  // (pyenv-win\versions\3.11.7\Lib\), or the Microsoft Store's (WindowsApps\PythonSoftwareFoundation.Python.3.12_...).
   if (filename.data() == buf.data()) {
     auto component_before = [&](size_t end) -> std::pair<std::string_view, size_t> {  // the folder ending at `end`
       if (end == 0 || end == std::string_view::npos) return {{}, std::string_view::npos};
@@ -50,8 +66,16 @@ bool is_library_frame(std::string_view name, std::string_view filename_as_writte
     };
     for (size_t at = filename.find("/lib/"); at != std::string_view::npos; at = filename.find("/lib/", at + 1)) {
       const auto [parent, parent_slash] = component_before(at);
-      if (parent.size() > 6 && parent.rfind("python", 0) == 0 &&
-          parent.find_first_not_of("0123456789", 6) == std::string_view::npos)
+      if (parent.size() > 6 && parent.rfind("python", 0) == 0) {
+        std::string_view digits = parent.substr(6);
+        if (digits.size() > 3 && digits.substr(digits.size() - 3) == "-32") digits.remove_suffix(3);
+        if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) return true;
+      }
+      if (parent.rfind("cpython-", 0) == 0 || parent.rfind("pythonsoftwarefoundation.python.", 0) == 0) return true;
+      const auto [grand, grand_slash] = component_before(parent_slash);
+      (void)grand_slash;
+      if (grand == "versions" && !parent.empty() && std::isdigit(static_cast<unsigned char>(parent[0])) &&
+          parent.find_first_not_of("0123456789.") == std::string_view::npos && contains(filename, "/pyenv-win/"))
         return true;
       auto conda_root = [](std::string_view dir) {
         for (std::string_view root : {"anaconda3", "miniconda3", "miniforge3", "mambaforge", "anaconda", "miniconda", ".conda"})
