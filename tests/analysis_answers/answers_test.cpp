@@ -869,7 +869,7 @@ TEST(Big, WrappedRingBufferIsWarnedAndTheLoopIsClean) {
   EXPECT_GT(sum.devices[0].frees_without_alloc, 0u);
   bool wrapped = false;
   for (const auto& w : sum.warnings) {
-    wrapped = wrapped || w.find("ring buffer wrapped") != std::string::npos;
+    wrapped = wrapped || w.find("the ring buffer most likely wrapped (max_entries=1000000)") != std::string::npos;
     EXPECT_EQ(w.find("leak suspected"), std::string::npos) << w;
   }
   EXPECT_TRUE(wrapped);
@@ -1057,6 +1057,22 @@ TEST(LeakRules, AnEvaluationLoopKeepingItsOutputsAfterTrainingIsALeak) {
   }
 }
 
+// pt26_cs336_train starts recording after warm-up with max_entries=1000000 (its script, in PROVENANCE.md's
+// repository) and holds 27,358 events: its 773 frees without allocs are allocations made before recording started.
+// They were blamed on a wrapped ring buffer, which sent users to raise max_entries.
+TEST(SummaryWarnings, FreesOfAllocationsMadeBeforeRecordingAreNotAWrappedBuffer) {
+  const Loaded* l = load("external/pt26_cs336_train");
+  ASSERT_TRUE(l);
+  const Summary sum = summarize(l->s, l->lifetimes, l->ff);
+  bool before = false;
+  for (const auto& w : sum.warnings) {
+    EXPECT_EQ(w.find("ring buffer most likely wrapped"), std::string::npos) << w;
+    before = before || w.find("frees without allocs: those allocations were made before recording started") !=
+                           std::string::npos;
+  }
+  EXPECT_TRUE(before);
+}
+
 // An audit of summary built these (no PyTorch-written file has them): a second free of an address the trace had
 // allocated and freed was also reported as "the ring buffer wrapped", which cannot explain it; trace sizes of 2^63
 // or more (a negative size read as unsigned) had no warning of their own; a device without segments read "peak
@@ -1075,7 +1091,8 @@ TEST(SummaryWarnings, EachOddityIsNamedForWhatItIs) {
     b.event(Action::kFreeCompleted, 0x2000, 512);
     b.event(Action::kFreeCompleted, 0x2000, 512);  // freed twice: not the ring buffer
     const std::string t = text_of(b.s);
-    EXPECT_NE(t.find("1 frees without allocs: the ring buffer wrapped"), std::string::npos) << t;
+    EXPECT_NE(t.find("1 frees without allocs: those allocations were made before recording started"),
+              std::string::npos) << t;
     EXPECT_NE(t.find("1 free(s) on device 0 of an address the trace had already freed"), std::string::npos) << t;
     EXPECT_NE(t.find("peak reserved       unknown"), std::string::npos) << t;
   }
@@ -1096,7 +1113,8 @@ TEST(SummaryWarnings, EachOddityIsNamedForWhatItIs) {
     b.event(Action::kFreeCompleted, 0x1000, 512);
     b.event(Action::kFreeCompleted, 0x2000, 512);
     const std::string t = text_of(b.s);
-    EXPECT_NE(t.find("1 frees without allocs: the ring buffer wrapped"), std::string::npos) << t;
+    EXPECT_NE(t.find("1 frees without allocs: those allocations were made before recording started"),
+              std::string::npos) << t;
     EXPECT_NE(t.find("1 free(s) on device 0 of an address the trace had already freed"), std::string::npos) << t;
   }
   {
