@@ -134,7 +134,12 @@ bool device_option(const std::string& verb, const Args& args, const std::string&
 }
 
 bool answered_without_device(const Lifetimes& all, const DeviceLifetimes& lt) {
-  return lt.event_count > 0 || all.devices.size() == 1;
+  if (lt.event_count > 0 || all.devices.size() == 1) return true;
+  // A file with no trace on any device (history off, or a 2.0 snapshot of segments) answers for every device
+  // from the state it holds, as `summary` does: a two-GPU such file once got "no device with a trace".
+  for (const DeviceLifetimes& d : all.devices)
+    if (d.event_count > 0) return false;
+  return true;
 }
 
 int no_device(const std::string& verb, const std::string& path, const Lifetimes& all, const std::string& device,

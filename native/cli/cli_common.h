@@ -50,8 +50,8 @@ bool parse_count(const std::string& text, uint32_t* out);
 bool device_option(const std::string& verb, const Args& args, const std::string& path, const Lifetimes& all,
                    int64_t* device, bool* given);
 
-// The devices `peak`, `categories` and `export` answer for without --device: every device with a trace, or the one
-// device of a file (its state, when it has no trace). `leaks` needs a trace. One rule, so export's objects are the
+// The devices `peak`, `categories` and `export` answer for without --device: every device with a trace, or, in a
+// file with no trace at all, every device (the state it holds). `leaks` needs a trace. One rule, so export's objects are the
 // verbs' objects.
 bool answered_without_device(const Lifetimes& all, const DeviceLifetimes& lt);
 

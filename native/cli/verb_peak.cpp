@@ -56,6 +56,10 @@ int run_peak(const std::vector<std::string>& argv) {
       return fail("peak: --from " + std::to_string(po.step_begin) + " is past the end of device " +
                   std::to_string(lt.device) + "'s trace (steps 0.." + std::to_string(lt.event_count) + ")" +
                   (args.has("device") ? "" : "; --device picks one device"));
+    if (args.has("to") && po.step_end != UINT32_MAX && po.step_end > lt.event_count)
+      return fail("peak: --to " + std::to_string(po.step_end) + " is past the end of device " +
+                  std::to_string(lt.device) + "'s trace (steps 0.." + std::to_string(lt.event_count) + ")" +
+                  (args.has("device") ? "" : "; --device picks one device"));
     const SegmentTimeline st = build_segment_timeline(s, lt.device);
     const Iterations it = detect_iterations(s, lt);
     auto c = categorize(s, lt, it, ff);

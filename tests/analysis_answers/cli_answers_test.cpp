@@ -224,6 +224,38 @@ TEST(CliAnswers, EmptyAndListOnlyFilesAnswer) {
   EXPECT_NE(missing.err.find("(devices: 1)"), std::string::npos) << missing.err;
 }
 
+// A file without a trace holds one state, the one at the dump: `peak` says so instead of "peak allocated ... at step
+// 0 (+0.000 s)", and answers for every device of such a file (two GPUs once got "no device with a trace"). A trace
+// from PyTorch 2.0/2.1 records no times: no "+0.000 s", and JSON times are null. (An audit of peak, 2026-11-26.)
+TEST(CliAnswers, PeakSaysWhatItMeasured) {
+  const std::string notrace = std::string(ALLOCSCOPE_FIXTURES) + "/external/pt22_attention_2dev.pickle.gz";
+  const CliRun t = run({"peak", notrace});
+  EXPECT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("no trace (memory history was not recorded): the state the snapshot holds, not a peak"),
+            std::string::npos) << t.out;
+  const auto j = json_of(run({"peak", notrace, "--json"}));
+  ASSERT_FALSE(j["devices"].empty());
+  for (const auto& d : j["devices"]) {
+    EXPECT_FALSE(d["traced"].get<bool>());
+    EXPECT_TRUE(d["allocated"]["time_us"].is_null());
+  }
+  // Two devices, segments only: both answered, as summary answers them.
+  clitest::SnapshotBuilder b;
+  b.segment(0x100000000, 0, 2ull << 20, {{2ull << 20, 2ull << 20, BlockState::kActiveAllocated, 0}});
+  b.segment(0x200000000, 0, 2ull << 20, {{2ull << 20, 2ull << 20, BlockState::kActiveAllocated, 0}});
+  b.s.segments.back().device = 1;
+  const std::string two = ::testing::TempDir() + "peak_two_devices_" + std::to_string(getpid()) + ".pickle";
+  ASSERT_TRUE(write_snapshot_file(b.s, two).ok());
+  const auto two_json = json_of(run({"peak", two, "--json"}));
+  std::remove(two.c_str());
+  EXPECT_EQ(two_json["devices"].size(), 2u);
+  const std::string untimed = std::string(ALLOCSCOPE_FIXTURES) + "/external/pt21_select_n_4dev.pickle.gz";
+  const CliRun u = run({"peak", untimed});
+  EXPECT_NE(u.out.find("no times recorded"), std::string::npos) << u.out;
+  EXPECT_EQ(u.out.find("+0.000 s"), std::string::npos) << u.out;
+  for (const auto& d : json_of(run({"peak", untimed, "--json"}))["devices"]) EXPECT_TRUE(d["allocated"]["time_us"].is_null());
+}
+
 // Positions and windows the trace does not have are errors, not the end of the trace or its last step; the peak
 // before the first event is said so (a helper's audit, 2026-11-26, found each of these read silently).
 TEST(CliAnswers, PositionsOutsideTheTraceAreErrors) {
@@ -231,7 +263,8 @@ TEST(CliAnswers, PositionsOutsideTheTraceAreErrors) {
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"state", seed, "--event", "-5"}, {"state", seed, "--step", "-1"},
         {"state", seed, "--event", "3x"}, {"state", seed, "--event", "3", "--step", "4"},
-        {"peak", seed, "--from", "20", "--to", "10"}, {"peak", seed, "--from", "200"}, {"timeline", seed, "--top", "x"},
+        {"peak", seed, "--from", "20", "--to", "10"}, {"peak", seed, "--from", "200"}, {"peak", seed, "--to", "200"},
+        {"timeline", seed, "--top", "x"},
         {"categories", seed, "--at", "200"}, {"categories", seed, "--at", "4294967297"}}) {
     const CliRun r = run(bad);
     EXPECT_NE(r.code, 0) << bad[0] << " " << bad[2] << " " << bad[3] << ": " << r.out;

@@ -15,13 +15,14 @@ export default {
     (async () => {
       const p = (await ctx.call({ method: 'peak', id: f.id, device, top: 25 })).body;
       const ax = (await ctx.call({ method: 'axis', id: f.id, device })).body;
-      const rel = (us) => `+${micros(us - ax.time_first_us)}`;
+      // time_us is null where the trace records no times (PyTorch 2.0 and 2.1).
+      const when = (us) => (us === null || us === undefined ? ' (no times recorded)' : ` at +${micros(us - ax.time_first_us)}`);
       root.append(el('h2', { text: `Peak memory on cuda:${device}` }));
       root.append(el('div', { class: 'cards' },
-        card('Peak allocated (active)', bytes(p.allocated.bytes), `after event ${count(p.allocated.step)} at ${rel(p.allocated.time_us)}`,
+        card('Peak allocated (active)', bytes(p.allocated.bytes), `after event ${count(p.allocated.step)}${when(p.allocated.time_us)}`,
              { 'data-peak-allocated': p.allocated.bytes, 'data-peak-step': p.allocated.step }),
         card('Reserved at that moment', bytes(p.allocated.reserved_then), `${bytes(p.allocated.reserved_then - p.allocated.bytes)} cached but free`),
-        card('Peak reserved', bytes(p.reserved.bytes), `after event ${count(p.reserved.step)} at ${rel(p.reserved.time_us)}`,
+        card('Peak reserved', bytes(p.reserved.bytes), `after event ${count(p.reserved.step)}${when(p.reserved.time_us)}`,
              { 'data-peak-reserved': p.reserved.bytes }),
         card('Alive at the peak', count(p.alive), 'allocations')));
       root.append(el('div', { class: 'toolbar' },

@@ -62,6 +62,9 @@ struct DeviceLifetimes {
   bool alive_at(uint32_t i, uint32_t step) const { return birth_step(i) <= step && step < death_step(i); }
   // Real time of a step: the time_us of the event that produced it (step 0: the first event's time).
   int64_t step_time_us(const Snapshot& s, uint32_t step) const;
+  // Whether the trace records times: PyTorch 2.0's and 2.1's files write time_us 0 on every event, and a time read
+  // from them would look measured.
+  bool timed(const Snapshot& s) const;
   // Real times of an allocation: its alloc event (the first event's time when allocated before the trace) and its
   // free_completed (the last event's time when still alive).
   int64_t alloc_time_us(const Snapshot& s, uint32_t i) const { return step_time_us(s, birth_step(i)); }

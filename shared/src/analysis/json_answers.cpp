@@ -43,11 +43,17 @@ Json group(const Snapshot& s, const LeakGroup& g) {
 }  // namespace
 
 std::string to_json(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p, bool with_tree) {
+  // Times only where the trace records them (null without a trace, or from PyTorch 2.0/2.1); `traced` false: the
+  // numbers are the state the snapshot holds, not a peak over time.
+  const bool timed = lt.timed(s);
   Json j{{"device", p.device},
+         {"traced", lt.event_count > 0},
          {"window", {p.step_begin, p.step_end}},
-         {"allocated", {{"bytes", p.allocated_bytes}, {"step", p.allocated_step}, {"time_us", p.allocated_time_us},
+         {"allocated", {{"bytes", p.allocated_bytes}, {"step", p.allocated_step},
+                        {"time_us", timed ? Json(p.allocated_time_us) : Json(nullptr)},
                         {"reserved_then", p.reserved_at_allocated_peak}}},
-         {"reserved", {{"bytes", p.reserved_bytes}, {"step", p.reserved_step}, {"time_us", p.reserved_time_us}}},
+         {"reserved", {{"bytes", p.reserved_bytes}, {"step", p.reserved_step},
+                       {"time_us", timed ? Json(p.reserved_time_us) : Json(nullptr)}}},
          {"alive", p.alive}};
   Json sites = Json::array();
   for (size_t k = 0; k < p.site.size(); ++k)

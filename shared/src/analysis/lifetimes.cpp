@@ -17,6 +17,10 @@ int64_t DeviceLifetimes::step_time_us(const Snapshot& s, uint32_t step) const {
   return s.events.time_us[event_begin + e];
 }
 
+bool DeviceLifetimes::timed(const Snapshot& s) const {
+  return event_count > 0 && (s.events.time_us[event_begin] != 0 || s.events.time_us[event_begin + event_count - 1] != 0);
+}
+
 uint32_t DeviceLifetimes::peak_step() const {
   if (known_peak_step < total.size()) return known_peak_step;
   return static_cast<uint32_t>(std::max_element(total.begin(), total.end()) - total.begin());

@@ -13,11 +13,20 @@ using namespace text_detail;
 
 std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p) {
   std::string o;
-  o += "device " + std::to_string(p.device) + ": peak allocated " + size(p.allocated_bytes) + " at step " +
-       std::to_string(p.allocated_step) + " (after " + std::to_string(p.allocated_step) + " of " +
-       std::to_string(lt.event_count) + " events, +" + seconds(p.allocated_time_us - lt.step_time_us(s, 0)) + ")";
-  o += ", reserved then " + size(p.reserved_at_allocated_peak) + "\n";
-  o += "          peak reserved  " + size(p.reserved_bytes) + " at step " + std::to_string(p.reserved_step) + "\n";
+  if (lt.event_count == 0) {
+    // No trace: one state, the one the snapshot holds when it was taken, not a peak over time.
+    o += "device " + std::to_string(p.device) + ": no trace (memory history was not recorded): the state the "
+         "snapshot holds, not a peak: allocated " + size(p.allocated_bytes) + ", reserved " + size(p.reserved_bytes) +
+         "\n";
+  } else {
+    const bool timed = lt.timed(s);  // else "+0.000 s" would read as measured
+    o += "device " + std::to_string(p.device) + ": peak allocated " + size(p.allocated_bytes) + " at step " +
+         std::to_string(p.allocated_step) + " (after " + std::to_string(p.allocated_step) + " of " +
+         std::to_string(lt.event_count) + " events, " +
+         (timed ? "+" + seconds(p.allocated_time_us - lt.step_time_us(s, 0)) : std::string("no times recorded")) + ")";
+    o += ", reserved then " + size(p.reserved_at_allocated_peak) + "\n";
+    o += "          peak reserved  " + size(p.reserved_bytes) + " at step " + std::to_string(p.reserved_step) + "\n";
+  }
   if (p.step_begin != 0 || p.step_end + 1 != lt.steps())
     o += "          window: steps " + std::to_string(p.step_begin) + ".." + std::to_string(p.step_end) + "\n";
   o += "\nalive at the peak: " + std::to_string(p.alive) + " allocations\n";
