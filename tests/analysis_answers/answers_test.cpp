@@ -295,6 +295,25 @@ TEST(Categories, BlocksBeforeTheTraceWithFramesAreNotTakenForWeights) {
   EXPECT_GT(kv_rows, 0u);
 }
 
+// Rule 7 reads the trace (a backward pass, or inference); a file without one says nothing of its frameless blocks.
+// pt25_triton_unfold is a kernel benchmark with no model (PROVENANCE.md): its 22 MiB read as parameters. Every
+// trace-less device of the kept external files must leave frameless blocks unknown.
+TEST(Categories, FramelessBlocksOfAFileWithoutATraceAreUnknown) {
+  size_t devices = 0;
+  for (const char* name : {"external/pt25_triton_unfold", "external/pt22_attention_2dev", "external/pt20_opt13b"}) {
+    const Loaded* l = load(name);
+    ASSERT_TRUE(l) << name;
+    for (const DeviceLifetimes& lt : l->lifetimes.devices) {
+      if (lt.event_count) continue;
+      ++devices;
+      const Categories c = categorize(l->s, lt, detect_iterations(l->s, lt), l->ff).value();
+      for (uint32_t i = 0; i < lt.count(); ++i)
+        if (lt.stack[i] == 0) EXPECT_EQ(c.category[i], Category::kUnknown) << name << " row " << i;
+    }
+  }
+  EXPECT_GT(devices, 0u);
+}
+
 // The same structure on every kept file that names Adam or AdamW in its Optimizer.step annotations and holds its
 // parameters at the end: state is twice the parameters, within 0.1% of the bytes and 1% of the allocations.
 // (pt211_cs336_external holds two 8 KiB buffers of a gradient's size, read as parameters: a size cannot tell them

@@ -418,6 +418,9 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   std::unordered_set<uint64_t> long_backward_sizes;
   for (uint32_t i : undecided)
     if (outlives(i)) long_backward_sizes.insert(lt.size[i]);
+  // Without a trace there is neither a backward pass nor an inference to read: a file of segments alone (memory
+  // history off) says nothing of what its frameless blocks are (a benchmark's inputs read as 22 MiB of parameters).
+  if (lt.event_count == 0) pretrace.clear();
   for (uint32_t i : pretrace) {
     if (!undecided.empty() && !long_backward_sizes.count(lt.size[i])) continue;
     out.category[i] = Category::kParameter;
