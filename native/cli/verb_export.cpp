@@ -37,7 +37,7 @@ int run_export(const std::vector<std::string>& argv) {
   const Lifetimes all = build_lifetimes(s);
   const FrameFilter ff(s);
   // Each part is already a JSON document from the shared core; the export only nests them.
-  std::string out = "{\"file\":" + nlohmann::json(args.positional[0]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ",\"summary\":" + to_json(s, summarize(s, all, ff)) + ",\"devices\":[";
+  std::string out = "{\"file\":" + nlohmann::json(args.positional[0]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ",\"summary\":" + to_json(s, summarize(s, all, ff, 5, co)) + ",\"devices\":[";
   bool first = true;
   for (const DeviceLifetimes& lt : all.devices) {
     if (!answered_without_device(all, lt)) continue;  // as `peak` and `categories` leave it out

@@ -124,6 +124,18 @@ TEST(CliAnswers, ExportIsOneDocument) {
   EXPECT_EQ(run({"export", fixture_path("oom")}).code, 1);  // --json is required: the only format
 }
 
+// --rule applies to every answer of the document, its summary included: a rule that makes leak_every3's kept
+// tensors gradients showed them held under devices[].leaks but not in the summary's warnings.
+TEST(CliAnswers, ExportRulesReachTheSummary) {
+  const nlohmann::json j =
+      json_of(run({"export", "--json", fixture_path("leak_shapes/leak_every3"), "--rule", "train\\.py:25=gradient"}));
+  ASSERT_EQ(j["devices"].size(), 1u);
+  ASSERT_FALSE(j["devices"][0]["leaks"]["held"].empty());
+  bool held = false;
+  for (const auto& w : j["summary"]["warnings"]) held = held || w.get<std::string>().find("gradients held") != std::string::npos;
+  EXPECT_TRUE(held) << j["summary"]["warnings"].dump();
+}
+
 // An audit's case: a device with segments but no trace, beside one with a trace. `export` listed it (with a leaks
 // object `leaks` refuses to give) where `peak` and `categories` leave it out; its objects must be the verbs' own.
 TEST(CliAnswers, ExportAnswersForTheDevicesTheVerbsAnswerFor) {

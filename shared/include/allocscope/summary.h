@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "allocscope/categories.h"
 #include "allocscope/frame_filter.h"
 #include "allocscope/lifetimes.h"
 #include "allocscope/owners.h"
@@ -63,7 +64,9 @@ struct Summary {
 };
 
 // Runs every analysis it needs (segment timelines, iterations, categories, leaks, peaks) on the given lifetimes.
-Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilter& ff, uint32_t top_sites = 5);
+// `categories`: user rules (categories.h), as `export --rule` applies them to every answer of the document.
+Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilter& ff, uint32_t top_sites = 5,
+                  const CategoryOptions& categories = {});
 
 // Consistency checks of the file itself (blocks outside their segment, frees of unknown addresses, time going
 // backwards, negative sizes, segments freed twice ...): one sentence per kind of problem, with a count.

@@ -32,7 +32,8 @@ void add_grouped(const std::vector<std::string>& in, const std::string& prefix, 
 
 }  // namespace
 
-Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilter& ff, uint32_t top_sites) {
+Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilter& ff, uint32_t top_sites,
+                  const CategoryOptions& categories) {
   Summary sum;
   sum.segments = s.segments.size();
   sum.blocks = s.blocks.size();
@@ -72,7 +73,7 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
         spare, [&] { st_slot.emplace(build_segment_timeline(s, lt.device)); },
         [&] {
           it_slot.emplace(detect_iterations(s, lt));
-          cats_slot.emplace(categorize(s, lt, *it_slot, ff));  // no user rules: cannot fail
+          cats_slot.emplace(categorize(s, lt, *it_slot, ff, categories));  // rules were checked when parsed
         });
     const SegmentTimeline& st = *st_slot;
     const Iterations& it = *it_slot;
