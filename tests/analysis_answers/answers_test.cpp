@@ -116,6 +116,11 @@ TEST(Leaks, DdpRank1HoardIsALeakAtTheAppendLine) {
   const LeakGroup& g = a.leaks.growing.front();
   EXPECT_EQ(l->s.frames[g.site].line, 13);  // hoard.append(torch.empty(64 << 20, ...))
   EXPECT_EQ(g.bytes_per_iteration, 64ull << 20);
+  // Each iteration's 64 MiB outlives the next one, the one before the last included (it read 0 there: a death step
+  // cannot pass the trace's last step, so "never freed" was never counted as outliving the last region).
+  const auto& survivors = a.leaks.survivor_bytes;
+  ASSERT_GE(survivors.size(), 3u);
+  for (size_t k = 1; k + 1 < survivors.size(); ++k) EXPECT_GE(survivors[k], 64ull << 20) << "region " << k;
 }
 
 // tests/fixtures/leak_shapes: loops whose truth is planted (README.md there). A leak that keeps a tensor every 2nd

@@ -52,7 +52,7 @@ export default {
         verdict = el('div', { class: 'verdict', 'data-leak': 'unjudged', 'data-reason': 'no_iterations', text: 'No repeating iteration found (no optimizer annotations, no periodic allocations): leaks cannot be judged.' });
       } else if (!r.judged) {
         verdict = el('div', { class: r.held.length ? 'verdict warn' : 'verdict', 'data-leak': 'unjudged', 'data-reason': 'too_few',
-          text: `Too few iterations to judge leaks: ${count(n)}, and a trend needs ${count(r.boundaries_needed)} (record more optimizer steps).` +
+          text: `Too few iterations to judge leaks: ${count(n)}, and a trend needs ${count(r.boundaries_needed)} (record more ${it.source === 'annotations' ? 'optimizer steps' : 'iterations of the loop'}).` +
             (r.held.length ? ` ${bytes(heldBytes)} of gradients stay alive across optimizer steps.` : '') });
       } else if (r.held.length) {
         verdict = el('div', { class: 'verdict warn', 'data-leak': 'held' },

@@ -138,7 +138,9 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   for (uint32_t i = 0; i < lt.count(); ++i) {
     const uint32_t birth = lt.birth_step(i), death = lt.death_step(i);
     const uint32_t region = index.region_of(birth);
-    if (region + 1 < regions && death > it.region_end(region + 1)) {
+    // Never freed counts as outliving the next region even when that region runs to the trace's end (a death
+    // step cannot pass the last step: the region before the last always read 0, ddp_rank1's hoard included).
+    if (region + 1 < regions && (lt.free_event[i] == kNoEvent || death > it.region_end(region + 1))) {
       ++r.survivor_count[region];
       r.survivor_bytes[region] += lt.size[i];
     }

@@ -42,7 +42,9 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
   } else if (!r.judged()) {
     o += std::string(r.held.empty() ? "" : "gradients are held across optimizer steps; ") + "too few iterations to " +
          "judge leaks: " + std::to_string(m) + " boundar" + (m == 1 ? "y" : "ies") + ", and a trend needs " +
-         std::to_string(r.boundaries_needed) + " (record more optimizer steps)\n";
+         std::to_string(r.boundaries_needed) +
+         (r.iterations.source == Iterations::Source::kAnnotations ? " (record more optimizer steps)\n"
+                                                                   : " (record more iterations of the loop)\n");
   } else if (!r.held.empty()) {
     o += "no growing leak; gradients are held across optimizer steps\n";
   } else if (!r.released.empty()) {
