@@ -146,6 +146,23 @@ TEST(Leaks, PlantedLeakShapesGetTheirVerdicts) {
   }
 }
 
+// The same shapes recorded on an H200 (tests/fixtures/real_shapes, README there): the verdict, the leak's line and
+// held gradients against what each program did (its label).
+TEST(Leaks, RecordedLeakShapesGetTheirLabels) {
+  for (const char* name : {"leak_every2", "leak_every3", "warmup_cache", "gan_two_adams"}) {
+    const Loaded* l = load(std::string("real_shapes/") + name);
+    ASSERT_TRUE(l) << name;
+    std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/real_shapes/" + name + ".label.json");
+    const nlohmann::json label = nlohmann::json::parse(in);
+    const DeviceAnswers a = answers(*l, traced_device(*l));
+    EXPECT_EQ(a.it.source, Iterations::Source::kAnnotations) << name;
+    EXPECT_EQ(a.leaks.leak_suspected(), label["leak"].get<bool>()) << name << ": " << to_text(l->s, a.leaks);
+    if (label["leak"].get<bool>() && !a.leaks.growing.empty())
+      EXPECT_EQ(l->s.frames[a.leaks.growing.front().site].line, label["leak_line"].get<int64_t>()) << name;
+    EXPECT_EQ(!a.leaks.held.empty(), label["held"].get<bool>()) << name << ": " << to_text(l->s, a.leaks);
+  }
+}
+
 // Without Optimizer.step annotations (PyTorch before 2.5, or no torch.optim), iterations are guessed from a stack
 // that repeats. Moving a model's six parameters with .cuda() is one stack six times in a row before training: it
 // once marked six "iterations" at the first six events and made three healthy loops (tests/fixtures/

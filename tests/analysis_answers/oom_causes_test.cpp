@@ -388,6 +388,26 @@ TEST(OomRules, APrivatePoolsFreeBlocksServeOnlyItsOwnAllocations) {
   }
 }
 
+// The same recorded on an H200 (tests/fixtures/real_shapes/oom_graph_pool): an 8 GiB block free in a live graph's
+// private pool, and an eager 4 GiB request that failed anyway. PyTorch's own message counts the 8 GiB as "allocated
+// in private pools" and what the request could have used as "reserved by PyTorch but unallocated".
+TEST(OomRules, ARecordedOomBesideAGraphsPoolBlamesTheGraphsMemory) {
+  const Loaded* l = load("real_shapes/oom_graph_pool");
+  ASSERT_TRUE(l);
+  std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/real_shapes/oom_graph_pool.label.json");
+  const nlohmann::json label = nlohmann::json::parse(in);
+  const auto reports = analyze_ooms(l->s, l->lifetimes);
+  ASSERT_EQ(reports.size(), 1u);
+  const OomReport& r = reports[0];
+  EXPECT_EQ(oom_cause_name(r.cause), label["cause"].get<std::string>()) << r.advice;
+  EXPECT_FALSE(r.request_in_private_pool);
+  EXPECT_GE(r.free_other_mempools, label["graph_free_block"].get<uint64_t>());
+  std::smatch m;
+  const std::string error = label["error"].get<std::string>();
+  ASSERT_TRUE(std::regex_search(error, m, std::regex(R"(and ([0-9.]+) MiB is reserved by PyTorch but unallocated)")));
+  EXPECT_NEAR(static_cast<double>(r.usable_free + r.free_other_streams) / (1 << 20), std::stod(m[1]), 0.01);
+}
+
 // pt28 device 1 ran with expandable segments; a 2 MiB small-pool segment (segment_type 'small') has 558,592 free
 // bytes in ten holes that its 4.9 GiB request could not use. An independent replay of the file (plain Python from
 // the format, the audit's oracle) gives 138,832,384 usable bytes of 139,390,976 cached free.
