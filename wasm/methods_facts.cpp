@@ -47,7 +47,7 @@ Answer info(const Request&, std::span<Loaded* const> files) {
   json devices = json::array();
   for (size_t d = 0; d < s.devices.size(); ++d) {
     const DeviceTrace& t = s.devices[d];
-    json dj{{"device", t.device}, {"events", t.count()}};
+    json dj{{"device", t.device}, {"events", t.count()}, {"timed", records_times(s.events, t.begin, t.end)}};
     if (t.count()) {
       auto first = s.events.time_us.begin() + t.begin, last = s.events.time_us.begin() + t.end;
       dj["time_min_us"] = *std::min_element(first, last);

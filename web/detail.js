@@ -20,11 +20,13 @@ export function allocationCard(a, opts) {
   if (a.block_size && a.block_size !== a.size) row('block', `${bytes(a.block_size)} (allocator rounding ${bytes(a.block_size - a.size)})`);
   if (a.category) row('category', a.category);
   row('stream', String(a.stream));
+  // opts.timed false: the trace records no times (PyTorch 2.0, 2.1), so none is shown.
   const rel = (us) => (opts.timeFirst !== undefined ? `+${micros(us - opts.timeFirst)}` : micros(us));
+  const at = (us) => (opts.timed === false ? '' : ` at ${rel(us)}`);
   const seg = a.kind === 'segment';
   if (seg) row('expandable', a.expandable ? 'yes (mapped and unmapped in pieces)' : 'no');
-  row(seg ? 'mapped' : 'allocated', a.origin === 'traced' ? `event ${count(a.birth_step - 1)} at ${rel(a.birth_us)}` : a.origin);
-  row(seg ? 'released' : 'freed', a.death_us !== undefined ? `event ${count(a.death_step - 1)} at ${rel(a.death_us)}`
+  row(seg ? 'mapped' : 'allocated', a.origin === 'traced' ? `event ${count(a.birth_step - 1)}${at(a.birth_us)}` : a.origin);
+  row(seg ? 'released' : 'freed', a.death_us !== undefined ? `event ${count(a.death_step - 1)}${at(a.death_us)}`
                                                          : seg ? 'still reserved at snapshot' : 'still alive at snapshot');
   if (a.compile_context) row('compile context', a.compile_context);
   if (a.user_metadata) row('user metadata', a.user_metadata);

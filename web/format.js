@@ -2,12 +2,33 @@
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
 
 export function bytes(n) {
+  if (n === null || n === undefined || Number.isNaN(Number(n))) return '?';
   const neg = n < 0;
   let v = Math.abs(Number(n));
   let u = 0;
   while (v >= 1024 && u < UNITS.length - 1) { v /= 1024; ++u; }
-  const s = u === 0 ? String(v) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+  // Bytes are whole numbers (an average of them, a median, is rounded as the CLI rounds it).
+  const s = u === 0 ? String(Math.round(v)) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
   return `${neg ? '-' : ''}${s} ${UNITS[u]}`;
+}
+
+// A step as the CLI says it: step S is the state after S events (`state --step S`, "after 4 of 33 events"), while
+// "event E" names one event, counted from 0 (`state --event E`). "after event S" read one event late.
+export function afterEvents(step, total) {
+  if (step === 0) return 'before the first event';
+  return total === undefined ? `after ${count(step)} events` : `after ${count(step)} of ${count(total)} events`;
+}
+
+// Whether a device's trace records times (the core's `timed`, from `records_times`): PyTorch 2.0's and 2.1's
+// files write 0 on every event, and "+0 µs" would read as measured.
+export function deviceTimed(info, device) {
+  const d = info && info.devices ? info.devices.find((x) => x.device === device) : null;
+  return !d || d.timed !== false;
+}
+
+// A time since the trace's first event, or what an untimed trace has instead.
+export function since(us, first, timed = true) {
+  return timed ? `+${micros(us - first)}` : 'no times recorded';
 }
 
 export function signedBytes(n) { return (n > 0 ? '+' : '') + bytes(n); }

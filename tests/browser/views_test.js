@@ -72,6 +72,20 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   ok(await page.isVisible('#help'), '? opens the keyboard help');
   await page.keyboard.press('Escape');
 
+  // PyTorch 2.1 records no times (every time_us is 0): the time axis is off, and the state view says so instead of
+  // "+0 µs" (a review of the viewer, 2026-11-26).
+  eq(await open(['external/pt21_select_n_4dev.pickle.gz'], 'timeline'), 'ready', 'an untimed trace\'s timeline reaches ready');
+  ok(await page.evaluate(() => [...document.querySelectorAll('button')].some((b) => /Axis:/.test(b.textContent) && b.disabled)),
+     'an untimed trace offers no time axis');
+  await page.keyboard.press('t');
+  await page.waitForTimeout(300);
+  ok(!/axis=time/.test(await page.evaluate(() => location.hash)), 't does not switch an untimed trace to a time axis');
+  eq(await open(['external/pt21_select_n_4dev.pickle.gz'], 'state'), 'ready', 'an untimed trace\'s state view reaches ready');
+  await page.keyboard.press('ArrowRight');
+  await page.waitForTimeout(500);
+  const stateText = await page.evaluate(() => document.body.textContent);
+  ok(/no times recorded/.test(stateText) && !/\+0 µs/.test(stateText), 'the state view says the trace records no times');
+
   // Segments, allocator state, flame graph.
   eq(await open(['expandable_segments.pickle'], 'segments'), 'ready', 'segment timeline reaches ready');
   await page.waitForTimeout(300);

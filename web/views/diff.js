@@ -2,7 +2,7 @@
 // window, zoom and pan linked, hover/pin with the full stack, search marks and annotation strips as in the single-file
 // timeline), reserved and live memory side by side, the stacks whose live memory changed most, and the segments
 // present in only one file (PyTorch's `compare` rule).
-import { bytes, count, el, micros, signedBytes } from '../format.js';
+import { afterEvents, bytes, count, deviceTimed, el, micros, since, signedBytes } from '../format.js';
 import { fitCanvas, theme, onResize } from '../canvas.js';
 import { Zoom, latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
@@ -205,10 +205,11 @@ export default {
         ctx.detail(el('div', { 'data-detail-panel': p.which.toLowerCase() },
           el('div', { class: 'fine', text: `${p.which}: ${p.f.name} · cuda:${p.device}` }),
           allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, search: st.search, timeFirst: p.axis.time_first_us,
+                              timed: deviceTimed(p.f.info, p.device),
                               onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) })));
       } else if (h) {
         ctx.detail(el('div', null, el('strong', { text: `${p.which}: ${bytes(h.total)} active` }),
-          el('div', { class: 'fine', text: `after event ${count(h.step)} (+${micros(h.time_us - p.axis.time_first_us)})` })));
+          el('div', { class: 'fine', text: `${afterEvents(h.step)} (${since(h.time_us, p.axis.time_first_us, deviceTimed(p.f.info, p.device))})` })));
       } else ctx.detail(null);
     }
 
@@ -298,7 +299,7 @@ export default {
         p.strip = new Strip(p.f.info.annotations, p.device);
         p.peak.replaceChildren(el('span', { class: 'fine', text: 'peak ' }),
           el('strong', { 'data-peak-bytes': mv.peak_active_bytes, title: `${count(mv.peak_active_bytes)} bytes` }, bytes(mv.peak_active_bytes)),
-          el('span', { class: 'fine', text: ` at event ${count(mv.peak_step)} · ${count(mv.allocations)} allocations` }));
+          el('span', { class: 'fine', text: ` ${afterEvents(mv.peak_step)} · ${count(mv.allocations)} allocations` }));
       }
       if (destroyed) return;
       // A file without a trace keeps its place, with a message instead of an empty plot.

@@ -1,6 +1,6 @@
 // Flame graph of live memory at one event (the peak by default, or the event picked in a timeline / state view):
 // an icicle chart, outermost frame on top, widths in bytes; click zooms into a frame, hover tells its bytes.
-import { bytes, count, el, micros } from '../format.js';
+import { afterEvents, bytes, count, deviceTimed, el, since } from '../format.js';
 import { fitCanvas, theme, colour, onResize } from '../canvas.js';
 import { searchRegex } from '../detail.js';
 
@@ -41,8 +41,8 @@ export default {
       focus = 0;
       stepInput.value = String(data.body.step);
       filterBtn.textContent = st.filterFrames ? 'show all frames' : 'hide internals';
-      info.textContent = `${bytes(data.body.total)} in ${count(data.body.allocations)} live allocations after event ` +
-        `${count(data.body.step)} (+${micros(data.body.time_us - data.body.time_first_us)})` +
+      info.textContent = `${bytes(data.body.total)} in ${count(data.body.allocations)} live allocations ` +
+        `${afterEvents(data.body.step)} (${since(data.body.time_us, data.body.time_first_us, deviceTimed(f.info, device))})` +
         (data.body.step === data.body.peak_step ? ' — the peak' : '');
       info.dataset.total = data.body.total;
       ctx.set({ step: data.body.step }, { quiet: true });

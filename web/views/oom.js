@@ -69,7 +69,10 @@ export default {
                 { 'data-oom-mempools': o.free_other_mempools })
             : null,
           card('GPU', o.gpu_total ? bytes(o.gpu_total) : '?', gpuNote),
-          card('Held outside PyTorch', `${o.gpu_inferred ? '≥ ' : ''}${bytes(o.held_outside)}`, 'GPU − reserved − driver free'),
+          // Without a GPU size (larger than any we know) there is no "held outside" to give, as the CLI leaves it out.
+          o.gpu_total ? card('Held outside PyTorch', `${o.gpu_inferred ? '≥ ' : ''}${bytes(o.held_outside)}`, 'GPU − reserved − driver free') : null,
+          o.captured_outside ? card('Captured outside PyTorch', bytes(o.captured_outside.bytes),
+            o.captured_outside.by_owner.map((w) => `${w.label} ${bytes(w.bytes)}`).join(', ')) : null,
           o.expandable_segments ? card('expandable_segments', 'on') : null));
         body.append(el('div', { class: 'toolbar' },
           el('button', { type: 'button', onclick: () => ctx.go('state', { device: o.device, step: o.event }) }, 'Allocator state just before'),

@@ -1,6 +1,6 @@
 // Peak: when active memory was highest, what was alive then by category, by allocation site and by size, with
 // links to the flame graph and the allocator state at that moment.
-import { bytes, count, el, micros } from '../format.js';
+import { afterEvents, bytes, count, el, micros } from '../format.js';
 import { categoryBar, siteText, stackList, card } from './widgets.js';
 
 export default {
@@ -19,10 +19,10 @@ export default {
       const when = (us) => (us === null || us === undefined ? ' (no times recorded)' : ` at +${micros(us - ax.time_first_us)}`);
       root.append(el('h2', { text: `Peak memory on cuda:${device}` }));
       root.append(el('div', { class: 'cards' },
-        card('Peak allocated (active)', bytes(p.allocated.bytes), `after event ${count(p.allocated.step)}${when(p.allocated.time_us)}`,
+        card('Peak allocated (active)', bytes(p.allocated.bytes), `${afterEvents(p.allocated.step)}${when(p.allocated.time_us)}`,
              { 'data-peak-allocated': p.allocated.bytes, 'data-peak-step': p.allocated.step }),
-        card('Reserved at that moment', bytes(p.allocated.reserved_then), `${bytes(p.allocated.reserved_then - p.allocated.bytes)} cached but free`),
-        card('Peak reserved', bytes(p.reserved.bytes), `after event ${count(p.reserved.step)}${when(p.reserved.time_us)}`,
+        card('Reserved at that moment', bytes(p.allocated.reserved_then), 'held by the allocator at the allocated peak (the State view splits it: blocks, free, rounding)'),
+        card('Peak reserved', bytes(p.reserved.bytes), `${afterEvents(p.reserved.step)}${when(p.reserved.time_us)}`,
              { 'data-peak-reserved': p.reserved.bytes }),
         card('Alive at the peak', count(p.alive), 'allocations')));
       root.append(el('div', { class: 'toolbar' },
@@ -44,7 +44,7 @@ export default {
       p.largest.forEach((a, i) => {
         const tr = el('tr', { class: 'clickable', title: 'show details' },
           el('td', { class: 'num', text: bytes(a.size) }),
-          el('td', { class: 'fine', text: `events ${a.birth_step === 0 ? 'before trace' : count(a.birth_step)} – ${a.death_step === null ? 'end' : count(a.death_step)}` }),
+          el('td', { class: 'fine', text: `events ${a.birth_step === 0 ? 'before trace' : count(a.birth_step - 1)} – ${a.death_step === null ? 'end' : count(a.death_step - 1)}` }),
           el('td', { text: a.category || '' }),
           el('td', { class: 'mono', text: siteText(a) }));
         tr.addEventListener('click', async () => {

@@ -1,6 +1,6 @@
 // Allocator State History: the caching allocator's segments and blocks after any event, as an address-ordered memory
 // map wrapped into rows; a scrubber and arrow keys move through events; hover shows the block and its stack.
-import { bytes, count, el, micros } from '../format.js';
+import { afterEvents, bytes, count, deviceTimed, el, since } from '../format.js';
 import { fitCanvas, theme, colour, onResize } from '../canvas.js';
 import { latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
@@ -55,9 +55,9 @@ export default {
 
     function render() {
       const b = data.body;
-      stepLabel.textContent = `event ${count(b.step)} of ${count(b.steps - 1)}`;
+      stepLabel.textContent = afterEvents(b.step, b.steps - 1);
       eventLabel.textContent = b.event
-        ? `${b.event.action} ${bytes(b.event.size)} at ${b.event.address} · +${micros(b.time_us - timeFirst)}`
+        ? `${b.event.action} ${bytes(b.event.size)} at ${b.event.address} · ${since(b.time_us, timeFirst, deviceTimed(f.info, device))}`
         : 'before the first event';
       sums.replaceChildren(card('reserved', b.reserved_bytes, 'reserved'), card('allocated (blocks)', b.allocated_bytes, 'allocated'),
         card('requested', b.requested_bytes, 'requested'), card('pending free', b.pending_free_bytes, 'pending'),
@@ -170,7 +170,8 @@ export default {
       const a = await ctx.call({ method: 'allocation', id: f.id, device, row });
       if (hover !== i) return;
       ctx.detail(allocationCard(Object.assign(a.body, { block_size: data.blobs.blk_size[i] }),
-        { filter: st.filterFrames, search: st.search, timeFirst, onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) }));
+        { filter: st.filterFrames, search: st.search, timeFirst, timed: deviceTimed(f.info, device),
+          onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) }));
     }
 
     function onKey(e) {

@@ -1,7 +1,7 @@
 // Active Memory Timeline: every allocation as a stacked band (laid out by the core for the current window and pixel
 // grid), event or time axis, minimap, zoom/pan by mouse and keys, annotations, hover/pin with the full stack, and
 // search highlighting.
-import { bytes, count, el, micros } from '../format.js';
+import { afterEvents, bytes, count, deviceTimed, el, micros, since } from '../format.js';
 import { fitCanvas, theme, onResize } from '../canvas.js';
 import { Zoom, latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
@@ -33,7 +33,9 @@ export function timelineView(kind) {
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();
+    const timed = deviceTimed(f.info, device);
     const st = ctx.state;
+    if (!timed && st.axis === 'time') ctx.set({ axis: 'event', window: null }, { quiet: true });
     const peakLabel = el('span', { class: 'peak' });
     const axisBtn = el('button', { type: 'button', title: 'event axis ↔ time axis (t)' });
     const colourBtn = el('button', { type: 'button', title: 'colour each allocation, or by category (c)' });
@@ -321,11 +323,11 @@ export function timelineView(kind) {
         if (hover) {
           const h = hover.answer;
           ctx.detail(el('div', null, el('strong', { text: `${bytes(h.total)} active` }),
-            el('div', { class: 'fine', text: `after event ${count(h.step)} (+${micros(h.time_us - axisInfo.time_first_us)})` })));
+            el('div', { class: 'fine', text: `${afterEvents(h.step)} (${since(h.time_us, axisInfo.time_first_us, timed)})` })));
         } else ctx.detail(null);
         return;
       }
-      ctx.detail(allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, search: st.search,
+      ctx.detail(allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, search: st.search, timed,
                                      timeFirst: axisInfo.time_first_us,
                                      onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) }));
     }
@@ -365,13 +367,13 @@ export function timelineView(kind) {
         const d = await ctx.call({ method: K.draw, id: f.id, device, x0: 0, x1: axisInfo.steps, width: 1, height: 1 });
         peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak reserved ' }),
           el('strong', { 'data-peak-reserved': d.body.peak_bytes, title: `${count(d.body.peak_bytes)} bytes` }, bytes(d.body.peak_bytes)),
-          el('span', { class: 'fine', text: ` at event ${count(d.body.peak_step)}` }));
+          el('span', { class: 'fine', text: ` ${afterEvents(d.body.peak_step)}` }));
       } else {
         const mv = await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false });
         peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak ' }),
           el('strong', { 'data-peak-bytes': mv.body.peak_active_bytes, title: `${count(mv.body.peak_active_bytes)} bytes` },
              bytes(mv.body.peak_active_bytes)),
-          el('span', { class: 'fine', text: ` at event ${count(mv.body.peak_step)} · ${count(mv.body.allocations)} allocations` }));
+          el('span', { class: 'fine', text: ` ${afterEvents(mv.body.peak_step)} · ${count(mv.body.allocations)} allocations` }));
       }
     }
     let headlineShown = false;
@@ -423,6 +425,7 @@ export function timelineView(kind) {
     }
 
     function toggleAxis() {
+      if (!timed && st.axis !== 'time') return;  // no times to draw on: the event axis only
       ctx.set({ axis: st.axis === 'time' ? 'event' : 'time', window: null }, { quiet: true });
       axisBtn.textContent = st.axis === 'time' ? 'Axis: time' : 'Axis: events';
       makeZoom(null);
@@ -432,6 +435,10 @@ export function timelineView(kind) {
       if (whatif) loadWhatif().catch((e) => ctx.fail(e));  // its buckets' positions on the other axis
     }
     axisBtn.addEventListener('click', toggleAxis);
+    if (!timed) {
+      axisBtn.disabled = true;
+      axisBtn.title = 'this trace records no times (PyTorch 2.0 and 2.1 write none): events only';
+    }
     function toggleColour() {
       byCategory = !byCategory;
       colourBtn.textContent = byCategory ? 'Colour: category' : 'Colour: allocation';

@@ -172,6 +172,12 @@ struct DeviceTrace {
   uint32_t count() const { return end - begin; }
 };
 
+// Whether the trace rows [begin, end) record times: PyTorch 2.0's and 2.1's files write time_us 0 on every event,
+// and a time read from them would look measured. The one rule for "no times recorded", wherever it is said.
+inline bool records_times(const EventColumns& events, uint32_t begin, uint32_t end) {
+  return end > begin && (events.time_us[begin] != 0 || events.time_us[end - 1] != 0);
+}
+
 // One entry of a PyTorch 2.0 block's `history` (the allocations that block held, newest first).
 struct BlockHistory {
   uint64_t addr = 0;

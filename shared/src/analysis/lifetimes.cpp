@@ -18,7 +18,7 @@ int64_t DeviceLifetimes::step_time_us(const Snapshot& s, uint32_t step) const {
 }
 
 bool DeviceLifetimes::timed(const Snapshot& s) const {
-  return event_count > 0 && (s.events.time_us[event_begin] != 0 || s.events.time_us[event_begin + event_count - 1] != 0);
+  return records_times(s.events, event_begin, event_begin + event_count);
 }
 
 uint32_t DeviceLifetimes::peak_step() const {
