@@ -76,7 +76,7 @@ int run_state(const std::vector<std::string>& argv) {
                           {"rounding_waste_bytes", a.rounding_waste_bytes},
                           {"inactive_bytes", a.inactive_bytes},
                           {"segments", segs}};
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   auto fs = [](uint64_t v) { return memviz::format_size(v); };

@@ -127,7 +127,7 @@ int run_timeline(const std::vector<std::string>& argv) {
     }
     nlohmann::json out = {{"source", "allocscope timeline --memoryviz (PyTorch MemoryViz.js process_alloc_data)"},
                           {"devices", devices}};
-    std::printf("%s\n", out.dump().c_str());
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   nlohmann::json out = nlohmann::json::array();
@@ -136,7 +136,7 @@ int run_timeline(const std::vector<std::string>& argv) {
   // An empty file says why there is nothing to show (its JSON stays the empty list of devices).
   if (out.empty() && !args.has("json")) return no_device("timeline", args.positional[0], lt, "", false);
   if (args.has("json")) {
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     for (const auto& j : out) print_text(j);
   }

@@ -268,6 +268,17 @@ TEST(CliAnswers, PeakSaysWhatItMeasured) {
   for (const auto& d : json_of(run({"peak", untimed, "--json"}))["devices"]) EXPECT_TRUE(d["allocated"]["time_us"].is_null());
 }
 
+// A frame name with a lone surrogate (Python writes it; the loader keeps it) once made the JSON of `timeline` and
+// `state` abort on invalid UTF-8: every --json verb replaces what UTF-8 cannot say.
+TEST(CliAnswers, JsonOfAnyFrameNameIsWritten) {
+  const std::string f = std::string(ALLOCSCOPE_FIXTURES) + "/hostile_valid/surrogate_frame.pickle";
+  for (const char* verb : {"timeline", "state", "summary", "peak", "export", "leaks", "categories"}) {
+    const CliRun r = run({verb, f, "--json"});
+    EXPECT_TRUE(r.code == 0 || (r.code == 3 && std::string(verb) == "leaks")) << verb << ": " << r.err;
+    EXPECT_NO_THROW((void)nlohmann::json::parse(r.out)) << verb;
+  }
+}
+
 // Positions and windows the trace does not have are errors, not the end of the trace or its last step; the peak
 // before the first event is said so (a helper's audit, 2026-11-26, found each of these read silently).
 TEST(CliAnswers, PositionsOutsideTheTraceAreErrors) {

@@ -234,5 +234,22 @@ TEST(Regressions, StreamFinishWithoutStop) {
   }
 }
 
+// 15-17. Files CPython's pickle loads that the loader mishandled (an audit, 2026-11-26; written by
+//     tests/fixtures/generators/gen_hostile_valid.py into tests/fixtures/hostile_valid):
+//     - an unknown key whose value is one list shared by every entry: recycling the first entry freed the list and
+//       cleared its memo slot, so the second entry's BINGET was refused as "never stored";
+//     - an 'action' key added to a segment or a block turned it into a trace row: "0 segments", with no warning;
+//     - a frame name with a lone surrogate made `timeline --json` and `state --json` abort (tested in the CLI tests).
+TEST(Regressions, ValidPicklesTheLoaderMishandled) {
+  for (const char* name : {"shared_unknown_list", "segment_actionkey", "block_actionkey", "surrogate_frame"}) {
+    auto r = allocscope::load_snapshot_file(std::string(ALLOCSCOPE_FIXTURES) + "/hostile_valid/" + name + ".pickle");
+    ASSERT_TRUE(r.ok()) << name << ": " << r.error().describe();
+    const allocscope::Snapshot& s = r.value();
+    EXPECT_EQ(s.segments.size(), 1u) << name;
+    EXPECT_EQ(s.blocks.size(), 2u) << name;
+    EXPECT_EQ(s.events.size_rows(), 5u) << name;
+  }
+}
+
 }  // namespace
 }  // namespace hostile

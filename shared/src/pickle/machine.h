@@ -262,6 +262,16 @@ class Machine {
         if (c.is_container() && c.payload < im_.nodes.size()) {
           Node& cn = im_.nodes[c.payload];
           if (!cn.free && !cn.shared && cn.gen == c.aux) {
+            // A child the memo still holds may be referenced again by a later BINGET (an unknown key's list shared
+            // by every entry, `tags=T`: CPython loads it, and recycling it here made that BINGET "never stored").
+            // It stays, as one shared through the memo does.
+            if (cn.memo_slot < im_.memo.size()) {
+              const Value m = im_.memo.get(cn.memo_slot);
+              if (m.is_container() && m.payload == c.payload && m.aux == cn.gen) {
+                cn.shared = true;
+                continue;
+              }
+            }
             cn.consumed = true;  // unreachable once its parent is gone (it was never referenced again)
             im_.to_recycle.push_back(static_cast<uint32_t>(c.payload));
           }

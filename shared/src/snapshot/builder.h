@@ -56,7 +56,12 @@ class Builder : public pickle::Consumer {
         {keys_.action, kAction},   {keys_.addr, kAddr},       {keys_.device_free, kAddr},
         {keys_.size, kSize},       {keys_.stream, kStream},   {keys_.time_us, kTime},
         {keys_.frames, kFrames},   {keys_.compile_context, kCompileContext},
-        {keys_.user_metadata, kUserMetadata}};
+        {keys_.user_metadata, kUserMetadata},
+        // Keys of segments, blocks, history entries and annotations, never of a trace entry: a dict holding one is
+        // not an entry even if a writer added an 'action' key to it (an audit: such a segment became a row, and the
+        // file read "0 segments").
+        {keys_.address, kNotEntry}, {keys_.total_size, kNotEntry}, {keys_.blocks, kNotEntry},
+        {keys_.state, kNotEntry},   {keys_.real_size, kNotEntry},  {keys_.stage, kNotEntry}};
     for (auto [id, f] : fields)
       if (id < kFieldTable) field_[id] = f;
   }
@@ -110,6 +115,7 @@ class Builder : public pickle::Consumer {
     if (key || items.empty() || !has_key(items, keys_.action)) return false;
     auto row = add_row(r, items, offset);
     if (!row.ok()) return row.error();
+    if (row.value() == kNotARow) return false;  // the tree walk reads it as what its keys say
     *out = Value::handle(kRowHandle, row.value());
     return true;
   }
@@ -172,6 +178,8 @@ class Builder : public pickle::Consumer {
     StringId cc = 0, um = 0;
     EntryKey order[kMaxEntryKeys];
     size_t n_keys = 0;
+    StringId unknown[kMaxEntryKeys];  // counted once the dict is known to be an entry
+    size_t n_unknown = 0;
     for (size_t i = 0; i + 1 < items.size(); i += 2) {
       const Value& k = items[i];
       const Value& v = items[i + 1];
@@ -216,9 +224,13 @@ class Builder : public pickle::Consumer {
           break;
         case kCompileContext: cc = text_of(r, v); break;
         case kUserMetadata: um = text_of(r, v); break;
-        case kOther: ++unknown_[key]; break;
+        case kOther:
+          if (n_unknown < kMaxEntryKeys) unknown[n_unknown++] = key;
+          break;
+        case kNotEntry: return kNotARow;
       }
     }
+    for (size_t u = 0; u < n_unknown; ++u) ++unknown_[unknown[u]];
     e.action.push_back(action);
     e.addr.push_back(addr);
     e.size.push_back(size);
@@ -280,10 +292,14 @@ class Builder : public pickle::Consumer {
   Setting to_setting(const pickle::Reader& r, const Value& v, int depth);
 
   // Trace entry keys are interned first, so their ids are small: a table maps id -> field without comparisons.
-  enum Field : uint8_t { kOther, kAction, kAddr, kSize, kStream, kTime, kFrames, kCompileContext, kUserMetadata };
+  enum Field : uint8_t {
+    kOther, kAction, kAddr, kSize, kStream, kTime, kFrames, kCompileContext, kUserMetadata, kNotEntry
+  };
+  static constexpr uint32_t kNotARow = UINT32_MAX;  // add_row: the dict has a key no trace entry has
   static constexpr EntryKey kEntryKeyOf[] = {EntryKey::kOther,  EntryKey::kAction, EntryKey::kAddr,
                                              EntryKey::kSize,   EntryKey::kStream, EntryKey::kTimeUs,
-                                             EntryKey::kFrames, EntryKey::kCompileContext, EntryKey::kUserMetadata};
+                                             EntryKey::kFrames, EntryKey::kCompileContext, EntryKey::kUserMetadata,
+                                             EntryKey::kOther};
   static constexpr uint32_t kFieldTable = 64;
   Field field_[kFieldTable] = {};
   Field field_of(StringId key) const { return key < kFieldTable ? field_[key] : kOther; }
