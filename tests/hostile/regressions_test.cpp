@@ -7,6 +7,10 @@
 #include <limits>
 
 #include "hostile.h"
+#include "allocscope/frame_filter.h"
+#include "allocscope/lifetimes.h"
+#include "allocscope/peak.h"
+#include "../cli/synthetic.h"
 
 // Skips a reproducer of an open bug unless HOSTILE_RUN_KNOWN_BUGS is set (to check a fix, or to see the failure).
 #define KNOWN_BUG(why)                                                          \
@@ -249,6 +253,57 @@ TEST(Regressions, ValidPicklesTheLoaderMishandled) {
     EXPECT_EQ(s.blocks.size(), 2u) << name;
     EXPECT_EQ(s.events.size_rows(), 5u) << name;
   }
+}
+
+// 18. Every per-device answer walks the file's segments: 100,000 devices of one segment each (a 1.3 MB file) made
+//     `summary` run for minutes. PyTorch numbers a process's GPUs with an int8 (c10::DeviceIndex), so a segment or a
+//     trace beyond ordinal 127 is refused, naming where.
+TEST(Regressions, DeviceOrdinalsBeyondAProcessAreRefused) {
+  {
+    clitest::SnapshotBuilder b;
+    b.segment(0x100000000, 0, 2 << 20, {{2 << 20, 2 << 20, allocscope::BlockState::kActiveAllocated, 0}});
+    b.s.segments.back().device = 128;
+    auto r = load_snapshot(allocscope::write_snapshot(b.s));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("segment 'device' is 128"), std::string::npos) << r.error().describe();
+    EXPECT_NE(r.error().offset, allocscope::Error::kNoOffset);
+  }
+  {
+    clitest::SnapshotBuilder b;
+    for (int d = 0; d <= 128; ++d) b.device();
+    b.event(allocscope::Action::kAlloc, 0x1000, 512);
+    auto r = load_snapshot(allocscope::write_snapshot(b.s));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("device 128"), std::string::npos) << r.error().describe();
+  }
+  {  // ordinal 127 is a device like any other
+    clitest::SnapshotBuilder b;
+    for (int d = 0; d <= 127; ++d) b.device();
+    b.event(allocscope::Action::kAlloc, 0x1000, 512);
+    EXPECT_TRUE(load_snapshot(allocscope::write_snapshot(b.s)).ok());
+  }
+}
+
+// 19. The flame tree walked each live row's stack: 50,000 allocations sharing one 200,000-frame stack (a small
+//     file: the stack is one memoized list) was 10^10 steps. Rows sharing a stack now walk it once; under the
+//     suite's 300 s timeout the old walk could not finish.
+TEST(Regressions, RowsSharingADeepStackWalkItOnce) {
+  clitest::SnapshotBuilder b;
+  std::vector<std::tuple<std::string, std::string, int64_t>> frames;
+  for (int k = 0; k < 200000; ++k) frames.emplace_back("f", "model.py", k % 50);
+  const allocscope::StackId st = b.stack(frames);
+  b.device();
+  for (uint64_t k = 0; k < 50000; ++k) b.event(allocscope::Action::kAlloc, 0x100000 + k * 512, 512, st);
+  const allocscope::Lifetimes lts = allocscope::build_lifetimes(b.s);
+  ASSERT_EQ(lts.devices.size(), 1u);
+  const allocscope::DeviceLifetimes& lt = lts.devices[0];
+  std::vector<uint32_t> rows(lt.count());
+  for (uint32_t i = 0; i < lt.count(); ++i) rows[i] = i;
+  const allocscope::FrameFilter ff(b.s);
+  const allocscope::FlameTree t = allocscope::flame_tree(b.s, lt, ff, rows);
+  ASSERT_FALSE(t.total_bytes.empty());
+  EXPECT_EQ(t.total_bytes[0], 50000ull * 512);
+  EXPECT_EQ(t.count[0], 50000u);
 }
 
 }  // namespace

@@ -172,6 +172,11 @@ struct DeviceTrace {
   uint32_t count() const { return end - begin; }
 };
 
+// The highest CUDA device ordinal a process has: PyTorch's c10::DeviceIndex is an int8_t. A file naming a higher
+// one is refused by the loader: every per-device answer would otherwise cost devices x segments (an audit's
+// 100,000 one-segment devices made `summary` run for minutes).
+constexpr int64_t kMaxDeviceOrdinal = 127;
+
 // Whether the trace rows [begin, end) record times: PyTorch 2.0's and 2.1's files write time_us 0 on every event,
 // and a time read from them would look measured. The one rule for "no times recorded", wherever it is said.
 inline bool records_times(const EventColumns& events, uint32_t begin, uint32_t end) {

@@ -43,7 +43,12 @@ Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
       const Value& v = items[i + 1];
       if (k.tag != Tag::kStr) return Error{"segment has a non-string key", r.offset_of(sv)};
       const StringId key = static_cast<StringId>(k.payload);
-      if (key == keys_.device) ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &seg.device));
+      if (key == keys_.device) {
+        ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &seg.device));
+        if (seg.device < 0 || seg.device > kMaxDeviceOrdinal)
+          return Error{"segment 'device' is " + std::to_string(seg.device) + "; expected a CUDA device ordinal 0.." +
+                       std::to_string(kMaxDeviceOrdinal), r.offset_of(sv)};
+      }
       else if (key == keys_.address) ALLOCSCOPE_RETURN_IF_ERROR(f.u64(k, v, &seg.address));
       else if (key == keys_.total_size) ALLOCSCOPE_RETURN_IF_ERROR(f.u64(k, v, &seg.total_size));
       else if (key == keys_.allocated_size) ALLOCSCOPE_RETURN_IF_ERROR(f.u64(k, v, &seg.allocated_size));
@@ -335,7 +340,14 @@ Setting Builder::to_setting(const pickle::Reader& r, const Value& v, int depth) 
 Status Builder::read_top(const pickle::Reader& r, const Value& dict) {
   // A key assigned twice keeps its last value, as in Python.
   if (const Value* v = r.find(dict, keys_.segments)) ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, *v));
-  if (const Value* v = r.find(dict, keys_.device_traces)) ALLOCSCOPE_RETURN_IF_ERROR(read_traces(r, *v));
+  if (const Value* v = r.find(dict, keys_.device_traces)) {
+    ALLOCSCOPE_RETURN_IF_ERROR(read_traces(r, *v));
+    for (const DeviceTrace& d : s_->devices)
+      if (d.count() && d.device > kMaxDeviceOrdinal)
+        return Error{"'device_traces' holds entries for device " + std::to_string(d.device) +
+                     "; expected CUDA device ordinals 0.." + std::to_string(kMaxDeviceOrdinal),
+                     where(r, *v, root_)};
+  }
   if (const Value* v = r.find(dict, keys_.external_annotations)) ALLOCSCOPE_RETURN_IF_ERROR(read_annotations(r, *v));
   if (const Value* v = r.find(dict, keys_.allocator_settings); v && v->tag == Tag::kDict) {
     Setting all = to_setting(r, *v, 0);
