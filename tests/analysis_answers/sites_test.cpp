@@ -289,6 +289,16 @@ TEST(Sites, WindowsPathsAndInductorsGeneratedCodeAreNotTheUsersLine) {
   EXPECT_TRUE(is_library_frame("_run_module_as_main", "<frozen runpy>"));
 }
 
+// A frame's name or file from the snapshot is printed on a terminal by the text answers: control characters are
+// written as \xNN, so a crafted name cannot set the window's title or clear the screen.
+TEST(Sites, ControlCharactersInFramesArePrintedAsEscapes) {
+  Snapshot s;
+  s.frames.push_back({s.strings.intern("\x1b]0;PWNED\x07\x1b[2Jred"), s.strings.intern("a\rb.py"), 3});
+  const std::string text = FrameFilter::site_text(s, 0);
+  for (char c : text) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7f) << text;
+  EXPECT_EQ(text, "a\\x0db.py:3:\\x1b]0;PWNED\\x07\\x1b[2Jred");
+}
+
 // Backward allocations on the engine's threads have no Python frame: the site names the autograd node.
 TEST(Sites, BackwardAllocationsNameTheAutogradNode) {
   EXPECT_GT(check_sites("gpt2_cpp").backward_nodes, 100u);

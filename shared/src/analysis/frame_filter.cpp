@@ -1,6 +1,7 @@
 // Frame classification for the answers (sites, flame trees, categories): memviz's filter plus a library test.
 #include "allocscope/frame_filter.h"
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 
@@ -159,6 +160,31 @@ FrameFilter::FrameFilter(const Snapshot& s) {
   }
 }
 
+namespace {
+
+// Control characters from a file would drive the terminal a text answer is printed on (a frame named
+// "\x1b]0;...\x07\x1b[2J" set the window's title and cleared the screen): they are written as \xNN. `trace` escapes
+// its strings as Python's repr does; the drop-in verbs keep PyTorch's bytes.
+std::string printable(std::string s) {
+  if (std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    return s;
+  std::string out;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string FrameFilter::format(const Snapshot& s, FrameId f, bool full_filename) {
   if (f >= s.frames.size()) return "<no frames>";
   std::string out = memviz::frame_fmt(s, s.frames[f], full_filename);
@@ -169,7 +195,7 @@ std::string FrameFilter::format(const Snapshot& s, FrameId f, bool full_filename
     if (const size_t slash = file.rfind('/'); slash != std::string_view::npos) file = file.substr(slash + 1);
     if (const size_t bs = file.rfind('\\'); bs != std::string_view::npos) out.erase(0, bs + 1);
   }
-  return out;
+  return printable(std::move(out));
 }
 
 std::string FrameFilter::site_text(const Snapshot& s, FrameId f, bool full_filename) {
