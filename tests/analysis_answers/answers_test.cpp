@@ -1136,6 +1136,10 @@ TEST(SummaryWarnings, EachOddityIsNamedForWhatItIs) {
               std::string::npos) << t;
     EXPECT_NE(t.find("1 free(s) on device 0 of an address the trace had already freed"), std::string::npos) << t;
     EXPECT_NE(t.find("peak reserved       unknown"), std::string::npos) << t;
+    // The JSON says the same (the viewer's overview printed "0 B reserved"): one rule, DeviceSummary::reserved_known.
+    const Lifetimes lts = build_lifetimes(b.s);
+    const std::string j = to_json(b.s, summarize(b.s, lts, FrameFilter(b.s)));
+    EXPECT_NE(j.find("\"reserved_known\":false"), std::string::npos) << j;
   }
   {
     clitest::SnapshotBuilder b;

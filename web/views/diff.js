@@ -282,8 +282,11 @@ export default {
               : signedBytes(pb[0].bytes - pa[0].bytes),
             { 'data-diff-peak': pb[0].bytes - pa[0].bytes })]
         : [...new Set([...pa, ...pb].map((p) => p.device))].sort((x, y) => x - y).map((dev) => {
-            const x = (pa.find((p) => p.device === dev) || { bytes: 0 }).bytes, y = (pb.find((p) => p.device === dev) || { bytes: 0 }).bytes;
-            return card(`Peak allocated, cuda:${dev}`, `${bytes(x)} → ${bytes(y)}`, signedBytes(y - x));
+            // A device only one file has is not a change from 0 B: it is absent from the other.
+            const x = pa.find((p) => p.device === dev), y = pb.find((p) => p.device === dev);
+            if (!x || !y) return card(`Peak allocated, cuda:${dev}`, `${x ? bytes(x.bytes) : 'absent'} → ${y ? bytes(y.bytes) : 'absent'}`,
+              `only in ${x ? 'A' : 'B'}`);
+            return card(`Peak allocated, cuda:${dev}`, `${bytes(x.bytes)} → ${bytes(y.bytes)}`, signedBytes(y.bytes - x.bytes));
           });
       root.append(el('div', { class: 'cards' }, ...peakCards,
         card('Reserved', `${bytes(d.reserved_a)} → ${bytes(d.reserved_b)}`, signedBytes(d.reserved_b - d.reserved_a), { 'data-diff-reserved': d.reserved_b - d.reserved_a }),

@@ -55,7 +55,8 @@ export default {
         for (const d of body.devices) {
           if (!d.events) continue;
           const notes = [];
-          notes.push(`peak ${bytes(d.peak_allocated.bytes)} allocated, ${bytes(d.peak_reserved.bytes)} reserved`);
+          // reserved_known false: the file holds no segments for this device (unknown, not 0 B), as the CLI says.
+          notes.push(`peak ${bytes(d.peak_allocated.bytes)} allocated, ${d.reserved_known === false ? 'reserved unknown (no segments for this device)' : `${bytes(d.peak_reserved.bytes)} reserved`}`);
           if (d.iterations) notes.push(`${count(d.iterations)} iterations`);
           if (d.forward_repeats) notes.push(`${count(d.forward_repeats)} repeats inside module forwards (not counted as iterations)`);
           if (d.frees_without_alloc) notes.push(`${count(d.frees_without_alloc)} allocations began before the trace window`);

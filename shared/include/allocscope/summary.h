@@ -32,6 +32,8 @@ struct DeviceSummary {
   // allocated as PyTorch's memory_allocated() counts it (the segments' allocated_size); blocks freed but waiting
   // for another stream's work (PyTorch's active, not allocated, bytes); the largest free block.
   uint64_t final_reserved = 0;
+  // No segments and no segment events for this device, yet allocations: what was reserved is unknown, not zero.
+  bool reserved_known() const { return !(peak_reserved == 0 && peak_allocated > 0 && final_reserved == 0); }
   uint64_t final_allocated = 0;
   uint64_t final_pending_free = 0;
   uint64_t final_largest_free = 0;

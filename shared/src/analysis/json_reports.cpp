@@ -102,6 +102,7 @@ std::string to_json(const Snapshot& s, const Summary& sum) {
                        {"frees_without_alloc", d.frees_without_alloc},
                        {"peak_allocated", {{"bytes", d.peak_allocated}, {"step", d.peak_allocated_step}}},
                        {"peak_reserved", {{"bytes", d.peak_reserved}, {"step", d.peak_reserved_step}}},
+                       {"reserved_known", d.reserved_known()},
                        {"final", {{"reserved", d.final_reserved}, {"allocated", d.final_allocated}, {"pending_free", d.final_pending_free},
                                   {"largest_free_block", d.final_largest_free}, {"fragmentation", d.fragmentation}}},
                        {"iterations", d.iterations},

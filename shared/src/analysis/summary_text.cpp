@@ -25,8 +25,7 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
              (k > 0 ? "" : d.events ? " (before the first event)" : " (no trace: the state the snapshot holds)");
     };
     o += "  peak allocated   " + rpad(size(d.peak_allocated), 10) + "  " + step(d.peak_allocated_step) + "\n";
-    // No segments and no segment events for this device: what was reserved is unknown, not zero.
-    if (d.peak_reserved == 0 && d.peak_allocated > 0 && d.final_reserved == 0)
+    if (!d.reserved_known())
       o += "  peak reserved    " + rpad("unknown", 10) + "  (the file holds no segments for this device)\n";
     else
       o += "  peak reserved    " + rpad(size(d.peak_reserved), 10) + "  " + step(d.peak_reserved_step) + "\n";
