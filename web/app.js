@@ -219,7 +219,19 @@ function mountView() {
     files: () => state.files,
     openRank,
     device: () => state.device,
-    go(id, patch) { set(Object.assign({ pinned: null }, patch || {}), { quiet: true }); selectView(id); },
+    go(id, patch) {
+      set(Object.assign({ pinned: null }, patch || {}), { quiet: true });
+      // Another file or device (a Ranks row, an OOM's buttons): the header's selectors follow, so they never name
+      // the previous file or cuda:N while the view shows another.
+      const moved = patch && ('file' in patch || 'device' in patch);
+      if (moved) {
+        if ('file' in patch && !validDevice(state.device)) set({ device: defaultDevice() }, { quiet: true });
+        $('file-select').value = String(state.file);
+        fillDevices();
+      }
+      if (moved && id === state.view) mountView();
+      else selectView(id);
+    },
     painted() { if (my === mountSeq && html.dataset.state !== 'ready') setPageState('ready'); },
     fail(e) { if (my === mountSeq || e.lost) showError(`${v.title}: ${e.message || e}`, e.lost); },
     detail(node) {

@@ -141,6 +141,14 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     await page.waitForFunction(() => /Held outside/.test(document.body.textContent) && !/≥/.test(document.body.textContent), null, { timeout: 10000 });
     eq(await attr('[data-oom-cause]', 'data-oom-cause'), label.cause, `${c}: cause with the GPU given`);
   }
+  // pt28 ran out of memory on cuda:1: the OOM view's "Allocator state just before" opens that device, and the
+  // header's device selector says so (it kept naming the device shown before).
+  eq(await open(['external/pt28_4dev_expandable_oom.pickle.gz'], 'oom'), 'ready', 'pt28: OOM view reaches ready');
+  await page.click('text=Allocator state just before');
+  await waitState(page, ['ready', 'error'], 60000);
+  eq(await page.evaluate(() => document.querySelector('#device-select').value), '1', 'the device selector follows the OOM\'s device');
+  ok(/device=1/.test(await page.evaluate(() => location.hash)), 'and so does the URL');
+  eq(await open(['oom_causes/oom_capped.pickle.gz'], 'oom'), 'ready', 'oom_capped: OOM view reaches ready again');
   await page.fill('.gpu-input', 'h1000');
   await page.press('.gpu-input', 'Enter');
   await page.waitForFunction(() => /neither a GPU name/.test(document.body.textContent), null, { timeout: 10000 }).catch(() => {});
