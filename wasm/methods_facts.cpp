@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "allocscope/ranks.h"
 #include "methods.h"
 
 namespace allocscope::wasm {
@@ -44,10 +45,12 @@ Answer facts(const Request&, std::span<Loaded* const> files) {
 Answer info(const Request&, std::span<Loaded* const> files) {
   const Loaded& f = *files[0];
   const Snapshot& s = f.snapshot;
+  const int64_t busiest = busiest_traced_device(s);  // the Diff view's device: the core's rule, as `ranks` uses
   json devices = json::array();
   for (size_t d = 0; d < s.devices.size(); ++d) {
     const DeviceTrace& t = s.devices[d];
-    json dj{{"device", t.device}, {"events", t.count()}, {"timed", records_times(s.events, t.begin, t.end)}};
+    json dj{{"device", t.device}, {"events", t.count()}, {"timed", records_times(s.events, t.begin, t.end)},
+            {"busiest", t.device == busiest}};
     if (t.count()) {
       auto first = s.events.time_us.begin() + t.begin, last = s.events.time_us.begin() + t.end;
       dj["time_min_us"] = *std::min_element(first, last);

@@ -15,11 +15,11 @@ const M = { left: 72, right: 12, top: 4, bottom: 22 };
 const PLOT_H = 164;  // the plot's height (the canvas grows by the annotation strip above it)
 const LANE = 14;
 
-// The device a file's timeline shows here: the one with the most trace events (rank N of a DDP job uses cuda:N).
+// The device a file's timeline shows here: the core's busiest traced device (busiest_traced_device, ranks.h: most
+// trace events, then most reserved; rank N of a DDP job uses cuda:N), null when no device has a trace.
 function busiestDevice(f) {
-  let best = null;
-  for (const d of f.info.devices) if (!best || d.events > best.events) best = d;
-  return best && best.events > 0 ? best.device : null;
+  const d = f.info.devices.find((x) => x.busiest);
+  return d ? d.device : null;
 }
 
 export default {

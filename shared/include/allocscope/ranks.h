@@ -99,4 +99,9 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& options
 std::string to_json(const RanksReport& r);
 std::string to_text(const RanksReport& r, size_t max_rows = 20);
 
+// The device one snapshot's answers are about when it is one rank of a job: the one with the most trace events,
+// then the most reserved bytes (a DDP rank's snapshot lists every device but traces only its own); -1 when no
+// device has a trace. The rule `ranks` uses, and the viewer's Diff view.
+int64_t busiest_traced_device(const Snapshot& s);
+
 }  // namespace allocscope

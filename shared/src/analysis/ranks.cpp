@@ -36,6 +36,28 @@ const Device* busiest(const std::vector<Device>& devices, Events events, Reserve
   return best;
 }
 
+struct DeviceLoad {
+  int64_t device;
+  uint64_t events, reserved;
+};
+
+}  // namespace
+
+int64_t busiest_traced_device(const Snapshot& s) {
+  std::vector<DeviceLoad> loads;
+  for (const DeviceTrace& t : s.devices) {
+    uint64_t reserved = 0;
+    for (const Segment& seg : s.segments)
+      if (seg.device == t.device) reserved += seg.total_size;
+    loads.push_back({t.device, t.count(), reserved});
+  }
+  const DeviceLoad* best = busiest(loads, [](const DeviceLoad& d) { return d.events; },
+                                   [](const DeviceLoad& d) { return d.reserved; });
+  return best && best->events > 0 ? best->device : -1;
+}
+
+namespace {
+
 bool word_boundary(std::string_view s, size_t i) { return i >= s.size() || !std::isalnum(static_cast<unsigned char>(s[i])); }
 
 double median_of(std::vector<double>& v) {
