@@ -19,6 +19,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A DDP rank's snapshot lists every device but traces only its own: the busiest traced device is that one (the
+// generator's ranks 0 and 1 ran on cuda:0 and cuda:1), and a file without a trace has none.
+TEST(Ranks, BusiestTracedDeviceIsTheRanksOwn) {
+  for (const auto& [name, want] : std::vector<std::pair<const char*, int64_t>>{
+           {"ddp_rank0", 0}, {"ddp_rank1", 1}, {"external/pt22_attention_2dev", -1}}) {
+    const Loaded* l = load(name);
+    ASSERT_TRUE(l) << name;
+    EXPECT_EQ(busiest_traced_device(l->s), want) << name;
+  }
+}
+
 TEST(Ranks, RankFromName) {
   EXPECT_EQ(rank_from_name("snap_rank3.pickle"), 3);
   EXPECT_EQ(rank_from_name("/x/rank_12/../RANK-0012.pickle.gz"), 12);
