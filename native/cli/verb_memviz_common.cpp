@@ -12,24 +12,7 @@
 
 namespace allocscope::cli {
 
-bool load_input(const std::string& path, Snapshot* out) {
-  if (path != "-") return load_or_report(path, out);
-  std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) bytes.insert(bytes.end(), buf, buf + n);
-  if (std::ferror(stdin)) {
-    fail("-: cannot read stdin: " + std::string(std::strerror(errno)));
-    return false;
-  }
-  auto r = load_snapshot(bytes);
-  if (!r.ok()) {
-    fail("-: " + r.error().describe());
-    return false;
-  }
-  *out = std::move(r).value();
-  return true;
-}
+bool load_input(const std::string& path, Snapshot* out) { return load_or_report(path, out); }
 
 bool write_text_file(const std::string& path, const std::string& text) {
   FILE* f = std::fopen(path.c_str(), "wb");

@@ -40,7 +40,7 @@ int run_merge(const std::vector<std::string>& argv) {
   if (!load_or_report(capture_path, &capture)) return 1;
   if (!is_capture(capture))
     return fail(capture_path + ": not written by allocscope's capture (no allocator_settings.allocscope_capture)");
-  auto bytes = read_file(torch_path);
+  auto bytes = read_snapshot_bytes(torch_path);
   if (!bytes.ok()) return fail(bytes.error().describe());
   std::vector<uint8_t> torch = std::move(bytes).value();
   if (is_gzip(torch)) {

@@ -34,7 +34,7 @@ int run(const std::vector<std::string>& argv) {
     // Parse it here first: a file the viewer cannot open should fail now, with the byte offset, not in a browser.
     Snapshot s;
     if (!load_or_report(path, &s)) return 1;
-    auto bytes = read_file(path);
+    auto bytes = read_snapshot_bytes(path);
     if (!bytes.ok()) return fail("plot: " + bytes.error().describe());
     EmbeddedSnapshot e;
     e.name = std::filesystem::path(path).filename().string();

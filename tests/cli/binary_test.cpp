@@ -76,6 +76,16 @@ TEST(Binary, DashReadsStdin) {
   EXPECT_EQ(gz.out, clitest::read_text(clitest::expected_path("gpt2_cpp", "segments.folded")));
   const auto empty = clitest::run_cli({"trace", "-"});
   expect_one_line_error(empty, "empty stdin");
+  // Every verb that reads a snapshot reads "-" (the answer verbs said "cannot open '-'"), and what the drop-ins read
+  // the answers read too.
+  const auto summary = clitest::run_cli({"summary", "-", "--json"}, clitest::snapshot_path("oom"));
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_EQ(summary.out.find("\"file\":\"-\""), 1u) << summary.out.substr(0, 80);
+  const auto peak = clitest::run_cli({"peak", "-"}, clitest::snapshot_path("gpt2_cpp"));
+  EXPECT_EQ(peak.exit_code, 0) << peak.err;
+  // A stream that is no snapshot is refused at its first byte, not read until memory runs out (/dev/zero was).
+  const auto zero = clitest::run_cli({"summary", "/dev/zero"});
+  expect_one_line_error(zero, "at byte 0: not a snapshot");
 }
 
 TEST(Binary, BadArguments) {

@@ -72,8 +72,14 @@ class SnapshotStream {
   std::unique_ptr<State> s_;
 };
 
+// A snapshot's first byte is gzip's (0x1f) or a pickle opcode: anything else is refused at byte 0 before a stream
+// without end (/dev/zero, a device, a pipe of something else) is read until memory runs out.
+Status check_first_byte(uint8_t first);
+
 // Reads a whole file (errors name the path).
 Result<std::vector<uint8_t>> read_file(const std::string& path);
+// The same for a snapshot: a first byte check_first_byte refuses stops the read there.
+Result<std::vector<uint8_t>> read_snapshot_bytes(const std::string& path);
 Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& options = {});
 
 }  // namespace allocscope

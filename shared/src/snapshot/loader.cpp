@@ -1,5 +1,6 @@
 // Snapshot loader entry points: gzip detection, the pickle machine driven by the builder, files.
 #include "allocscope/loader.h"
+#include "pickle/opcodes.h"
 
 #include <condition_variable>
 #include <cstring>
@@ -228,7 +229,16 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   return snap;
 }
 
-Result<std::vector<uint8_t>> read_file(const std::string& path) {
+Status check_first_byte(uint8_t first) {
+  if (first == 0x1f || pickle::opcode_name(first) != nullptr) return {};
+  return Error{"not a snapshot: its first byte " + pickle::opcode_label(first) +
+                   " is neither gzip's nor a pickle opcode",
+               0};
+}
+
+namespace {
+
+Result<std::vector<uint8_t>> read_whole(const std::string& path, bool snapshot) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return Error{"cannot open '" + path + "'"};
   // Read to the end rather than trusting a size: a pipe or /proc has none, and a directory's "size" (found by seeking
@@ -240,12 +250,22 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
     data.resize(at + kStep);
     f.read(reinterpret_cast<char*>(data.data() + at), static_cast<std::streamsize>(kStep));
     data.resize(at + static_cast<size_t>(f.gcount()));
+    // A stream without end (/dev/zero, a device) would be read until memory runs out before the parser saw its
+    // first byte: a first byte that is neither gzip's nor a pickle opcode is refused at once.
+    if (snapshot && at == 0 && !data.empty())
+      if (Status first = check_first_byte(data[0]); !first.ok()) return first.error();
     if (f.eof()) break;
     if (!f) return Error{"cannot read '" + path + "'" + (data.empty() ? " (is it a directory?)" : ""), data.size()};
   }
   data.shrink_to_fit();
   return data;
 }
+
+}  // namespace
+
+Result<std::vector<uint8_t>> read_file(const std::string& path) { return read_whole(path, false); }
+
+Result<std::vector<uint8_t>> read_snapshot_bytes(const std::string& path) { return read_whole(path, true); }
 
 namespace {
 
@@ -351,7 +371,7 @@ Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& 
     if (mapped.ok()) return load_snapshot(mapped.bytes(), options);
   }
 #endif
-  auto data = read_file(path);
+  auto data = read_snapshot_bytes(path);
   if (!data.ok()) return data.error();
   return load_snapshot(data.value(), options);
 }
