@@ -17,12 +17,6 @@
 namespace allocscope::cli {
 namespace {
 
-bool has_times(const Snapshot& s, const DeviceLifetimes& d) {
-  for (uint32_t i = 0; i < d.event_count; ++i)
-    if (s.events.time_us[d.event_begin + i] != 0) return true;
-  return false;
-}
-
 nlohmann::json device_json(const Snapshot& s, const FrameFilter& ff, const DeviceLifetimes& d, size_t top) {
   const SegmentTimeline seg = build_segment_timeline(s, d.device);
   const uint32_t peak = d.peak_step();
@@ -43,7 +37,7 @@ nlohmann::json device_json(const Snapshot& s, const FrameFilter& ff, const Devic
                   {"peak_bytes", d.total[peak]},
                   {"peak_step", peak},
                   // null for a file without times (PyTorch before 2.1 wrote none): 0 read as a time misleads
-                  {"peak_time_us", has_times(s, d) ? nlohmann::json(d.step_time_us(s, peak)) : nlohmann::json()},
+                  {"peak_time_us", d.timed(s) ? nlohmann::json(d.step_time_us(s, peak)) : nlohmann::json()},
                   {"final_bytes", d.total.back()}}},
       {"reserved", {{"initial_bytes", seg.total.front()},
                     {"peak_bytes", seg.total[seg_peak]},

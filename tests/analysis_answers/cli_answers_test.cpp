@@ -265,7 +265,8 @@ TEST(CliAnswers, PeakSaysWhatItMeasured) {
   const CliRun u = run({"peak", untimed});
   EXPECT_NE(u.out.find("no times recorded"), std::string::npos) << u.out;
   EXPECT_EQ(u.out.find("+0.000 s"), std::string::npos) << u.out;
-  for (const auto& d : json_of(run({"peak", untimed, "--json"}))["devices"]) EXPECT_TRUE(d["allocated"]["time_us"].is_null());
+  const auto untimed_json = json_of(run({"peak", untimed, "--json"}));  // a temporary's member dies before the loop
+  for (const auto& d : untimed_json["devices"]) EXPECT_TRUE(d["allocated"]["time_us"].is_null());
 }
 
 // A frame name with a lone surrogate (Python writes it; the loader keeps it) once made the JSON of `timeline` and

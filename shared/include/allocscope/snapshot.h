@@ -179,8 +179,10 @@ constexpr int64_t kMaxDeviceOrdinal = 127;
 
 // Whether the trace rows [begin, end) record times: PyTorch 2.0's and 2.1's files write time_us 0 on every event,
 // and a time read from them would look measured. The one rule for "no times recorded", wherever it is said.
-inline bool records_times(const EventColumns& events, uint32_t begin, uint32_t end) {
-  return end > begin && (events.time_us[begin] != 0 || events.time_us[end - 1] != 0);
+inline bool records_times(const EventColumns& events, uint64_t begin, uint64_t end) {
+  for (uint64_t row = begin; row < end; ++row)  // a timed trace answers at its first row
+    if (events.time_us[row] != 0) return true;
+  return false;
 }
 
 // One entry of a PyTorch 2.0 block's `history` (the allocations that block held, newest first).

@@ -19,6 +19,7 @@ struct DeviceSummary {
   int64_t device = 0;
   uint32_t events = 0;
   int64_t first_us = 0, last_us = 0;
+  bool timed = false;  // the trace records times (DeviceLifetimes::timed: PyTorch 2.0/2.1 write 0 everywhere)
   uint32_t allocations = 0;          // lifetimes rows
   uint32_t frees_without_alloc = 0;  // allocations the ring buffer cut (allocated before the window)
   // The highest total of live allocations over steps 0..n (step 0: before the first event), in requested bytes,

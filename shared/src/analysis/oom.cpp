@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <unordered_map>
 
 #include "allocscope/allocator_state.h"
 #include "allocscope/memviz.h"
@@ -233,6 +234,8 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
     // A merged snapshot's outside part, built once per device however many OOMs it has.
     std::unique_ptr<OutsideIndex> outside = s.outside ? std::make_unique<OutsideIndex>(s, lt.device) : nullptr;
     const MempoolIndex mempools(s, lt.device);
+    std::unordered_map<int64_t, uint64_t> last_alloc_on;  // stream -> address of its latest alloc before `scanned`
+    uint32_t scanned = 0;
     AllocatorState state;
     for (uint32_t e : events) {
       const uint32_t r = lt.event_begin + e;
@@ -265,13 +268,15 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       const bool small_request = o.requested <= detail::kSmallSize;
       // The request's memory pool: the pool of the segment the last allocation before it on its stream landed in
       // (inside a graph capture or use_mem_pool, that is the private pool; else the default one).
-      std::pair<int64_t, int64_t> request_pool{0, 0};
-      for (uint32_t j = e; j-- > 0;) {
-        const uint32_t rj = lt.event_begin + j;
-        if (ev.action[rj] != Action::kAlloc || ev.stream[rj] != o.stream) continue;
-        request_pool = mempools.at(ev.addr[rj]);
-        break;
+      // One forward pass over the events for all of this device's OOMs (a walk back from each was quadratic in
+      // a file of many OOMs and few allocations).
+      for (; scanned < e; ++scanned) {
+        const uint32_t rj = lt.event_begin + scanned;
+        if (ev.action[rj] == Action::kAlloc) last_alloc_on[ev.stream[rj]] = ev.addr[rj];
       }
+      const auto last = last_alloc_on.find(o.stream);
+      const std::pair<int64_t, int64_t> request_pool =
+          last == last_alloc_on.end() ? std::pair<int64_t, int64_t>{0, 0} : mempools.at(last->second);
       o.request_in_private_pool = request_pool != std::pair<int64_t, int64_t>{0, 0};
       for (size_t k = 0; k < state.segment_addr.size(); ++k) {
         const bool same_mempool = mempools.at(state.segment_addr[k]) == request_pool;

@@ -25,11 +25,7 @@ bool makes_segment(Action a) { return a == Action::kSegmentAlloc || a == Action:
 
 uint64_t key_of(int64_t device, uint64_t addr) { return addr ^ (static_cast<uint64_t>(device) * 0x9E3779B97F4A7C15ull); }
 
-bool has_times(const Snapshot& s) {
-  for (uint64_t row = 0; row < s.events.size_rows(); ++row)
-    if (s.events.time_us[row] != 0) return true;
-  return false;
-}
+bool has_times(const Snapshot& s) { return records_times(s.events, 0, s.events.size_rows()); }
 
 // PyTorch's own record of the device memory it reserved: each segment_alloc/segment_map (device, address, size, time)
 // of its trace, and each segment it still holds.

@@ -60,6 +60,7 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
       d.first_us = s.events.time_us[lt.event_begin];
       d.last_us = s.events.time_us[lt.event_begin + lt.event_count - 1];
     }
+    d.timed = lt.timed(s);
     d.allocations = lt.count();
     for (uint32_t i = 0; i < lt.count(); ++i) d.frees_without_alloc += lt.origin[i] == LifetimeOrigin::kFreedOnly;
     for (uint32_t i = 0; i < lt.event_count; ++i) d.ooms += s.events.action[lt.event_begin + i] == Action::kOom;

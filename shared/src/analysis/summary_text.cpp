@@ -14,7 +14,7 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
   for (const DeviceSummary& d : sum.devices) {
     // PyTorch 2.0's and 2.1's files record no times: a span of 0 would read as measured.
     o += "\ndevice " + std::to_string(d.device) + ": " + std::to_string(d.events) + " events " +
-         (d.events > 0 && d.first_us == 0 && d.last_us == 0 ? std::string("(no times recorded)")
+         (d.events > 0 && !d.timed ? std::string("(no times recorded)")
                                                             : "over " + seconds(d.last_us - d.first_us)) +
          ", " + std::to_string(d.allocations) + " allocations";
     if (d.iterations) o += ", " + std::to_string(d.iterations) + (d.iterations == 1 ? " iteration" : " iterations");
