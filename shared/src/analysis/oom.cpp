@@ -3,6 +3,7 @@
 #include "allocscope/oom.h"
 
 #include <algorithm>
+#include <iterator>
 #include <memory>
 #include <unordered_map>
 
@@ -29,45 +30,47 @@ namespace {
 
 enum class Pool : uint8_t { kUnknown, kSmall, kLarge };
 
-// The pool of an expandable segment's mapped range [addr, addr + size) on `device`: the segment_type of the final
-// segment that overlaps it, if the file names one; else small when the range is not a whole number of 20 MiB pages
-// (the large pool maps only those); else unknown (a range unmapped before the end, in a file without segment_type).
-Pool expandable_pool(const Snapshot& s, int64_t device, uint64_t addr, uint64_t size) {
-  for (const Segment& seg : s.segments) {
-    if (seg.device != device || seg.segment_type == 0 || seg.address >= addr + size ||
-        addr >= seg.address + seg.total_size)
-      continue;
-    const std::string_view type = s.str(seg.segment_type);
-    if (type == "small") return Pool::kSmall;
-    if (type == "large") return Pool::kLarge;
-  }
-  return size % detail::kLargeBuffer != 0 ? Pool::kSmall : Pool::kUnknown;
-}
-
-// The memory pool (pool id) of each final segment of one device that is not in the default pool, by address: a
-// segment freed before the end was in no live graph's pool, and an address no final segment holds is the default
-// pool's, {0, 0}.
-class MempoolIndex {
+// The device's final segments by address, for what a snapshot records only there: each segment's memory pool (pool
+// id) and size pool (segment_type). One sorted index per OOM device; both lookups once walked every segment of the
+// file for every segment of the state.
+class FinalSegments {
  public:
-  using Pool = std::pair<int64_t, int64_t>;
-  MempoolIndex(const Snapshot& s, int64_t device) {
-    for (const Segment& seg : s.segments)
-      if (seg.device == device && (seg.pool_id[0] != 0 || seg.pool_id[1] != 0))
-        ranges_.push_back({seg.address, seg.address + seg.total_size, {seg.pool_id[0], seg.pool_id[1]}});
+  using Mempool = std::pair<int64_t, int64_t>;
+  FinalSegments(const Snapshot& s, int64_t device) {
+    for (const Segment& seg : s.segments) {
+      if (seg.device != device) continue;
+      const std::string_view type = seg.segment_type ? s.str(seg.segment_type) : std::string_view();
+      const Pool pool = type == "small" ? Pool::kSmall : type == "large" ? Pool::kLarge : Pool::kUnknown;
+      ranges_.push_back({seg.address, seg.address + seg.total_size, pool, {seg.pool_id[0], seg.pool_id[1]}});
+    }
     std::sort(ranges_.begin(), ranges_.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
   }
-  Pool at(uint64_t addr) const {
+  // The memory pool of the final segment holding `addr`; {0, 0}, the default pool, where none does (a segment
+  // freed before the end was in no live graph's pool).
+  Mempool mempool_at(uint64_t addr) const {
     auto it = std::upper_bound(ranges_.begin(), ranges_.end(), addr,
                                [](uint64_t a, const Range& r) { return a < r.begin; });
     if (it == ranges_.begin()) return {0, 0};
     --it;
-    return addr < it->end ? it->pool : Pool{0, 0};
+    return addr < it->end ? it->mempool : Mempool{0, 0};
+  }
+  // The pool of an expandable segment's mapped range [addr, addr + size): the segment_type of a final segment that
+  // overlaps it, if the file names one; else small when the range is not a whole number of 20 MiB pages (the large
+  // pool maps only those); else unknown (a range unmapped before the end, in a file without segment_type).
+  Pool expandable_pool(uint64_t addr, uint64_t size) const {
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), addr,
+                               [](uint64_t a, const Range& r) { return a < r.begin; });
+    if (it != ranges_.begin() && std::prev(it)->end > addr) --it;  // the one that starts before addr, if it reaches in
+    for (; it != ranges_.end() && it->begin < addr + size; ++it)
+      if (it->end > addr && it->pool != Pool::kUnknown) return it->pool;
+    return size % detail::kLargeBuffer != 0 ? Pool::kSmall : Pool::kUnknown;
   }
 
  private:
   struct Range {
     uint64_t begin, end;
     Pool pool;
+    Mempool mempool;
   };
   std::vector<Range> ranges_;
 };
@@ -233,7 +236,7 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
     const AllocatorStateIndex index(s, lt, st);
     // A merged snapshot's outside part, built once per device however many OOMs it has.
     std::unique_ptr<OutsideIndex> outside = s.outside ? std::make_unique<OutsideIndex>(s, lt.device) : nullptr;
-    const MempoolIndex mempools(s, lt.device);
+    const FinalSegments finals(s, lt.device);
     std::unordered_map<int64_t, uint64_t> last_alloc_on;  // stream -> address of its latest alloc before `scanned`
     uint32_t scanned = 0;
     AllocatorState state;
@@ -276,14 +279,14 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       }
       const auto last = last_alloc_on.find(o.stream);
       const std::pair<int64_t, int64_t> request_pool =
-          last == last_alloc_on.end() ? std::pair<int64_t, int64_t>{0, 0} : mempools.at(last->second);
+          last == last_alloc_on.end() ? std::pair<int64_t, int64_t>{0, 0} : finals.mempool_at(last->second);
       o.request_in_private_pool = request_pool != std::pair<int64_t, int64_t>{0, 0};
       for (size_t k = 0; k < state.segment_addr.size(); ++k) {
-        const bool same_mempool = mempools.at(state.segment_addr[k]) == request_pool;
+        const bool same_mempool = finals.mempool_at(state.segment_addr[k]) == request_pool;
         const bool same_stream = state.segment_stream[k] == o.stream;
         bool same_pool;
         if (state.segment_expandable[k]) {
-          const Pool pool = expandable_pool(s, lt.device, state.segment_addr[k], state.segment_size[k]);
+          const Pool pool = finals.expandable_pool(state.segment_addr[k], state.segment_size[k]);
           same_pool = pool == Pool::kUnknown || (pool == Pool::kSmall) == small_request;
         } else {
           same_pool = (state.segment_size[k] == detail::kSmallBuffer) == small_request;
