@@ -5,50 +5,18 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "allocscope/loader.h"
 
 namespace allocscope::cli {
 
-namespace {
-
-// "-": the snapshot on standard input (a pipe: `zcat x.gz | allocscope summary -`), for every verb that reads one.
-bool load_stdin(Snapshot* out) {
-  std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
-    // As read_file does: a stream whose first byte is neither gzip's nor a pickle opcode is refused before it is
-    // read to its end.
-    if (bytes.empty()) {
-      if (Status first = check_first_byte(buf[0]); !first.ok()) {
-        fail("-: " + first.error().describe());
-        return false;
-      }
-    }
-    bytes.insert(bytes.end(), buf, buf + n);
-  }
-  if (std::ferror(stdin)) {
-    fail("-: cannot read stdin: " + std::string(std::strerror(errno)));
-    return false;
-  }
-  auto r = load_snapshot(bytes);
-  if (!r.ok()) {
-    fail("-: " + r.error().describe());
-    return false;
-  }
-  *out = std::move(r).value();
-  return true;
-}
-
-}  // namespace
-
 bool load_or_report(const std::string& path, Snapshot* out) {
-  if (path == "-") return load_stdin(out);
+  // "-": the snapshot on standard input, for every verb that reads one (`zcat x.gz | allocscope summary -`). The
+  // loader reads it as any file: mapped when it is one, read in chunks when a pipe, refused at a first byte no
+  // snapshot has.
+  const std::string file = path == "-" ? "/dev/stdin" : path;
   LoadOptions opts;
   const bool tty = isatty(STDERR_FILENO);
   if (tty) {
@@ -59,7 +27,7 @@ bool load_or_report(const std::string& path, Snapshot* out) {
     };
   }
   opts.spare_time = heap_prefault();
-  auto r = load_snapshot_file(path, opts);
+  auto r = load_snapshot_file(file, opts);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!r.ok()) {
     std::fprintf(stderr, "allocscope: %s: %s\n", path.c_str(), r.error().describe().c_str());

@@ -11,7 +11,8 @@
 
 namespace allocscope::cli {
 
-// Loads `path` (pickle or gzip). On error prints "allocscope: PATH: at byte N: ..." to stderr and returns false.
+// Loads `path` (pickle or gzip; "-" is standard input). On error prints "allocscope: PATH: at byte N: ..." to stderr
+// and returns false.
 // Shows progress on stderr only when stderr is a terminal.
 bool load_or_report(const std::string& path, Snapshot* out);
 

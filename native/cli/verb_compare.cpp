@@ -16,8 +16,8 @@ int run_compare(const std::vector<std::string>& argv) {
   if (!only_output_option("compare", &args)) return 1;
   if (args.positional.size() != 2) return fail("usage: allocscope compare BEFORE AFTER [-o out.svg]");
   Snapshot before, after;
-  if (!load_input(args.positional[0], &before)) return 1;
-  if (!load_input(args.positional[1], &after)) return 1;
+  if (!load_or_report(args.positional[0], &before)) return 1;
+  if (!load_or_report(args.positional[1], &after)) return 1;
   const memviz::CompareResult r = memviz::compare(before, after);
   // PyTorch prints the two address lists on stdout and writes the graph to a file. When the folded lines take
   // stdout instead, the lists go to stderr so the stdout stays pure folded stacks for flamegraph tools.

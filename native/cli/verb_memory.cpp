@@ -15,7 +15,7 @@ int run_memory(const std::vector<std::string>& argv) {
   if (!only_output_option("memory", &args)) return 1;
   if (args.positional.size() != 1) return fail("usage: allocscope memory FILE [-o out.svg]");
   Snapshot s;
-  if (!load_input(args.positional[0], &s)) return 1;
+  if (!load_or_report(args.positional[0], &s)) return 1;
   return emit_folded(args, memviz::memory_folded(s), "Memory: " + args.positional[0]);
 }
 

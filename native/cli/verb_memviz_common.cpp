@@ -1,4 +1,4 @@
-// Plumbing (not a verb) of the PyTorch drop-in verbs: stdin input, folded text on stdout or an SVG file via -o.
+// Plumbing (not a verb) of the PyTorch drop-in verbs: folded text on stdout or an SVG file via -o.
 #include "verb_memviz_common.h"
 
 #include <cerrno>
@@ -11,8 +11,6 @@
 #include "allocscope/loader.h"
 
 namespace allocscope::cli {
-
-bool load_input(const std::string& path, Snapshot* out) { return load_or_report(path, out); }
 
 bool write_text_file(const std::string& path, const std::string& text) {
   FILE* f = std::fopen(path.c_str(), "wb");

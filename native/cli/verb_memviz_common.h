@@ -9,9 +9,6 @@
 
 namespace allocscope::cli {
 
-// Like load_or_report, but "-" reads the whole of stdin (as `_memory_viz.py` does for "-").
-bool load_input(const std::string& path, Snapshot* out);
-
 // Writes `folded` to stdout, or renders it as an SVG titled `title` into `args`' -o/--output file.
 // Returns the exit code (errors are reported on stderr).
 int emit_folded(const Args& args, const std::string& folded, const std::string& title);

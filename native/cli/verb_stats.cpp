@@ -15,7 +15,7 @@ int run_stats(const std::vector<std::string>& argv) {
   const Args args = parse_args(argv, {});
   if (args.positional.size() != 1 || !args.options.empty()) return fail("usage: allocscope stats FILE");
   Snapshot s;
-  if (!load_input(args.positional[0], &s)) return 1;
+  if (!load_or_report(args.positional[0], &s)) return 1;
   const std::string text = memviz::stats(s);
   const std::string notes = memviz::stats_notes(s);
   std::fwrite(notes.data(), 1, notes.size(), stderr);

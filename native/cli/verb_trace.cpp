@@ -17,7 +17,7 @@ int run_trace(const std::vector<std::string>& argv) {
     if (name != "pytorch-total") return fail("trace: unknown option --" + name + " (see allocscope trace --help)");
   if (args.positional.size() != 1) return fail("usage: allocscope trace [--pytorch-total] FILE");
   Snapshot s;
-  if (!load_input(args.positional[0], &s)) return 1;
+  if (!load_or_report(args.positional[0], &s)) return 1;
   memviz::TraceOptions options;
   options.pytorch_total = args.has("pytorch-total");
   const std::string text = memviz::trace(s, options);
