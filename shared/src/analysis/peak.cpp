@@ -36,21 +36,23 @@ FlameTree flame_tree(const Snapshot& s, const DeviceLifetimes& lt, const FrameFi
   // Rows sharing a stack walk it once, with their bytes and count summed: a stack is walked per distinct stack, not
   // per row (an audit: 20,000 allocations sharing one 100,000-frame stack took minutes).
   struct Weight {
+    StackId stack;
     uint64_t bytes = 0;
     uint32_t count = 0;
   };
-  std::unordered_map<StackId, Weight> by_stack;
-  std::vector<StackId> order;  // first-seen order, so the trie is built as before
+  std::vector<Weight> weights;  // first-seen order, so the trie is built as before
+  std::unordered_map<StackId, uint32_t> slot;
   for (uint32_t row : rows) {
-    auto [it, inserted] = by_stack.try_emplace(lt.stack[row]);
-    if (inserted) order.push_back(lt.stack[row]);
-    it->second.bytes += lt.size[row];
-    ++it->second.count;
+    auto [it, inserted] = slot.try_emplace(lt.stack[row], static_cast<uint32_t>(weights.size()));
+    if (inserted) weights.push_back({lt.stack[row]});
+    weights[it->second].bytes += lt.size[row];
+    ++weights[it->second].count;
   }
-  for (StackId st : order) {
+  for (const Weight& w : weights) {
     uint32_t cur = 0;
-    const uint64_t bytes = by_stack[st].bytes;
-    const uint32_t rows_here = by_stack[st].count;
+    const StackId st = w.stack;
+    const uint64_t bytes = w.bytes;
+    const uint32_t rows_here = w.count;
     nodes[0].total += bytes;
     nodes[0].count += rows_here;
     auto frames = s.stack(st);
