@@ -10,7 +10,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <new>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -126,31 +129,53 @@ int run_ranks(const std::vector<std::string>& argv) {
   if (files.empty()) return fail("ranks: no snapshot (.pickle, .pickle.gz, .pkl) or summary (.json) files there");
 
   std::vector<RankRow> out(files.size());
+  // A file too large for the memory left is that rank's answer, not the end of the others': nothing may leave a
+  // worker (an exception there calls std::terminate), so the row is written here, on the calling thread, after.
+  std::vector<uint8_t> out_of_memory(files.size(), 0);
   std::atomic<size_t> next{0}, done{0};
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < files.size();) {
-      out[i] = summarise(files[i], static_cast<uint32_t>(sites));
+      try {
+        out[i] = summarise(files[i], static_cast<uint32_t>(sites));
+      } catch (const std::bad_alloc&) {
+        out_of_memory[i] = 1;
+      } catch (const std::length_error&) {
+        out_of_memory[i] = 1;
+      }
       done.fetch_add(1);
     }
   };
+  // Without a thread to start (no memory for its stack, or the thread limit), fewer workers do the files.
+  auto start = [&](std::vector<std::thread>& into) {
+    try {
+      into.emplace_back(work);
+      return true;
+    } catch (const std::system_error&) {
+      return false;
+    }
+  };
   std::vector<std::thread> pool;
+  pool.reserve(jobs);
   const size_t n_workers = std::min<size_t>(jobs, files.size());
-  for (size_t k = 1; k < n_workers; ++k) pool.emplace_back(work);
-  const bool tty = isatty(STDERR_FILENO);
-  if (tty && n_workers > 1) {
-    // The calling thread reports progress while the pool works.
-    std::thread main_worker(work);
+  for (size_t k = 1; k < n_workers; ++k)
+    if (!start(pool)) break;
+  std::vector<std::thread> reporter_freed;  // the calling thread's share, when it reports progress instead
+  if (isatty(STDERR_FILENO) && !pool.empty() && start(reporter_freed)) {
     while (done.load() < files.size()) {
       std::fprintf(stderr, "\rranks: %zu/%zu files", done.load(), files.size());
       std::fflush(stderr);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    main_worker.join();
     std::fprintf(stderr, "\r\033[K");
   } else {
     work();
   }
   for (std::thread& t : pool) t.join();
+  for (std::thread& t : reporter_freed) t.join();
+  for (size_t i = 0; i < files.size(); ++i)
+    if (out_of_memory[i])
+      out[i] = unreadable(files[i], Error{"out of memory: this file needs more memory than the machine gives this "
+                                          "process (fewer --jobs, or a smaller trace)"});
 
   const RanksReport r = compare_ranks(std::move(out));
   const std::string text = args.has("json") ? to_json(r) + "\n" : to_text(r, rows);

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 namespace allocscope::cli {
@@ -163,10 +164,19 @@ void HttpServer::serve(const HttpHandler& handler, const std::atomic<bool>& stop
     if (r <= 0) continue;
     int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) continue;
-    std::thread([c, &handler] {
-      handle(c, handler);
+    // A connection that cannot get a thread, or whose answer runs out of memory, is closed; the server goes on
+    // (an exception leaving a thread, or std::thread's constructor here, would end the process).
+    try {
+      std::thread([c, &handler] {
+        try {
+          handle(c, handler);
+        } catch (const std::exception&) {
+        }
+        ::close(c);
+      }).detach();
+    } catch (const std::system_error&) {
       ::close(c);
-    }).detach();
+    }
   }
 }
 

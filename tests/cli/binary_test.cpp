@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "allocscope/loader.h"
 #include "test_util.h"
 
 namespace {
@@ -188,4 +189,40 @@ TEST(CliBinary, TraceOfABareListOfSegmentsIsEmptyAndSaysWhy) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("bare list of segments"), std::string::npos) << r.err;
+}
+
+// Running out of memory anywhere (the parser; the thread inflating or reading ahead of it; the per-device analyses;
+// a rank's worker) is an answer with exit code 1, never an abort: exceptions leaving a thread, or leaving the parser
+// while the reader still ran, called std::terminate (limits of 60-100 MB aborted `summary` of both files). Address
+// space limits from far too little to enough, over a .gz, a large plain pickle (read on a second thread), and
+// `ranks`, which answers the other files when one does not fit.
+TEST(Binary, OutOfMemoryIsAnAnswerAtEveryLimit) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer reserves terabytes of address space: ulimit -v cannot apply";
+#endif
+  const std::string gz = clitest::snapshot_path("gpt2_big_1M"), small = clitest::snapshot_path("ddp_rank0");
+  auto raw = allocscope::gunzip(allocscope::read_file(gz).value());
+  ASSERT_TRUE(raw.ok());
+  const std::string plain = clitest::temp_path("1M.pickle");
+  clitest::write_bytes(plain, std::string(raw->begin(), raw->end()));
+  const std::string out = clitest::temp_path("out.txt"), err = clitest::temp_path("err.txt");
+  int out_of_memory = 0;
+  for (int mb = 40; mb <= 136; mb += 16) {
+    for (const std::string& args : {"summary " + gz, "summary " + plain, "ranks --jobs 2 " + gz + " " + small}) {
+      const std::string cmd = "ulimit -v " + std::to_string(mb * 1024) + " && exec " + ALLOCSCOPE_CLI + " " + args +
+                              " >" + out + " 2>" + err;
+      const int status = std::system(cmd.c_str());
+      const std::string what = args + " at " + std::to_string(mb) + " MB: " + clitest::read_text(err);
+      ASSERT_TRUE(WIFEXITED(status)) << what;
+      const int code = WEXITSTATUS(status);
+      EXPECT_TRUE(code == 0 || code == 1) << what;
+      const bool said = (clitest::read_text(err) + clitest::read_text(out)).find("out of memory") != std::string::npos;
+      if (code == 1) {
+        EXPECT_TRUE(said) << what;
+      }
+      out_of_memory += said;
+    }
+  }
+  EXPECT_GT(out_of_memory, 0) << "no limit was low enough to test";
+  for (const std::string& f : {plain, out, err}) std::filesystem::remove(f);
 }

@@ -2,10 +2,15 @@
 // analyses): the answer must be the one a single thread gives, byte for byte. The tsan preset runs this too.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <new>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "allocscope/frame_filter.h"
@@ -129,6 +134,38 @@ TEST(DeviceThreads, BothRunsEachPieceOnceInOrderWhenNoCoreIsSpare) {
   detail::both(true, [&] { a = 7; }, [&] { b = 9; });
   EXPECT_EQ(a, 7);
   EXPECT_EQ(b, 9);
+}
+
+// Out of memory on a worker (one device's analyses of a large file) reaches the caller as it would on one thread,
+// where the CLI turns it into a one-line answer: an exception leaving a std::thread calls std::terminate.
+TEST(DeviceThreads, AnExceptionOnAWorkerReachesTheCaller) {
+  if (detail::threads_for(2) < 2) GTEST_SKIP() << "one core (or ALLOCSCOPE_THREADS=1): no worker thread to test";
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> on_worker{0};
+  auto throw_on_worker = [&](size_t) {
+    if (std::this_thread::get_id() != caller) {
+      ++on_worker;
+      throw std::bad_alloc();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // leaves items for the worker
+  };
+  EXPECT_THROW(detail::parallel_for(64, throw_on_worker), std::bad_alloc);
+  EXPECT_EQ(on_worker.load(), 1);  // the others stop at their next item
+  EXPECT_THROW(detail::parallel_for(64, [](size_t i) {
+                 if (i == 0) throw std::bad_alloc();
+               }),
+               std::bad_alloc);
+  EXPECT_THROW(detail::both(true, [] { throw std::bad_alloc(); }, [] {}), std::bad_alloc);
+  std::atomic<bool> a_done{false};
+  EXPECT_THROW(detail::both(
+                   true,
+                   [&] {
+                     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                     a_done = true;
+                   },
+                   [] { throw std::length_error("b"); }),
+               std::length_error);
+  EXPECT_TRUE(a_done.load());  // joined before the exception left
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <thread>
 
 #include "allocscope/loader.h"
@@ -115,6 +116,24 @@ TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
   EXPECT_EQ(last_done, raw->size());
   EXPECT_EQ(last_total, raw->size());
 
+  // Out of memory on either side reaches the caller, the other side stopped first: an exception leaving the
+  // reading thread, or leaving the parser while the reader still ran, ended the process with std::terminate.
+  for (const bool on_reader : {true, false}) {
+    LoadOptions failing;
+    std::atomic<int> calls{0};
+    if (on_reader) {
+      failing.spare_time = [&]() -> bool {
+        if (++calls == 3) throw std::bad_alloc();
+        return true;
+      };
+    } else {
+      failing.progress = [&](std::string_view phase, uint64_t, uint64_t) {
+        if (phase == "parse" && ++calls == 3) throw std::bad_alloc();
+      };
+    }
+    EXPECT_THROW((void)load_snapshot_file(path, failing), std::bad_alloc) << (on_reader ? "reader" : "parser");
+  }
+
   std::vector<uint8_t> bad = raw.value();
   const size_t at = 20u << 20;  // in the 6th chunk: the reader is still ahead, with most of the file to go
   std::fill(bad.begin() + at, bad.begin() + at + 4096, 0xff);
@@ -123,6 +142,18 @@ TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
   ASSERT_FALSE(r.ok());
   EXPECT_LE(r.error().offset, at + 4096) << r.error().describe();
   EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();
+}
+
+// The same for a .gz: its inflating thread reports the progress (its spare time comes only when the parser falls
+// behind, which this file's timing does not promise).
+TEST(LoaderThreads, OutOfMemoryWhileInflatingReachesTheCaller) {
+  const std::vector<uint8_t> gz = file("gpt2_big_1M.pickle.gz");
+  LoadOptions failing;
+  std::atomic<int> calls{0};
+  failing.progress = [&](std::string_view phase, uint64_t, uint64_t) {
+    if (phase == "inflate" && ++calls == 3) throw std::bad_alloc();
+  };
+  EXPECT_THROW((void)load_snapshot(gz, failing), std::bad_alloc);
 }
 
 TEST(LoaderThreads, BrokenGzipAndLimitsStopBothSides) {

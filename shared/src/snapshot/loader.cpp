@@ -7,9 +7,10 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
-#include <thread>
+#include <new>
 
 #include "snapshot/builder.h"
+#include "util/parallel.h"
 
 // Native builds map files; WebAssembly never reads files (the browser hands it bytes).
 #if !defined(__EMSCRIPTEN__) && __has_include(<sys/mman.h>)
@@ -130,35 +131,49 @@ class ChunkPipe {
     full_.push_back(std::move(buf));
     changed_.notify_all();
   }
-  void done(Status st) {
-    std::lock_guard<std::mutex> lock(mu_);
-    produced_ = std::move(st);
-    done_ = true;
-    changed_.notify_all();
+  // Starts the producer: `produce` fills chunks (spare(), put()) and returns its status. Whatever it throws (out of
+  // memory, above all) ends the pipe, so the parser never waits for chunks that will not come, and reaches drain()'s
+  // caller from there. Without a thread to start, the load is as out of memory as a chunk's allocation would be.
+  template <class Produce>
+  detail::Worker start(Produce&& produce) {
+    detail::Worker w([this, produce = std::forward<Produce>(produce)]() mutable {
+      try {
+        done(produce());
+      } catch (...) {
+        finish_without_status();
+        throw;
+      }
+    });
+    if (!w.started()) throw std::bad_alloc();
+    return w;
   }
-  // Parser side: feeds every chunk to `stream` in order; the first error of either side.
-  Status drain(SnapshotStream& stream, std::thread& producer, const std::function<void(uint64_t)>& fed = {}) {
+  // Parser side: feeds every chunk to `stream` in order; the first error of either side. An exception on either
+  // side stops the other before it leaves.
+  Status drain(SnapshotStream& stream, detail::Worker& producer, const std::function<void(uint64_t)>& fed = {}) {
     Status parsed;
-    for (;;) {
-      std::vector<uint8_t> buf;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        changed_.wait(lock, [&] { return done_ || !full_.empty(); });
-        if (full_.empty()) break;  // done and drained
-        buf = std::move(full_.front());
-        full_.pop_front();
-        changed_.notify_all();
+    try {
+      for (;;) {
+        std::vector<uint8_t> buf;
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          changed_.wait(lock, [&] { return done_ || !full_.empty(); });
+          if (full_.empty()) break;  // done and drained
+          buf = std::move(full_.front());
+          full_.pop_front();
+          changed_.notify_all();
+        }
+        parsed = stream.feed(buf);
+        if (parsed.ok() && fed) fed(stream.bytes_fed());
+        std::lock_guard<std::mutex> lock(mu_);
+        spare_.push_back(std::move(buf));
+        if (!parsed.ok()) break;
       }
-      parsed = stream.feed(buf);
-      if (parsed.ok() && fed) fed(stream.bytes_fed());
-      std::lock_guard<std::mutex> lock(mu_);
-      spare_.push_back(std::move(buf));
-      if (!parsed.ok()) {
-        stop_ = true;
-        changed_.notify_all();
-        break;
-      }
+    } catch (...) {
+      stop();
+      producer.join();  // rethrows the producer's own failure, if it had one first
+      throw;
     }
+    if (!parsed.ok()) stop();
     producer.join();
     if (!parsed.ok()) return parsed;
     return produced_;
@@ -169,6 +184,23 @@ class ChunkPipe {
   std::condition_variable changed_;
   std::deque<std::vector<uint8_t>> full_;    // made, waiting to be parsed
   std::vector<std::vector<uint8_t>> spare_;  // parsed, ready to be filled again
+  void done(Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    produced_ = std::move(st);
+    done_ = true;
+    changed_.notify_all();
+  }
+  void finish_without_status() {  // allocates nothing: the producer may be out of memory
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    changed_.notify_all();
+  }
+  void stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    changed_.notify_all();
+  }
+
   bool done_ = false, stop_ = false;
   Status produced_;
 };
@@ -178,8 +210,8 @@ Status inflate_beside(std::span<const uint8_t> bytes, uint64_t max_out, Snapshot
                       const std::function<void(uint64_t, uint64_t)>& progress,
                       const std::function<bool()>& spare_time) {
   ChunkPipe pipe;
-  std::thread inflater([&] {
-    pipe.done(gunzip_chunks(
+  detail::Worker inflater = pipe.start([&] {
+    return gunzip_chunks(
         bytes, max_out,
         [&](std::span<const uint8_t> c) -> Status {
           std::vector<uint8_t> buf;
@@ -188,7 +220,7 @@ Status inflate_beside(std::span<const uint8_t> bytes, uint64_t max_out, Snapshot
           pipe.put(std::move(buf));
           return {};
         },
-        ChunkPipe::kChunk, progress));
+        ChunkPipe::kChunk, progress);
   });
   return pipe.drain(stream, inflater);
 }
@@ -319,7 +351,7 @@ namespace {
 Result<Snapshot> read_beside(int fd, uint64_t size, const std::string& path, const LoadOptions& options) {
   SnapshotStream stream(options, size);
   ChunkPipe pipe;
-  std::thread reader([&] {
+  detail::Worker reader = pipe.start([&] {
     Status read;
     for (uint64_t at = 0; at < size;) {
       std::vector<uint8_t> buf;
@@ -336,7 +368,7 @@ Result<Snapshot> read_beside(int fd, uint64_t size, const std::string& path, con
       at += static_cast<uint64_t>(got);
       pipe.put(std::move(buf));
     }
-    pipe.done(std::move(read));
+    return read;
   });
   std::function<void(uint64_t)> fed;
   if (options.progress) fed = [&](uint64_t done) { options.progress("parse", done, size); };

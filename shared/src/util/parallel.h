@@ -7,9 +7,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
+#include <exception>
+#include <memory>
+#include <new>
 #include <utility>
 #include <vector>
 #if !defined(__EMSCRIPTEN__)
+#include <system_error>
 #include <thread>
 #endif
 
@@ -28,6 +32,46 @@ inline size_t threads_for(size_t n) {
 #endif
 }
 
+#if !defined(__EMSCRIPTEN__)
+// Work on a thread of its own whose exception reaches the thread that joins it, as if the work had run there: one
+// leaving a std::thread's function calls std::terminate, so running out of memory on a worker (a large file's
+// per-device analyses, the loader's reads) aborted the process instead of giving its one-line answer. When no thread
+// can be started (no memory for its stack, or the process's thread limit), started() is false and the caller does
+// the work itself. The destructor joins, so an exception on the caller's side never leaves a thread running.
+class Worker {
+ public:
+  template <class Fn>
+  explicit Worker(Fn&& fn) : error_(std::make_unique<std::exception_ptr>()) {
+    try {
+      thread_ = std::thread([fn = std::forward<Fn>(fn), error = error_.get()]() mutable {
+        try {
+          fn();
+        } catch (...) {
+          *error = std::current_exception();
+        }
+      });
+    } catch (const std::system_error&) {
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  Worker(Worker&&) = default;
+  Worker& operator=(Worker&&) = delete;
+  ~Worker() {
+    if (thread_.joinable()) thread_.join();
+  }
+  bool started() const { return thread_.joinable(); }
+  // Waits for the work, then rethrows what it threw.
+  void join() {
+    if (thread_.joinable()) thread_.join();
+    if (error_ && *error_) std::rethrow_exception(std::exchange(*error_, nullptr));
+  }
+
+ private:
+  std::unique_ptr<std::exception_ptr> error_;  // on the heap, so that a Worker can move while its thread runs
+  std::thread thread_;
+};
+#endif
+
 template <class Fn>
 void parallel_for(size_t n, Fn&& fn) {
 #if defined(__EMSCRIPTEN__)
@@ -40,12 +84,24 @@ void parallel_for(size_t n, Fn&& fn) {
   }
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(i);
+    try {
+      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(i);
+    } catch (...) {
+      next.store(n, std::memory_order_relaxed);  // the others stop at their next item
+      throw;
+    }
   };
-  std::vector<std::thread> pool;
-  for (size_t k = 1; k < threads; ++k) pool.emplace_back(work);
+  std::vector<Worker> pool;
+  pool.reserve(threads - 1);
+  for (size_t k = 1; k < threads; ++k) {
+    pool.emplace_back(work);
+    if (!pool.back().started()) {
+      pool.pop_back();
+      break;
+    }
+  }
   work();
-  for (std::thread& t : pool) t.join();
+  for (Worker& w : pool) w.join();
 #endif
 }
 
@@ -64,7 +120,12 @@ void both(bool spare, A&& a, B&& b) {
     b();
     return;
   }
-  std::thread t(std::forward<A>(a));
+  Worker t([&a] { a(); });  // by reference: `a` is still whole when no thread starts
+  if (!t.started()) {
+    a();
+    b();
+    return;
+  }
   b();
   t.join();
 #endif
