@@ -356,6 +356,40 @@ TEST(CliAnswers, ALargePlainPickleAnswersAsItsGzipDoes) {
   EXPECT_EQ(from_plain["devices"][0]["events"].get<uint64_t>(), 1000000u) << from_plain.dump().substr(0, 400);
 }
 
+// whatif on a trace that starts mid-run (its ring buffer kept the newest 10%: tests/fixtures/whatif_cut, made by
+// gen_whatif_cut.py from labelled runs). The oracle is the uncut run trained under memory caps on an H100
+// (whatif_caps.json min_cap): a GPU whose room is below that must never read "fits". The cut trace alone said
+// "FITS ... needs 1.2GiB" for a run that needs 2.78 GiB, and "surely up to 65,410x".
+TEST(CliAnswers, WhatIfFromATraceThatStartsMidRunNeverSaysFits) {
+  const std::string dir = std::string(ALLOCSCOPE_FIXTURES);
+  auto caps_bytes = read_file(dir + "/whatif/whatif_caps.json");
+  ASSERT_TRUE(caps_bytes.ok());
+  const nlohmann::json caps = nlohmann::json::parse(caps_bytes->begin(), caps_bytes->end());
+  auto min_cap = [&](const std::string& name) -> uint64_t {
+    for (const auto& c : caps)
+      if (c["name"] == name) return c["min_cap"].get<uint64_t>();
+    return 0;
+  };
+  for (const std::string name : {"gpt2_amp_adamw_b4_s512", "gpt_adamw_b8_s256"}) {
+    const uint64_t truth = min_cap(name);
+    ASSERT_GT(truth, 0u) << name;
+    const std::string cut = dir + "/whatif_cut/" + name + "_newest10.pickle.gz";
+    // Room 5% below the truth: the CUDA context the verdict assumes is added to the GPU asked about.
+    const uint64_t gpu = truth * 95 / 100 + (704ull << 20);
+    const nlohmann::json j = json_of(run({"whatif", cut, "--gpu", std::to_string(gpu), "--json"}));
+    EXPECT_NE(j["verdict"], "fits") << name << " " << j.dump().substr(0, 600);
+    EXPECT_EQ(j["trace_starts_mid_run"], true) << name;
+    EXPECT_EQ(j["max_batch_scale_sure"].get<double>(), 0.0) << name;
+    const CliRun text = run({"whatif", cut, "--gpu", std::to_string(gpu)});
+    EXPECT_NE(text.out.find("the trace starts mid-run"), std::string::npos) << text.out;
+    // The whole run, with the same room, is judged by its own prediction (within its error band: unsure).
+    const nlohmann::json whole =
+        json_of(run({"whatif", dir + "/whatif/" + name + ".pickle.gz", "--gpu", std::to_string(gpu), "--json"}));
+    EXPECT_NE(whole["verdict"], "fits") << name;
+    EXPECT_EQ(whole["trace_starts_mid_run"], false) << name;
+  }
+}
+
 // whatif: one snapshot scaled, and two fitted, each judged by the run PyTorch measured at the target size.
 TEST(CliAnswers, WhatIfOneAndTwoSnapshots) {
   const std::string dir = std::string(ALLOCSCOPE_FIXTURES) + "/whatif/";

@@ -12,7 +12,8 @@ function slider(label, cls) {
   return { input, value, node: el('label', null, `${label} `, input, ' ', value) };
 }
 
-// The core's verdict (whatif.h's Verdict): "unsure" where the GPU's room lies within the prediction's error.
+// The core's verdict (whatif.h's Verdict): "unsure" where the GPU's room lies within the prediction's error, or the
+// trace starts mid-run (never "fits" then).
 function fitsWord(r) {
   if (!r.gpu) return 'unknown';
   return r.verdict === 'fits' ? 'yes' : r.verdict === 'does not fit' ? 'no' : 'unsure';
@@ -24,7 +25,10 @@ function verdictText(r) {
     ` and the allocator has ${bytes(r.gpu.allocator_room)} beside the CUDA context`;
   if (r.verdict === 'fits') return `Fits on ${on}: ${range}.`;
   if (r.verdict === 'does not fit') return `Does not fit on ${on}: ${range}.`;
-  return `Unsure on ${on}: ${range}; a snapshot recorded nearer the target settles it.`;
+  const settles = r.trace_starts_mid_run
+    ? 'the trace starts mid-run (see the notes below): a snapshot recorded from the first step settles it'
+    : 'a snapshot recorded nearer the target settles it';
+  return `Unsure on ${on}: ${range}; ${settles}.`;
 }
 
 function drawChart(canvas, measured, predicted, room) {
