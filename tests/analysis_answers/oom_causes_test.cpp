@@ -163,13 +163,28 @@ TEST(GpuSizes, ParsesNamesSizesAndBytesAndRejectsNonsense) {
   EXPECT_GT(h100.value().total_bytes, 84000000000ull);
   EXPECT_EQ(parse_gpu_capacity("85017493504").value().total_bytes, 85017493504ull);
   EXPECT_EQ(parse_gpu_capacity("24GiB").value().total_bytes, 24ull << 30);
-  EXPECT_EQ(parse_gpu_capacity("80GB").value().total_bytes, parse_gpu_capacity("a100").value().total_bytes);
+  EXPECT_EQ(parse_gpu_capacity("80GB").value().total_bytes, parse_gpu_capacity("a100-80gb").value().total_bytes);
+  // A name sold in several sizes alone is refused, naming the choices (an audit: "v100" read as 32 GB, "a100" as
+  // 80 GB: FITS for jobs the common 16 GB V100 or a 40 GB A100 cannot hold).
+  for (const char* several : {"v100", "a100", "V100", "NVIDIA A100 PCIe", "rtx3060"}) {
+    auto got = parse_gpu_capacity(several);
+    ASSERT_FALSE(got.ok()) << several;
+    EXPECT_NE(got.error().message.find("several memory sizes"), std::string::npos) << got.error().message;
+  }
+  EXPECT_NE(parse_gpu_capacity("v100").error().message.find("v100-16gb or v100-32gb"), std::string::npos);
+  // A card named by the user is its own total, not its class's smallest: PyTorch's OOM messages give an RTX 4090
+  // 23.64-23.68 GiB and an RTX 3090 23.70 GiB (the class's 21.95 GiB made a 22.6 GiB job a sure "does not fit").
+  for (const char* card : {"rtx4090", "rtx3090", "NVIDIA GeForce RTX 4090"}) {
+    const uint64_t total = parse_gpu_capacity(card).value().total_bytes;
+    EXPECT_LE(total, static_cast<uint64_t>(23.64 * 1073741824.0)) << card;
+    EXPECT_GE(total, static_cast<uint64_t>(23.5 * 1073741824.0)) << card;
+  }
   for (const char* bad : {"", "h1000", "-5", "80 parsecs", "1e300", "GiB", "80", "16000"})
     EXPECT_FALSE(parse_gpu_capacity(bad).ok()) << bad;  // a bare number under a GiB was taken as bytes
   // The names torch.cuda.get_device_name() and nvidia-smi give (an audit: "H100 80GB HBM3" was refused).
   for (const auto& [name, like] : std::vector<std::pair<const char*, const char*>>{
            {"NVIDIA H100 80GB HBM3", "h100"}, {"H100 80GB HBM3", "h100"}, {"NVIDIA A100-SXM4-40GB", "a100-40gb"},
-           {"NVIDIA A100-SXM4-80GB", "a100"}, {"NVIDIA H200", "h200"}, {"NVIDIA GeForce RTX 4090", "rtx4090"},
+           {"NVIDIA A100-SXM4-80GB", "a100-80gb"}, {"NVIDIA H200", "h200"}, {"NVIDIA GeForce RTX 4090", "rtx4090"},
            {"Tesla T4", "t4"}, {"NVIDIA H100 NVL", "h100nvl"}, {"NVIDIA A10G", "a10"}, {"NVIDIA L4", "l4"}}) {
     auto got = parse_gpu_capacity(name);
     ASSERT_TRUE(got.ok()) << name;

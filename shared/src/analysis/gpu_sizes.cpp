@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace allocscope {
@@ -30,12 +32,14 @@ constexpr GpuClass kClasses[] = {
     {"16 GB (T4, V100 16GB, RTX 4080)",
      "16gb,t4,v100-16gb,rtx4080,rtx4080super,rtx4070tisuper,rtx5080,rtx5070ti,a4000,rtxa4000", 14930 * kMiB},
     {"20 GB (A4500)", "20gb,a4500", 19990 * kMiB},
-    {"24 GB (A10, L4, RTX 3090/4090, A30)", "24gb,a10,a10g,l4,rtx3090,rtx3090ti,rtx4090,a30,a5000,rtxa5000",
-     22480 * kMiB},
-    {"32 GB (V100 32GB, RTX 5090)", "32gb,v100,v100-32gb,rtx5090", 31840 * kMiB},
+    {"24 GB (A10, L4, A30)", "24gb,a10,a10g,l4,a30,a5000,rtxa5000", 22480 * kMiB},
+    // PyTorch's OOM messages on these name 23.64-23.68 GiB (RTX 4090) and 23.70 GiB (RTX 3090) of total capacity:
+    // with the class's 21.95 GiB, a job needing 22.6 GiB was a sure "does not fit" on a card it fits (an audit).
+    {"24 GB (RTX 3090/4090)", "rtx3090,rtx3090ti,rtx4090", 24166 * kMiB},
+    {"32 GB (V100 32GB, RTX 5090)", "32gb,v100-32gb,rtx5090", 31840 * kMiB},
     {"40 GB (A100 40GB)", "40gb,a100-40gb", 40330 * kMiB},
     {"48 GB (A40, A6000, L40S)", "48gb,a40,a6000,rtxa6000,l40,l40s,rtx6000ada", 45400 * kMiB},
-    {"80 GB (A100 80GB, H100, H800)", "80gb,a100,a100-80gb,h100,h800", 81040 * kMiB},
+    {"80 GB (A100 80GB, H100, H800)", "80gb,a100-80gb,h100,h800", 81040 * kMiB},
     {"94 GB (H100 NVL)", "94gb,h100nvl,h100-nvl", 95320 * kMiB},
     {"96 GB (H20, RTX PRO 6000)", "96gb,h20,rtxpro6000", 97250 * kMiB},
     {"141 GB (H200)", "141gb,h200", 143155 * kMiB},  // measured on an H200 (150,109,880,320 B)
@@ -43,6 +47,13 @@ constexpr GpuClass kClasses[] = {
     {"192 GB (MI300X)", "192gb,mi300x", 196592 * kMiB},
     {"288 GB (B300, MI355X)", "288gb,b300,mi355x", 275000 * kMiB},
 };
+
+// Names sold with several memory sizes, and the names that pick one: such a name alone is refused, never guessed
+// (an audit: "v100" read as 32 GB and "a100" as 80 GB, and said FITS for jobs a 16 GB V100 or a 40 GB A100 cannot
+// hold; the 16 GB V100 is the common cloud one).
+constexpr std::pair<std::string_view, std::string_view> kSeveralSizes[] = {
+    {"v100", "v100-16gb or v100-32gb"}, {"a100", "a100-40gb or a100-80gb"}, {"rtx3060", "12gb or 8gb"},
+    {"rtx3080", "10gb or 12gb"},        {"rtx4060ti", "8gb or 16gb"},       {"a2000", "6gb or a2000-12gb"}};
 
 std::string lower(std::string_view s) {
   std::string out;
@@ -76,6 +87,14 @@ Result<GpuCapacity> parse_gpu_capacity(std::string_view text) {
     return nullptr;
   };
   if (const GpuClass* c = named(t)) return GpuCapacity{c->total_bytes, std::string(c->label), false};
+  auto several = [&](std::string_view name) -> std::optional<Error> {
+    for (const auto& [n, choices] : kSeveralSizes)
+      if (n == name)
+        return Error{"--gpu: '" + std::string(text) + "' is sold with several memory sizes; give which: " +
+                     std::string(choices) + " (or the bytes torch.cuda.mem_get_info()[1] reports)"};
+    return std::nullopt;
+  };
+  if (auto e = several(t)) return *e;
   // The name torch.cuda.get_device_name() or nvidia-smi reports ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB",
   // "NVIDIA GeForce RTX 4090"): its words, less the brand. A word that is a class's memory size ("80gb") picks that
   // class; else all the words joined ("rtx" "4070" "ti" "super") must be a catalogue name, or the first word or the
@@ -109,8 +128,10 @@ Result<GpuCapacity> parse_gpu_capacity(std::string_view text) {
       };
       if (words.size() >= 2 && form_factor_only(2))
         if (const GpuClass* c = named(words[0] + words[1])) return GpuCapacity{c->total_bytes, std::string(c->label), false};
-      if (!words.empty() && form_factor_only(1))
+      if (!words.empty() && form_factor_only(1)) {
         if (const GpuClass* c = named(words[0])) return GpuCapacity{c->total_bytes, std::string(c->label), false};
+        if (auto e = several(words[0])) return *e;
+      }
       if (!words.empty() && std::isalpha(static_cast<unsigned char>(words[0][0])))
         return Error{"--gpu: '" + std::string(text) + "': this model is not in the catalogue, or is sold with "
                      "several memory sizes; give its memory instead (--gpu 16GB, or the bytes "
