@@ -165,6 +165,37 @@ TEST(Ranks, EachKindOfOutlierIsExplainedByWhatCanExplainIt) {
   EXPECT_NE(json.find("\"peak_allocated\":null"), std::string::npos);
 }
 
+// An outlier below the others is explained as below them (a third audit: a rank reserving half the others' was said
+// to keep more cached, one ending at 0 B to "keep more after its peak", and a rank without a trace to have a typical
+// peak, which was never compared).
+TEST(Ranks, AnOutlierBelowTheOthersIsExplainedAsBelow) {
+  std::vector<RankRow> rows;
+  for (const char* n : {"rank0", "rank1", "rank2", "rank3"})
+    rows.push_back(with_sites(n, G, 2 * G, G / 2, {{"train.py:20:f", G}}));
+  rows.push_back(with_sites("rank4", G, G, G / 2, {{"train.py:20:f", G}}));  // reserves half
+  rows.push_back(with_sites("rank5", G, 2 * G, 0, {{"train.py:20:f", G}}));  // frees everything at the end
+  RankRow untraced = with_sites("rank6", 0, 0, 0, {});
+  untraced.events = 0;
+  rows.push_back(untraced);
+  const RanksReport r = compare_ranks(rows);
+  const std::string text = to_text(r);
+  auto block = [&](const std::string& name) {  // the outlier's lines, up to the next outlier or the table
+    const size_t at = text.find("(" + name + ")");
+    if (at == std::string::npos) return std::string();
+    const size_t end = text.find("\n  rank", at);
+    return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  };
+  const std::string reserves_less = block("rank4"), keeps_less = block("rank5"), no_trace = block("rank6");
+  ASSERT_FALSE(reserves_less.empty()) << text;
+  EXPECT_NE(reserves_less.find("it reserves less than the others"), std::string::npos) << reserves_less;
+  EXPECT_EQ(reserves_less.find("reserved but not allocated"), std::string::npos) << reserves_less;
+  ASSERT_FALSE(keeps_less.empty()) << text;
+  EXPECT_NE(keeps_less.find("it keeps less after its peak"), std::string::npos) << keeps_less;
+  ASSERT_FALSE(no_trace.empty()) << text;
+  EXPECT_NE(no_trace.find("it has no trace, so its peaks were not compared"), std::string::npos) << no_trace;
+  EXPECT_EQ(no_trace.find("typical"), std::string::npos) << no_trace;
+}
+
 TEST(Ranks, ASiteTheOutlierLacksIsListedWhenItsSitesAreWhole) {
   // A site the outlier does not hold at all, smaller than every site it lists: its list is whole (its sites add up
   // to its peak), so it holds none there.

@@ -81,15 +81,29 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
       if (at_peak && v.holds_more.empty() && v.holds_less.empty())
         out += "    no site at its peak differs by a tenth of that: the difference is spread over many sites, or is "
                "in sites past its top ones (`allocscope peak` lists them all)\n";
+      // Which way it differs decides the explanation (an audit: a rank reserving half the others' was said to keep
+      // more cached, and one ending at 0 B to keep more after its peak).
+      auto above = [&](RankMeasure m) { return static_cast<double>(row.bytes[static_cast<int>(m)]) > r.median[static_cast<int>(m)]; };
+      const std::string diff_hint =
+          v.compare_with.empty() ? std::string(" (`allocscope diff` against a typical rank lists what)")
+                                 : ": `allocscope diff " + v.compare_with + " " + row.name + "` lists what";
+      const std::string peak_said = row.events == 0 ? "it has no trace, so its peaks were not compared"
+                                                    : "its allocated peak is typical";
       if (!at_peak && at_end)
-        out += "    its allocated peak is typical: it keeps more after its peak" +
-               (v.compare_with.empty() ? std::string(" (`allocscope diff` against a typical rank lists what)")
-                                       : ": `allocscope diff " + v.compare_with + " " + row.name + "` lists what") +
-               "\n";
-      else if (!at_peak)
-        out += "    its allocated memory is typical: the difference is reserved but not allocated, memory PyTorch's "
-               "caching allocator keeps cached (freed blocks, fragmentation; `allocscope state " + row.name +
-               "` shows its segments)\n";
+        out += "    " + peak_said + ": it keeps " + (above(RankMeasure::kFinalAllocated) ? "more" : "less") +
+               (row.events == 0 ? " at the end" : " after its peak") + diff_hint + "\n";
+      else if (!at_peak) {
+        const RankMeasure reserved =
+            v.outlier_on[static_cast<int>(RankMeasure::kPeakReserved)] ? RankMeasure::kPeakReserved : RankMeasure::kFinalReserved;
+        if (above(reserved))
+          out += "    its allocated memory is typical: the difference is reserved but not allocated, memory PyTorch's "
+                 "caching allocator keeps cached (freed blocks, fragmentation; `allocscope state " + row.name +
+                 "` shows its segments)\n";
+        else
+          out += "    its allocated memory is typical: it reserves less than the others, whose caching allocators keep "
+                 "more cached than it does (freed blocks, fragmentation; `allocscope state` on a typical rank shows "
+                 "its segments)\n";
+      }
     }
   }
   out += pad("rank", 6, true) + "  " + pad("device", 7, false);
