@@ -185,6 +185,10 @@ TEST(Ranks, AnOutlierBelowTheOthersIsExplainedAsBelow) {
     const size_t end = text.find("\n  rank", at);
     return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
   };
+  EXPECT_EQ(r.verdicts[at_name(r, "rank4")].why, RankWhy::kReservesLess);
+  EXPECT_EQ(r.verdicts[at_name(r, "rank5")].why, RankWhy::kKeepsLess);
+  EXPECT_EQ(r.verdicts[at_name(r, "rank6")].why, RankWhy::kKeepsLess);
+  EXPECT_NE(to_json(r).find("\"why\":\"reserves_less\""), std::string::npos);  // what the viewer words
   const std::string reserves_less = block("rank4"), keeps_less = block("rank5"), no_trace = block("rank6");
   ASSERT_FALSE(reserves_less.empty()) << text;
   EXPECT_NE(reserves_less.find("it reserves less than the others"), std::string::npos) << reserves_less;

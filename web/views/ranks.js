@@ -20,14 +20,22 @@ function outlierNote(x, r) {
   const sites = el('ul');
   for (const s of x.holds_more || []) sites.append(el('li', null, `holds ${signedBytes(s.bytes)} more at `, el('span', { class: 'mono', text: s.site })));
   for (const s of x.holds_less || []) sites.append(el('li', null, `holds ${bytes(s.bytes)} less at `, el('span', { class: 'mono', text: s.site })));
-  // The core fills the sites only for an outlier on its allocated peak (ranks.h): what else can explain the others.
+  // The core fills the sites only for an outlier on its allocated peak, and says why otherwise (ranks.h RankWhy:
+  // which way it differs decides it); this only words it. A file saved before `why` existed gets no explanation.
+  const peakSaid = x.events === 0 ? 'it has no trace, so its peaks were not compared' : 'its allocated peak is typical';
+  const when = x.events === 0 ? 'at the end' : 'after its peak';
+  const diffHint = x.compare_with ? ` (diff its end against ${x.compare_with})` : '';
+  const why = {
+    keeps_more: `${peakSaid}: it keeps more ${when}${diffHint}.`,
+    keeps_less: `${peakSaid}: it keeps less ${when}${diffHint}.`,
+    caches_more: 'its allocated memory is typical: the difference is reserved but not allocated, memory the caching allocator keeps cached (the State view shows its segments).',
+    reserves_less: 'its allocated memory is typical: it reserves less than the others, whose caching allocators keep more cached than it does (the State view of a typical rank shows its segments).',
+  };
   if (!sites.children.length) {
     const text = x.outlier_peak_allocated
       ? 'no site at its peak differs by a tenth of that: the difference is spread over many sites, or past its top ones (the Peak view lists them all).'
-      : x.outlier_final_allocated
-        ? `its allocated peak is typical: it keeps more after its peak${x.compare_with ? ` (diff its end against ${x.compare_with})` : ''}.`
-        : 'its allocated memory is typical: the difference is reserved but not allocated, memory the caching allocator keeps cached (the State view shows its segments).';
-    sites.append(el('li', { class: 'fine', text }));
+      : why[x.why];
+    if (text) sites.append(el('li', { class: 'fine', text }));
   }
   li.append(sites);
   return li;

@@ -57,8 +57,21 @@ struct RanksOptions {
   uint32_t top_sites = 5;  // sites listed per outlier
 };
 
+// Why an outlier differs where its sites at the peak cannot say (it stands out at the end or by reserved bytes
+// only): the decision the CLI and the viewer each put in words. The sign matters: a rank reserving less than the
+// others does not cache more (an audit found both explained alike).
+enum class RankWhy : uint8_t {
+  kSites,         // an outlier on its allocated peak: holds_more / holds_less say where
+  kKeepsMore,     // its final allocated bytes are above the others' (after its peak, or at the end without a trace)
+  kKeepsLess,     // below them
+  kCachesMore,    // allocated typical, reserved above: what its caching allocator keeps cached
+  kReservesLess,  // allocated typical, reserved below: the others cache more than it does
+};
+std::string_view rank_why_name(RankWhy w);  // "sites", "keeps_more", "keeps_less", "caches_more", "reserves_less"
+
 struct RankVerdict {
   bool outlier = false;
+  RankWhy why = RankWhy::kSites;  // for an outlier
   std::array<bool, kRankMeasures> outlier_on{};
   // Modified z-score per measure; infinite when MAD is 0 (most ranks equal) and the value differs from the median
   // (JSON: null).

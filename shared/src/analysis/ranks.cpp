@@ -14,6 +14,16 @@
 
 namespace allocscope {
 
+std::string_view rank_why_name(RankWhy w) {
+  switch (w) {
+    case RankWhy::kKeepsMore: return "keeps_more";
+    case RankWhy::kKeepsLess: return "keeps_less";
+    case RankWhy::kCachesMore: return "caches_more";
+    case RankWhy::kReservesLess: return "reserves_less";
+    default: return "sites";
+  }
+}
+
 std::string_view rank_measure_name(RankMeasure m) {
   switch (m) {
     case RankMeasure::kPeakAllocated: return "peak_allocated";
@@ -275,6 +285,17 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
     if (!v[i].outlier_on[pa]) {
       // Its sites at the peak cannot explain a difference at the end or in reserved bytes.
       v[i].compare_with = nearest_typical;
+      auto above = [&](RankMeasure m) {
+        return static_cast<double>(rows[i].bytes[static_cast<int>(m)]) > r.median[static_cast<int>(m)];
+      };
+      if (v[i].outlier_on[static_cast<int>(RankMeasure::kFinalAllocated)]) {
+        v[i].why = above(RankMeasure::kFinalAllocated) ? RankWhy::kKeepsMore : RankWhy::kKeepsLess;
+      } else {
+        const RankMeasure reserved = v[i].outlier_on[static_cast<int>(RankMeasure::kPeakReserved)]
+                                         ? RankMeasure::kPeakReserved
+                                         : RankMeasure::kFinalReserved;
+        v[i].why = above(reserved) ? RankWhy::kCachesMore : RankWhy::kReservesLess;
+      }
       continue;
     }
     // Differences smaller than a tenth of its distance to the median are the ranks' usual spread, not the cause.

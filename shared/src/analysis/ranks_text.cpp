@@ -77,32 +77,29 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
       for (const RankSite& s : v.holds_less)
         out += "    holds less at its peak: " + signed_size(-static_cast<double>(s.bytes)) + "  " + s.site + "\n";
       const bool at_peak = v.outlier_on[static_cast<int>(RankMeasure::kPeakAllocated)];
-      const bool at_end = v.outlier_on[static_cast<int>(RankMeasure::kFinalAllocated)];
       if (at_peak && v.holds_more.empty() && v.holds_less.empty())
         out += "    no site at its peak differs by a tenth of that: the difference is spread over many sites, or is "
                "in sites past its top ones (`allocscope peak` lists them all)\n";
-      // Which way it differs decides the explanation (an audit: a rank reserving half the others' was said to keep
-      // more cached, and one ending at 0 B to keep more after its peak).
-      auto above = [&](RankMeasure m) { return static_cast<double>(row.bytes[static_cast<int>(m)]) > r.median[static_cast<int>(m)]; };
       const std::string diff_hint =
           v.compare_with.empty() ? std::string(" (`allocscope diff` against a typical rank lists what)")
                                  : ": `allocscope diff " + v.compare_with + " " + row.name + "` lists what";
       const std::string peak_said = row.events == 0 ? "it has no trace, so its peaks were not compared"
                                                     : "its allocated peak is typical";
-      if (!at_peak && at_end)
-        out += "    " + peak_said + ": it keeps " + (above(RankMeasure::kFinalAllocated) ? "more" : "less") +
-               (row.events == 0 ? " at the end" : " after its peak") + diff_hint + "\n";
-      else if (!at_peak) {
-        const RankMeasure reserved =
-            v.outlier_on[static_cast<int>(RankMeasure::kPeakReserved)] ? RankMeasure::kPeakReserved : RankMeasure::kFinalReserved;
-        if (above(reserved))
+      const std::string when = row.events == 0 ? " at the end" : " after its peak";
+      switch (v.why) {
+        case RankWhy::kSites: break;
+        case RankWhy::kKeepsMore: out += "    " + peak_said + ": it keeps more" + when + diff_hint + "\n"; break;
+        case RankWhy::kKeepsLess: out += "    " + peak_said + ": it keeps less" + when + diff_hint + "\n"; break;
+        case RankWhy::kCachesMore:
           out += "    its allocated memory is typical: the difference is reserved but not allocated, memory PyTorch's "
                  "caching allocator keeps cached (freed blocks, fragmentation; `allocscope state " + row.name +
                  "` shows its segments)\n";
-        else
+          break;
+        case RankWhy::kReservesLess:
           out += "    its allocated memory is typical: it reserves less than the others, whose caching allocators keep "
                  "more cached than it does (freed blocks, fragmentation; `allocscope state` on a typical rank shows "
                  "its segments)\n";
+          break;
       }
     }
   }
@@ -174,6 +171,7 @@ std::string to_json(const RanksReport& r) {
       o["holds_more"] = sites(v.holds_more);
       o["holds_less"] = sites(v.holds_less);
       if (!v.compare_with.empty()) o["compare_with"] = v.compare_with;
+      o["why"] = rank_why_name(v.why);
     }
     rows.push_back(std::move(o));
   }
