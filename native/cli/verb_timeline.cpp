@@ -112,7 +112,9 @@ int run_timeline(const std::vector<std::string>& argv) {
     // The shape of tests/fixtures/expected/NAME.memoryviz.json, so it diffs against PyTorch's own numbers.
     nlohmann::json devices = nlohmann::json::object();
     for (const DeviceLifetimes& d : lt.devices) {
-      if (d.event_count == 0 || (device_given && d.device != device)) continue;
+      // PyTorch's viewer draws a device with segments and no events too, flat (an audit: such devices were left out,
+      // and a file whose only device was one read {}).
+      if (!memoryviz_offers(s, d.device) || (device_given && d.device != device)) continue;
       const MemoryVizSummary m = memoryviz_summary(d);
       devices[std::to_string(d.device)] = {{"allocations", m.allocations},
                                            {"peak_active_bytes", m.peak_active_bytes},

@@ -136,6 +136,35 @@ TEST(CliAnswers, ExportRulesReachTheSummary) {
   EXPECT_TRUE(held) << j["summary"]["warnings"].dump();
 }
 
+// timeline --memoryviz offers the devices PyTorch's viewer offers (MemoryViz.js: each entry of device_traces whose
+// trace has events or whose device has segments). A device with segments and an empty trace is drawn flat at its
+// initial total; one past the end of device_traces is not offered. An audit: such devices were left out, and
+// pt25_verl_pending_free (one such device) read {}.
+TEST(CliAnswers, MemoryVizOffersADeviceWithSegmentsAndAnEmptyTrace) {
+  clitest::SnapshotBuilder b;
+  b.segment(4096, 0, 1024, {{1024, 1024, BlockState::kActiveAllocated, 0}, {3072, 3072, BlockState::kInactive, 0}});
+  b.segment(1 << 20, 0, 1 << 20, {{1 << 20, 1000000, BlockState::kActiveAllocated, 0}});
+  b.segment(1 << 22, 0, 1 << 20, {{1 << 20, 1 << 20, BlockState::kActiveAllocated, 0}});
+  b.s.segments[1].device = 1;
+  b.s.segments[2].device = 2;  // past device_traces' two entries
+  b.device();
+  b.event(Action::kSegmentAlloc, 4096, 4096);
+  b.event(Action::kAlloc, 4096, 1024);
+  b.device();
+  const std::string path = ::testing::TempDir() + "memoryviz_devices_" + std::to_string(getpid()) + ".pickle";
+  ASSERT_TRUE(write_snapshot_file(b.s, path).ok());
+  const nlohmann::json j = json_of(run({"timeline", "--memoryviz", path}));
+  std::remove(path.c_str());
+  ASSERT_TRUE(j["devices"].contains("0")) << j.dump();
+  ASSERT_TRUE(j["devices"].contains("1")) << j.dump();
+  EXPECT_FALSE(j["devices"].contains("2")) << j.dump();
+  EXPECT_EQ(j["devices"]["1"]["allocations"], 1);
+  EXPECT_EQ(j["devices"]["1"]["peak_active_bytes"], 1000000);  // the block's requested size
+  EXPECT_EQ(j["devices"]["1"]["final_active_bytes"], 1000000);
+  EXPECT_EQ(j["devices"]["1"]["distinct_totals"], nlohmann::json::array({1000000}));
+  EXPECT_EQ(j["devices"]["0"]["peak_active_bytes"], 1024);
+}
+
 // An audit's case: a device with segments but no trace, beside one with a trace. `export` listed it (with a leaks
 // object `leaks` refuses to give) where `peak` and `categories` leave it out; its objects must be the verbs' own.
 TEST(CliAnswers, ExportAnswersForTheDevicesTheVerbsAnswerFor) {

@@ -96,5 +96,9 @@ struct MemoryVizSummary {
 };
 // `with_totals` = false skips building distinct_totals (the 1M-event file has half a million; 10M events, 80 MB).
 MemoryVizSummary memoryviz_summary(const DeviceLifetimes& lt, bool with_totals = true);
+// Whether PyTorch's viewer offers `device`: an entry of device_traces whose trace has events or whose device has
+// segments (MemoryViz.js, snapshot_change). A device with segments and an empty trace is drawn flat at its initial
+// total; one past the end of device_traces (a bare list of segments) is not offered.
+bool memoryviz_offers(const Snapshot& s, int64_t device);
 
 }  // namespace allocscope

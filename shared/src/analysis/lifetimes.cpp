@@ -282,6 +282,15 @@ Lifetimes build_lifetimes(const Snapshot& s) {
   return out;
 }
 
+bool memoryviz_offers(const Snapshot& s, int64_t device) {
+  const DeviceTrace* trace = s.device(device);
+  if (!trace) return false;
+  if (trace->count() > 0) return true;
+  for (const Segment& seg : s.segments)
+    if (seg.device == device) return true;
+  return false;
+}
+
 MemoryVizSummary memoryviz_summary(const DeviceLifetimes& lt, bool with_totals) {
   MemoryVizSummary m;
   m.allocations = lt.count();
