@@ -152,7 +152,8 @@ int no_device(const std::string& verb, const std::string& path, const Lifetimes&
   if (all.devices.empty()) {
     const std::string out = json ? "{\"devices\":[]}\n"
                                  : path + " holds no allocations: its device traces are empty and it has no segments "
-                                          "(taken before anything was allocated, or with memory history off).\n";
+                                          "(taken before anything was allocated, or after everything was freed and "
+                                          "torch.cuda.empty_cache() gave the cache back).\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
     return std::fflush(stdout) == 0 ? 0 : 1;
   }

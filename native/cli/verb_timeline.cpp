@@ -31,6 +31,7 @@ nlohmann::json device_json(const Snapshot& s, const FrameFilter& ff, const Devic
   nlohmann::json j = {
       {"device", d.device},
       {"events", d.event_count},
+      {"traced", d.event_count > 0},  // false: no trace, so "peak" is the state the snapshot holds (as `peak` says)
       {"allocations", d.count()},
       {"allocated_before_trace", {{"freed_in_trace", freed_only}, {"alive_at_end", final_state}}},
       {"active", {{"initial_bytes", d.total.front()},
@@ -82,11 +83,18 @@ void print_text(const nlohmann::json& j) {
     const int64_t s = step.get<int64_t>();
     return s == 0 ? std::string("before the first event") : "at event " + std::to_string(s - 1);
   };
-  std::printf("  active:   start %s, peak %s %s, end %s\n", sz(a["initial_bytes"]).c_str(), sz(a["peak_bytes"]).c_str(),
-              when(a["peak_step"]).c_str(), sz(a["final_bytes"]).c_str());
-  std::printf("  reserved: start %s, peak %s %s, end %s\n", sz(r["initial_bytes"]).c_str(), sz(r["peak_bytes"]).c_str(),
-              when(r["peak_step"]).c_str(), sz(r["final_bytes"]).c_str());
-  if (!j["largest_at_peak"].empty()) std::printf("  largest alive at the peak:\n");
+  if (!j["traced"].get<bool>()) {
+    // No trace: one state, the snapshot's, as `peak` says; "peak ... before the first event" read as a measured peak.
+    std::printf("  no trace: the state the snapshot holds, not a peak: active %s, reserved %s\n",
+                sz(a["final_bytes"]).c_str(), sz(r["final_bytes"]).c_str());
+  } else {
+    std::printf("  active:   start %s, peak %s %s, end %s\n", sz(a["initial_bytes"]).c_str(),
+                sz(a["peak_bytes"]).c_str(), when(a["peak_step"]).c_str(), sz(a["final_bytes"]).c_str());
+    std::printf("  reserved: start %s, peak %s %s, end %s\n", sz(r["initial_bytes"]).c_str(),
+                sz(r["peak_bytes"]).c_str(), when(r["peak_step"]).c_str(), sz(r["final_bytes"]).c_str());
+  }
+  if (!j["largest_at_peak"].empty())
+    std::printf("  %s:\n", j["traced"].get<bool>() ? "largest alive at the peak" : "largest alive");
   for (const auto& x : j["largest_at_peak"])
     std::printf("    %12s  %s\n", sz(x["bytes"]).c_str(), x["where"].get<std::string>().c_str());
   if (j.contains("warnings"))

@@ -154,7 +154,16 @@ TEST(CliAnswers, MemoryVizOffersADeviceWithSegmentsAndAnEmptyTrace) {
   const std::string path = ::testing::TempDir() + "memoryviz_devices_" + std::to_string(getpid()) + ".pickle";
   ASSERT_TRUE(write_snapshot_file(b.s, path).ok());
   const nlohmann::json j = json_of(run({"timeline", "--memoryviz", path}));
+  // `timeline` itself: the untraced device's numbers are the state the snapshot holds, not a peak "before the first
+  // event" (an audit), as `peak` says.
+  const CliRun text = run({"timeline", path});
+  const nlohmann::json tl = json_of(run({"timeline", "--json", path}));
   std::remove(path.c_str());
+  EXPECT_NE(text.out.find("no trace: the state the snapshot holds, not a peak"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("peak 1.0KiB at event 1"), std::string::npos) << text.out;
+  ASSERT_EQ(tl.size(), 3u) << tl.dump();
+  EXPECT_EQ(tl[0]["traced"], true);
+  EXPECT_EQ(tl[1]["traced"], false);
   ASSERT_TRUE(j["devices"].contains("0")) << j.dump();
   ASSERT_TRUE(j["devices"].contains("1")) << j.dump();
   EXPECT_FALSE(j["devices"].contains("2")) << j.dump();
