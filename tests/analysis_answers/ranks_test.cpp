@@ -200,6 +200,30 @@ TEST(Ranks, AnOutlierBelowTheOthersIsExplainedAsBelow) {
   EXPECT_EQ(no_trace.find("typical"), std::string::npos) << no_trace;
 }
 
+// A site under the typical ranks' cut (their lists stop before it: their top sites do not add up to their peaks)
+// holds anything up to their smallest listed site there: what the outlier holds more is then "at least" the
+// difference from that bound, never the difference from 0 (an audit: +22 MiB printed where the truth was +20).
+TEST(Ranks, HoldsMoreIsABoundWhereTheOthersListsStopBeforeTheSite) {
+  std::vector<RankSite> usual = {{"train.py:10:step", 100 * M}};
+  for (int k = 0; k < 19; ++k) usual.push_back({"train.py:" + std::to_string(100 + k) + ":step", 4 * M});
+  // Each typical rank also holds 2 MiB at train.py:12, under its cut: its peak counts it, its list does not.
+  const uint64_t typical_peak = 100 * M + 19 * 4 * M + 4 * M + 2 * M;
+  std::vector<RankRow> rows;
+  for (const char* n : {"rank0", "rank1", "rank2"}) rows.push_back(with_sites(n, typical_peak, 2 * G, 0, usual));
+  std::vector<RankSite> odd = usual;
+  odd.push_back({"train.py:12:step", 22 * M});  // the truth: 20 MiB more than the others
+  rows.push_back(with_sites("rank3", typical_peak + 20 * M, 2 * G, 0, odd));
+  const RanksReport r = compare_ranks(rows);
+  const RankVerdict& v = r.verdicts[at_name(r, "rank3")];
+  const RankSite* s = site_in(v.holds_more, "train.py:12:step");
+  ASSERT_NE(s, nullptr) << to_text(r);
+  EXPECT_TRUE(s->at_least);
+  EXPECT_LE(s->bytes, 20 * M);  // never above the truth
+  EXPECT_EQ(s->bytes, 18 * M);  // 22 MiB less the others' smallest listed site (4 MiB)
+  EXPECT_NE(to_text(r).find("at least +18.0MiB  train.py:12:step"), std::string::npos) << to_text(r);
+  EXPECT_NE(to_json(r).find("\"at_least\":true"), std::string::npos);
+}
+
 TEST(Ranks, ASiteTheOutlierLacksIsListedWhenItsSitesAreWhole) {
   // A site the outlier does not hold at all, smaller than every site it lists: its list is whole (its sites add up
   // to its peak), so it holds none there.

@@ -18,7 +18,7 @@ function outlierNote(x, r) {
   const li = el('li', { 'data-outlier-rank': x.rank },
     el('span', { class: 'mono', text: who(x) }), ` on cuda:${x.device}: ${on}.`);
   const sites = el('ul');
-  for (const s of x.holds_more || []) sites.append(el('li', null, `holds ${signedBytes(s.bytes)} more at `, el('span', { class: 'mono', text: s.site })));
+  for (const s of x.holds_more || []) sites.append(el('li', null, `holds ${s.at_least ? 'at least ' : ''}${signedBytes(s.bytes)} more at `, el('span', { class: 'mono', text: s.site })));
   for (const s of x.holds_less || []) sites.append(el('li', null, `holds ${bytes(s.bytes)} less at `, el('span', { class: 'mono', text: s.site })));
   // The core fills the sites only for an outlier on its allocated peak, and says why otherwise (ranks.h RankWhy:
   // which way it differs decides it); this only words it. A file saved before `why` existed gets no explanation.

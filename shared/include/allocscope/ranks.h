@@ -24,6 +24,10 @@ std::string_view rank_measure_name(RankMeasure m);  // "peak_allocated", ...
 struct RankSite {
   std::string site;  // FrameFilter::site_text of the site (the one rule for "which line")
   uint64_t bytes = 0;
+  // In an outlier's holds_more / holds_less: a lower bound ("at least"), where a typical rank's list stops before
+  // the site (its top sites do not add up to its peak), so what it holds there is known only to be below its
+  // smallest listed site.
+  bool at_least = false;
 };
 
 struct RankRow {

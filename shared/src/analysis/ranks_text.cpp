@@ -73,7 +73,8 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
                pct + ")\n";
       }
       for (const RankSite& s : v.holds_more)
-        out += "    holds more at its peak: " + signed_size(static_cast<double>(s.bytes)) + "  " + s.site + "\n";
+        out += "    holds more at its peak: " + std::string(s.at_least ? "at least " : "") +
+               signed_size(static_cast<double>(s.bytes)) + "  " + s.site + "\n";
       for (const RankSite& s : v.holds_less)
         out += "    holds less at its peak: " + signed_size(-static_cast<double>(s.bytes)) + "  " + s.site + "\n";
       const bool at_peak = v.outlier_on[static_cast<int>(RankMeasure::kPeakAllocated)];
@@ -135,7 +136,11 @@ std::string to_json(const RanksReport& r) {
   using json_detail::Json;
   auto sites = [](const std::vector<RankSite>& v) {
     Json a = Json::array();
-    for (const RankSite& s : v) a.push_back({{"site", s.site}, {"bytes", s.bytes}});
+    for (const RankSite& s : v) {
+      Json o = {{"site", s.site}, {"bytes", s.bytes}};
+      if (s.at_least) o["at_least"] = true;  // a lower bound: RankSite::at_least
+      a.push_back(std::move(o));
+    }
     return a;
   };
   Json rows = Json::array();
