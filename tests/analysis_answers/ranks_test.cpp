@@ -224,6 +224,26 @@ TEST(Ranks, HoldsMoreIsABoundWhereTheOthersListsStopBeforeTheSite) {
   EXPECT_NE(to_json(r).find("\"at_least\":true"), std::string::npos);
 }
 
+// With fewer than 3 traced ranks the peaks are not compared, and "no outlier" must not claim them (an audit: one of
+// three ranks traced read "within ... of the median on every measure").
+TEST(Ranks, NoOutlierSaysWhichMeasuresWereCompared) {
+  std::vector<RankRow> rows;
+  for (const char* n : {"rank0", "rank1", "rank2"}) rows.push_back(row(n, G, 2 * G));
+  rows[1].events = rows[2].events = 0;
+  RanksReport r = compare_ranks(rows);
+  EXPECT_EQ(r.outliers, 0u);
+  EXPECT_FALSE(r.compared[static_cast<int>(RankMeasure::kPeakAllocated)]);
+  EXPECT_TRUE(r.compared[static_cast<int>(RankMeasure::kFinalAllocated)]);
+  std::string text = to_text(r);
+  EXPECT_EQ(text.find("every measure"), std::string::npos) << text;
+  EXPECT_NE(text.find("Their peaks were not compared"), std::string::npos) << text;
+  EXPECT_NE(to_json(r).find("\"compared\":{\"peak_allocated\":false"), std::string::npos) << to_json(r);
+  rows[1].events = rows[2].events = 10;
+  r = compare_ranks(rows);
+  text = to_text(r);
+  EXPECT_NE(text.find("on every measure"), std::string::npos) << text;
+}
+
 TEST(Ranks, ASiteTheOutlierLacksIsListedWhenItsSitesAreWhole) {
   // A site the outlier does not hold at all, smaller than every site it lists: its list is whole (its sites add up
   // to its peak), so it holds none there.

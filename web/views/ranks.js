@@ -58,7 +58,9 @@ export default {
         out.length ? `${out.length} outlier${out.length > 1 ? 's' : ''} (marked in red, listed first): ${out.map(who).slice(0, 5).join(', ')}` +
           `${out.length > 5 ? ', …' : ''}.`
           : !r.enough ? 'Fewer than three readable ranks: telling which one is the outlier needs three or more (the Diff view compares two).'
-          : 'No outlier: the ranks use memory alike.'));
+          : r.compared && r.compared.peak_allocated === false
+            ? 'No outlier on the final state; their peaks were not compared: fewer than three ranks have a trace.'
+            : 'No outlier: the ranks use memory alike.'));
       if (out.length) root.append(el('ul', { class: 'outliers' }, ...out.slice(0, 20).map((x) => outlierNote(x, r))));
       // One job's rank twice, or two jobs in one folder (a saved file may say anything: shown as text, checked).
       for (const same of (Array.isArray(r.same_rank) ? r.same_rank : []).slice(0, 5)) {

@@ -109,6 +109,9 @@ struct RanksReport {
   uint32_t readable = 0;  // rows with numbers
   uint32_t outliers = 0;
   bool enough = false;    // at least 3 readable rows: fewer cannot tell which one is odd
+  // Per measure, whether it was compared: 3 ranks or more have it (the peaks need a trace: with fewer traced
+  // ranks, "no outlier" says nothing of them).
+  std::array<bool, kRankMeasures> compared{};
 };
 
 RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& options = {});

@@ -226,6 +226,7 @@ RanksReport compare_ranks(std::vector<RankRow> rows, const RanksOptions& o) {
     r.median[k] = m;
     r.mad[k] = mad;
     const bool enough = compared.size() >= 3;
+    r.compared[k] = enough;
     for (size_t i : compared) {
       const double d = std::fabs(static_cast<double>(rows[i].bytes[k]) - m);
       const double z = mad > 0 ? 0.6745 * d / mad : (d > 0 ? std::numeric_limits<double>::infinity() : 0);

@@ -55,7 +55,13 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
     out += "Fewer than 3 readable ranks: telling which one is the outlier needs three or more (`allocscope diff A B` "
            "compares two).\n";
   } else if (!r.outliers) {
-    out += "No outlier: every rank is within " + rule(r.options, "or") + " of the median on every measure.\n";
+    const bool peaks = r.compared[static_cast<int>(RankMeasure::kPeakAllocated)];
+    out += "No outlier: every rank is within " + rule(r.options, "or") + " of the median on " +
+           (peaks ? "every measure" : "its final state") + ".\n";
+    // An audit: with one of three ranks traced, "on every measure" was said of peaks never compared.
+    if (!peaks)
+      out += "Their peaks were not compared: fewer than 3 ranks have a trace (a snapshot without one holds only its "
+             "final state).\n";
   } else {
     out += std::to_string(r.outliers) + " outlier(s) (farther than " + rule(r.options) + " from the median):\n";
     for (size_t i = 0; i < r.rows.size(); ++i) {
@@ -180,6 +186,8 @@ std::string to_json(const RanksReport& r) {
     }
     rows.push_back(std::move(o));
   }
+  Json compared = Json::object();
+  for (RankMeasure m : kAll) compared[std::string(rank_measure_name(m))] = r.compared[static_cast<int>(m)];
   Json same_rank = Json::array();
   for (const RanksReport::SameRank& same : r.same_rank) same_rank.push_back({{"rank", same.rank}, {"files", same.files}});
   Json median = Json::object(), mad = Json::object();
@@ -195,6 +203,7 @@ std::string to_json(const RanksReport& r) {
                                 {"rule", {{"z", r.options.z}, {"min_share", r.options.min_share},
                                           {"text", "an outlier is farther than " + rule(r.options) + " from the median"}}},
                                 {"median", std::move(median)},
+                                {"compared", std::move(compared)},
                                 {"mad", std::move(mad)},
                                 {"same_rank", std::move(same_rank)},
                                 {"rows", std::move(rows)}});
