@@ -94,8 +94,8 @@ int run_whatif(const std::vector<std::string>& argv) {
                              "--batch X and --seq X scale it");
     if (args.has("sizes")) return fail("whatif: --sizes needs two snapshots or more");
     WhatIfOptions o;
-    if (args.has("batch") && !parse_positive(args.get("batch"), &o.batch)) return fail("whatif: --batch needs a scale > 0");
-    if (args.has("seq") && !parse_positive(args.get("seq"), &o.seq)) return fail("whatif: --seq needs a scale > 0");
+    if (args.has("batch") && !parse_positive(args.get("batch"), &o.batch)) return fail("whatif: --batch needs a scale above 0 and at most 1e9");
+    if (args.has("seq") && !parse_positive(args.get("seq"), &o.seq)) return fail("whatif: --seq needs a scale above 0 and at most 1e9");
     o.gpu = gpu;
     const DeviceLifetimes& lt = *devs[0];
     const FrameFilter ff(snaps[0]);

@@ -150,10 +150,12 @@ Result<GpuCapacity> parse_gpu_capacity(std::string_view text) {
   if (end == t.c_str() || scale == 0 || !(v > 0) || v * scale > 1e15)
     return Error{"--gpu: '" + std::string(text) + "' is neither a GPU name (h100, a100-40gb, 24gb, ...) nor a size "
                  "(85017493504, 79.18GiB, 80GB)"};
-  // A bare number is bytes; one under a GiB is surely meant in GB ("--gpu 80" was taken as 80 bytes).
+  // A bare number is bytes; one under a GiB is surely meant in GB ("--gpu 80" was taken as 80 bytes). The units
+  // are suggested only for a number a GPU could have in them (an audit: "927512243GB" was offered).
   if (unit.empty() && v < 1073741824.0)
-    return Error{"--gpu: '" + std::string(text) + "' would be " + std::string(text) + " bytes: give a unit (" +
-                 std::string(text) + "GB, " + std::string(text) + "GiB) or a name (h100)"};
+    return Error{"--gpu: '" + std::string(text) + "' would be " + std::string(text) + " bytes: give " +
+                 (v <= 1024 ? "a unit (" + std::string(text) + "GB, " + std::string(text) + "GiB), " : std::string()) +
+                 "the bytes torch.cuda.mem_get_info()[1] reports, or a name (h100)"};
   return GpuCapacity{static_cast<uint64_t>(v * scale), "as given", false};
 }
 
