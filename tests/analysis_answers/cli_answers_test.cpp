@@ -416,7 +416,7 @@ TEST(CliAnswers, WhatIfFromATraceThatStartsMidRunNeverSaysFits) {
     const uint64_t gpu = truth * 95 / 100 + (704ull << 20);
     const nlohmann::json j = json_of(run({"whatif", cut, "--gpu", std::to_string(gpu), "--json"}));
     EXPECT_NE(j["verdict"], "fits") << name << " " << j.dump().substr(0, 600);
-    EXPECT_EQ(j["trace_starts_mid_run"], true) << name;
+    EXPECT_EQ(j["trace_incomplete"], true) << name;
     EXPECT_EQ(j["max_batch_scale_sure"].get<double>(), 0.0) << name;
     const CliRun text = run({"whatif", cut, "--gpu", std::to_string(gpu)});
     EXPECT_NE(text.out.find("the trace starts mid-run"), std::string::npos) << text.out;
@@ -424,8 +424,15 @@ TEST(CliAnswers, WhatIfFromATraceThatStartsMidRunNeverSaysFits) {
     const nlohmann::json whole =
         json_of(run({"whatif", dir + "/whatif/" + name + ".pickle.gz", "--gpu", std::to_string(gpu), "--json"}));
     EXPECT_NE(whole["verdict"], "fits") << name;
-    EXPECT_EQ(whole["trace_starts_mid_run"], false) << name;
+    EXPECT_EQ(whole["trace_incomplete"], false) << name;
   }
+  // A trace with no allocation at all (FlexGen's OPT at its OOM: one event, everything the state before it): nothing
+  // shows what grows with the batch, so no GPU makes it "fit" (it read "fits surely up to 65,410x").
+  const std::string opt = fixture_path("external/pt20_opt_oom");
+  const nlohmann::json none = json_of(run({"whatif", opt, "--batch", "2", "--gpu", "80gb", "--json"}));
+  EXPECT_EQ(none["verdict"], "unsure") << none.dump().substr(0, 400);
+  EXPECT_EQ(none["trace_incomplete"], true);
+  EXPECT_NE(run({"whatif", opt, "--batch", "2"}).out.find("the trace holds no allocation (1 event)"), std::string::npos);
 }
 
 // whatif: one snapshot scaled, and two fitted, each judged by the run PyTorch measured at the target size.

@@ -13,7 +13,7 @@ function slider(label, cls) {
 }
 
 // The core's verdict (whatif.h's Verdict): "unsure" where the GPU's room lies within the prediction's error, or the
-// trace starts mid-run (never "fits" then).
+// trace is incomplete (never "fits" then).
 function fitsWord(r) {
   if (!r.gpu) return 'unknown';
   return r.verdict === 'fits' ? 'yes' : r.verdict === 'does not fit' ? 'no' : 'unsure';
@@ -25,8 +25,8 @@ function verdictText(r) {
     ` and the allocator has ${bytes(r.gpu.allocator_room)} beside the CUDA context`;
   if (r.verdict === 'fits') return `Fits on ${on}: ${range}.`;
   if (r.verdict === 'does not fit') return `Does not fit on ${on}: ${range}.`;
-  const settles = r.trace_starts_mid_run
-    ? 'the trace starts mid-run (see the notes below): a snapshot recorded from the first step settles it'
+  const settles = r.trace_incomplete
+    ? 'the trace is incomplete (see the notes below): a snapshot recorded over a whole iteration, from the first step, settles it'
     : 'a snapshot recorded nearer the target settles it';
   return `Unsure on ${on}: ${range}; ${settles}.`;
 }

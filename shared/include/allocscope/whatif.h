@@ -110,9 +110,10 @@ struct WhatIfReport {
   // under the room). At or above the batch asked about for FITS (the sure end), below it for DOES NOT FIT (the
   // prediction's end), and around it for UNSURE. 0: not even a thousandth of the recorded batch.
   double max_batch_scale = 0, max_batch_scale_sure = 0;
-  // The trace frees memory it never saw allocated, 5% of its peak or more (a wrapped ring buffer, or recording
-  // started late): never "fits", and no batch fits surely (notes say why).
-  bool trace_starts_mid_run = false;
+  // The trace cannot say what the run holds at its peak: it frees memory it never saw allocated, 5% of its peak or
+  // more (a wrapped ring buffer, or recording started late), or it holds no allocation at all. Never "fits", and no
+  // batch fits surely (the first note says why).
+  bool trace_incomplete = false;
   std::vector<std::string> notes;  // what the prediction assumes
   std::vector<uint64_t> predicted_total;  // with_totals: requested bytes alive at each step, sizes scaled
 };
@@ -134,7 +135,7 @@ struct WhatIfFit {
   std::optional<GpuCapacity> gpu;
   Verdict verdict = Verdict::kUnsure;  // as WhatIfReport's, unpaired allocations taken as constant to quadratic
   bool fits = false;
-  bool trace_starts_mid_run = false;  // either snapshot's, as WhatIfReport's
+  bool trace_incomplete = false;  // either snapshot's, as WhatIfReport's
   uint64_t needed_low = 0, needed_high = 0;
   std::vector<std::string> notes;
   // With more than two snapshots (what_if_fit_runs): every size given, and how one step of extrapolation did in this

@@ -326,30 +326,46 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
 }
 
 namespace {
-// A trace that starts mid-run (a wrapped ring buffer kept only the newest events, or recording began late) frees
-// memory it never saw allocated: what the run held before its first event, and how high it went there, are unknown,
-// and a prediction from the part recorded can be far below the run (an audit: 1.2 GiB "fits" for a run that needs
-// 2.78 GiB, from its newest 10%). Where such memory is at least 5% of the recorded peak, no verdict says "fits".
-// Returns the note that says so, or "".
-std::string starts_mid_run(const DeviceLifetimes& lt) {
+// A trace that cannot say what the run holds at its peak, or what grows with the batch: no verdict from it says
+// "fits". Returns the note that says why, or "".
+// - It starts mid-run (a wrapped ring buffer kept only the newest events, or recording began late): it frees memory
+//   it never saw allocated, 5% of its peak or more. What the run held before its first event, and how high it went
+//   there, are unknown: a prediction from the part recorded can be far below the run (an audit: 1.2 GiB "fits" for
+//   a run that needs 2.78 GiB, from its newest 10%).
+// - It holds no allocation at all (a snapshot taken at an OOM with one event): everything is the state before it,
+//   and nothing shows what the run allocates as it goes (an audit: "fits surely up to 65,410x" on such a file).
+std::string incomplete_trace(const DeviceLifetimes& lt) {
   uint64_t bytes = 0;
-  uint32_t count = 0;
-  for (uint32_t i = 0; i < lt.count(); ++i)
+  uint32_t count = 0, traced = 0;
+  for (uint32_t i = 0; i < lt.count(); ++i) {
     if (lt.origin[i] == LifetimeOrigin::kFreedOnly) bytes += lt.size[i], ++count;
+    traced += lt.origin[i] == LifetimeOrigin::kTraced;
+  }
   const uint64_t peak = lt.total.empty() ? 0 : lt.total[lt.peak_step()];
-  if (count == 0 || bytes * 20 < peak) return "";
-  char note[400];
-  std::snprintf(note, sizeof note,
-                "the trace starts mid-run: %u allocations (%.1f MiB) made before its first event are freed in it (a "
-                "wrapped ring buffer, or recording started late), so what the run held before the trace, and its "
-                "peak there, are unknown: no verdict says it fits. Record from before the first step, with max_entries "
-                "large enough for a whole iteration",
-                count, static_cast<double>(bytes) / (1 << 20));
-  return note;
+  char note[440];
+  if (count > 0 && bytes * 20 >= peak) {
+    std::snprintf(note, sizeof note,
+                  "the trace starts mid-run: %u allocations (%.1f MiB) made before its first event are freed in it "
+                  "(a wrapped ring buffer, or recording started late), so what the run held before the trace, and its "
+                  "peak there, are unknown: no verdict says it fits. Record from before the first step, with "
+                  "max_entries large enough for a whole iteration",
+                  count, static_cast<double>(bytes) / (1 << 20));
+    return note;
+  }
+  if (traced == 0 && lt.count() > 0) {
+    std::snprintf(note, sizeof note,
+                  "the trace holds no allocation (%u event%s): what the run allocates as it runs, and what of it "
+                  "grows with the batch, are unknown, so no verdict says it fits. Record memory history over a whole "
+                  "iteration",
+                  lt.event_count, lt.event_count == 1 ? "" : "s");
+    return note;
+  }
+  return "";
 }
+
 // The verdict such a trace allows: not "fits"; "does not fit" only for a run at least as large as recorded (what
 // the trace saw is then a floor).
-Verdict mid_run_verdict(Verdict v, bool at_least_recorded) {
+Verdict incomplete_verdict(Verdict v, bool at_least_recorded) {
   if (v == Verdict::kFits || (v == Verdict::kDoesNotFit && !at_least_recorded)) return Verdict::kUnsure;
   return v;
 }
@@ -556,14 +572,14 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       else r.max_batch_scale = std::max(r.max_batch_scale, options.batch);
     }
   }
-  if (const std::string mid = starts_mid_run(lt); !mid.empty()) {
-    r.trace_starts_mid_run = true;
+  if (const std::string why = incomplete_trace(lt); !why.empty()) {
+    r.trace_incomplete = true;
     if (r.gpu) {
-      r.verdict = mid_run_verdict(r.verdict, options.batch >= 1.0 && options.seq >= 1.0);
+      r.verdict = incomplete_verdict(r.verdict, options.batch >= 1.0 && options.seq >= 1.0);
       r.fits = false;
       r.max_batch_scale_sure = 0;  // nothing is sure; the prediction's own end stays, marked as such
     }
-    r.notes.insert(r.notes.begin(), mid);
+    r.notes.insert(r.notes.begin(), why);
   }
   // The distance counts both scales (twice the batch at twice the length is four times the tokens), as the error band
   // does; an audit found --batch 2 --seq 2 without the note.
@@ -751,14 +767,14 @@ Result<WhatIfFit> fit_pair(const Snapshot& a, const DeviceLifetimes& la, const S
     out.fits = out.verdict == Verdict::kFits;
   }
   for (const DeviceLifetimes* l : {&la, &lb}) {
-    const std::string mid = starts_mid_run(*l);
-    if (mid.empty()) continue;
-    out.trace_starts_mid_run = true;
+    const std::string why = incomplete_trace(*l);
+    if (why.empty()) continue;
+    out.trace_incomplete = true;
     if (gpu) {
-      out.verdict = mid_run_verdict(out.verdict, target >= largest);
+      out.verdict = incomplete_verdict(out.verdict, target >= largest);
       out.fits = false;
     }
-    out.notes.insert(out.notes.begin(), (l == &la ? "the first snapshot: " : "the second snapshot: ") + mid);
+    out.notes.insert(out.notes.begin(), (l == &la ? "the first snapshot: " : "the second snapshot: ") + why);
   }
   note_extrapolation(beyond, &out.notes);
   if (out.unpaired) {

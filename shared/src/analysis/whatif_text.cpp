@@ -29,14 +29,15 @@ std::string scale(double x) {
 
 // The verdict, the least memory and its range, and the room the GPU leaves; for "unsure", what would settle it.
 std::string verdict(const std::optional<GpuCapacity>& gpu, Verdict v, uint64_t needed, uint64_t low, uint64_t high,
-                    bool mid_run) {
+                    bool incomplete) {
   if (!gpu) return "";
   const char* head = v == Verdict::kFits ? "FITS" : v == Verdict::kDoesNotFit ? "DOES NOT FIT" : "UNSURE";
   std::string o = std::string(head) + " on " + gpu->label + " (" + size(gpu->total_bytes) + "): needs " + size(needed) +
                   " (" + size(low) + " to " + size(high) + " with this prediction's error) for the allocator, which has " +
                   size(allocator_room(*gpu)) + " beside the CUDA context\n";
-  if (v == Verdict::kUnsure && mid_run)
-    o += "  the trace starts mid-run (see the first note): a snapshot recorded from the first step settles it\n";
+  if (v == Verdict::kUnsure && incomplete)
+    o += "  the trace is incomplete (see the first note): a snapshot recorded over a whole iteration, from the first "
+         "step, settles it\n";
   else if (v == Verdict::kUnsure)
     o += "  the GPU's room lies within the prediction's error: a snapshot recorded nearer the target settles it\n";
   return o;
@@ -63,7 +64,7 @@ std::string to_text(const WhatIfReport& r) {
   o += "  least memory it runs in: " + size(r.predicted_needed) + " (short of memory, the allocator frees its cache)\n";
   o += "  grows with the batch at the peak: " + size(r.scaled_bytes_at_peak) + "\n";
   const std::string v =
-      verdict(r.gpu, r.verdict, r.predicted_needed, r.needed_low, r.needed_high, r.trace_starts_mid_run);
+      verdict(r.gpu, r.verdict, r.predicted_needed, r.needed_low, r.needed_high, r.trace_incomplete);
   if (!v.empty()) {
     o += "  " + v;
     char most[200];
@@ -110,7 +111,7 @@ std::string to_json(const WhatIfReport& r) {
          {"scaled_bytes_at_peak", r.scaled_bytes_at_peak},
          {"gpu", gpu_json(r.gpu)},
          {"verdict", verdict_json(r.gpu, r.verdict)},
-         {"trace_starts_mid_run", r.trace_starts_mid_run},
+         {"trace_incomplete", r.trace_incomplete},
          {"fits", r.gpu ? Json(r.fits) : Json(nullptr)},
          {"needed_low", r.gpu ? Json(r.needed_low) : Json(nullptr)},
          {"needed_high", r.gpu ? Json(r.needed_high) : Json(nullptr)},
@@ -144,7 +145,7 @@ std::string to_text(const WhatIfFit& r) {
     o += "\n";
   }
   const std::string v =
-      verdict(r.gpu, r.verdict, r.predicted_needed, r.needed_low, r.needed_high, r.trace_starts_mid_run);
+      verdict(r.gpu, r.verdict, r.predicted_needed, r.needed_low, r.needed_high, r.trace_incomplete);
   if (!v.empty()) o += "  " + v;
   for (const std::string& n : r.notes) o += "note: " + n + "\n";
   return o;
@@ -163,7 +164,7 @@ std::string to_json(const WhatIfFit& r) {
          {"predicted_needed", r.predicted_needed},
          {"gpu", gpu_json(r.gpu)},
          {"verdict", verdict_json(r.gpu, r.verdict)},
-         {"trace_starts_mid_run", r.trace_starts_mid_run},
+         {"trace_incomplete", r.trace_incomplete},
          {"fits", r.gpu ? Json(r.fits) : Json(nullptr)},
          {"needed_low", r.gpu ? Json(r.needed_low) : Json(nullptr)},
          {"needed_high", r.gpu ? Json(r.needed_high) : Json(nullptr)},
