@@ -174,6 +174,17 @@ TEST(CliAnswers, MemoryVizOffersADeviceWithSegmentsAndAnEmptyTrace) {
   EXPECT_EQ(j["devices"]["0"]["peak_active_bytes"], 1024);
 }
 
+// A device only one file has: said absent from the other, not "-> 0.0B" there, which reads as a measurement (an
+// audit: pt22_eor_nn has one device_traces entry and no segments).
+TEST(CliAnswers, DiffSaysADeviceIsAbsentRatherThanZero) {
+  const CliRun t = run({"diff", fixture_path("external/pt28_4dev_expandable_oom"), fixture_path("external/pt22_eor_nn")});
+  EXPECT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("peak allocated, cuda:1: 78.3GiB -> (B has no cuda:1)"), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("-> 0.0B"), std::string::npos) << t.out;
+  const CliRun back = run({"diff", fixture_path("external/pt22_eor_nn"), fixture_path("external/pt28_4dev_expandable_oom")});
+  EXPECT_NE(back.out.find("(A has no cuda:1) -> 78.3GiB"), std::string::npos) << back.out;
+}
+
 // An audit's case: a device with segments but no trace, beside one with a trace. `export` listed it (with a leaks
 // object `leaks` refuses to give) where `peak` and `categories` leave it out; its objects must be the verbs' own.
 TEST(CliAnswers, ExportAnswersForTheDevicesTheVerbsAnswerFor) {

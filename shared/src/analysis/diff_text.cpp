@@ -1,6 +1,7 @@
 // Human text for a snapshot diff: the biggest live-memory differences by stack first, then the segment sets.
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "allocscope/diff.h"
@@ -22,11 +23,18 @@ std::string to_text(const SnapshotDiff& d, const std::string& a, const std::stri
       o += "   (cuda:" + std::to_string(d.peaks_a[0].first) + " in A, cuda:" + std::to_string(d.peaks_b[0].first) + " in B)";
     o += "\n";
   } else {
-    std::map<int64_t, std::pair<uint64_t, uint64_t>> by_device;
+    // A device only one file has is said to be absent from the other, not "0.0B" there, which reads as measured
+    // (an audit).
+    std::map<int64_t, std::pair<std::optional<uint64_t>, std::optional<uint64_t>>> by_device;
     for (const auto& [dev, bytes] : d.peaks_a) by_device[dev].first = bytes;
     for (const auto& [dev, bytes] : d.peaks_b) by_device[dev].second = bytes;
-    for (const auto& [dev, p] : by_device)
-      o += "peak allocated, cuda:" + std::to_string(dev) + ": " + change(p.first, p.second) + "\n";
+    for (const auto& [dev, p] : by_device) {
+      o += "peak allocated, cuda:" + std::to_string(dev) + ": ";
+      if (p.first && p.second) o += change(*p.first, *p.second);
+      else if (p.first) o += size(*p.first) + " -> (B has no cuda:" + std::to_string(dev) + ")";
+      else o += "(A has no cuda:" + std::to_string(dev) + ") -> " + size(*p.second);
+      o += "\n";
+    }
   }
   for (const auto& [which, devs] : {std::pair{"A", &d.no_trace_a}, std::pair{"B", &d.no_trace_b}})
     for (int64_t dev : *devs)
