@@ -253,6 +253,18 @@ TEST(Regressions, ValidPicklesTheLoaderMishandled) {
     EXPECT_EQ(s.blocks.size(), 2u) << name;
     EXPECT_EQ(s.events.size_rows(), 5u) << name;
   }
+  // Dicts with an 'action' outside device_traces are no events, with device_traces or without (without, they were
+  // put on device 0: "1 events"), and a warning says they were left out.
+  for (const auto& [name, rows] : std::vector<std::pair<const char*, size_t>>{{"action_dicts_outside_traces", 5u},
+                                                                              {"action_dicts_without_traces", 0u}}) {
+    auto r = allocscope::load_snapshot_file(std::string(ALLOCSCOPE_FIXTURES) + "/hostile_valid/" + name + ".pickle");
+    ASSERT_TRUE(r.ok()) << name << ": " << r.error().describe();
+    EXPECT_EQ(r->events.size_rows(), rows) << name;
+    EXPECT_EQ(r->segments.size(), 1u) << name;
+    bool said = false;
+    for (const std::string& w : r->warnings) said = said || w.find("2 dict(s) with an 'action' key") != std::string::npos;
+    EXPECT_TRUE(said) << name;
+  }
 }
 
 // 18. Every per-device answer walks the file's segments: 100,000 devices of one segment each (a 1.3 MB file) made

@@ -287,6 +287,11 @@ class Builder : public pickle::Consumer {
   Status read_annotations(const pickle::Reader& r, const Value& list);
   Status read_outside(const pickle::Reader& r, const Value& dict);
   void note_peer_mappings(const PeerMappings& m);
+  // Dicts with an 'action' key that no device trace lists: not events, said once.
+  void note_rows_outside_traces(size_t n) {
+    s_->warnings.push_back(std::to_string(n) + " dict(s) with an 'action' key outside device_traces were left out: "
+                           "only device_traces holds trace entries");
+  }
   // Reads a dict's segments, device_traces, external_annotations and allocator_settings into s_.
   Status read_top(const pickle::Reader& r, const Value& dict);
   Setting to_setting(const pickle::Reader& r, const Value& v, int depth);

@@ -249,6 +249,7 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
     s_->devices.push_back(d);
   }
   EventColumns& e = s_->events;
+  if (order.size() < e.action.size()) note_rows_outside_traces(e.action.size() - order.size());
   if (!contiguous || order.size() != e.action.size()) {
     // Unusual layout (rows shared, interleaved or orphaned): gather into device order.
     auto gather = [&](auto& col) {
@@ -457,8 +458,11 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
                  0};
   }
   if (!s_->has_device_traces && s_->events.size_rows() > 0) {
-    // Trace rows outside device_traces: keep them on device 0 rather than dropping them.
-    s_->devices.push_back(DeviceTrace{0, 0, static_cast<uint32_t>(s_->events.size_rows())});
+    // Dicts with an 'action' outside device_traces (a setting's list, an unknown key's) were read as trace entries
+    // as they streamed by; without device_traces there is no trace, as PyTorch's tools see it (they were put on
+    // device 0: a settings list read as "1 events").
+    note_rows_outside_traces(s_->events.size_rows());
+    s_->events = EventColumns{};
   }
   if (is_capture(*s_)) note_peer_mappings(drop_peer_mappings(s_));
   for (auto& [key, n] : unknown_) s_->unknown_keys.emplace_back(std::string(s_->strings.get(key)), n);
