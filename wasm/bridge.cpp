@@ -47,10 +47,16 @@ std::string g_error;
 std::string g_answer_text;
 Answer g_answer;
 
+bool g_inflated = false;  // the load in progress parses a .gz's inflated bytes (as_load, as_stream_begin)
+std::string describe_load_error(Error e) {
+  e.in_inflated = e.in_inflated || g_inflated;
+  return e.describe();
+}
+
 // Keeps a loaded snapshot and returns its id, or records the error and returns 0.
 int32_t add_file(Result<Snapshot> result, const char* name) {
   if (!result.ok()) {
-    g_error = result.error().describe();
+    g_error = describe_load_error(result.error());
     return 0;
   }
   auto f = std::make_unique<Loaded>();
@@ -95,8 +101,10 @@ EMSCRIPTEN_KEEPALIVE uint8_t* as_malloc(size_t n) { return static_cast<uint8_t*>
 EMSCRIPTEN_KEEPALIVE void as_free(void* p) { std::free(p); }
 
 // Parses `n` bytes at `data` (raw pickle; the worker inflates gzip first) and frees them. Returns the file id, or 0
-// with the reason in as_error(). `name` is the file name, kept for messages.
-EMSCRIPTEN_KEEPALIVE int32_t as_load(uint8_t* data, size_t n, const char* name) {
+// with the reason in as_error(). `name` is the file name, kept for messages; `inflated`: the bytes were a .gz's, so
+// error offsets are labelled as the inflated pickle's (Error::in_inflated).
+EMSCRIPTEN_KEEPALIVE int32_t as_load(uint8_t* data, size_t n, const char* name, int32_t inflated) {
+  g_inflated = inflated != 0;
   LoadOptions options;
   options.progress = [](std::string_view phase, uint64_t done, uint64_t total) {
     std::string p(phase);
@@ -111,8 +119,10 @@ EMSCRIPTEN_KEEPALIVE int32_t as_load(uint8_t* data, size_t n, const char* name) 
 // produces it, so the wasm heap never holds the whole file — only the model and a chunk of carry-over.
 static std::unique_ptr<SnapshotStream> g_stream;
 
-// Starts a streamed load; `size_hint` is the expected pickle size in bytes (0 if unknown; it only sizes buffers).
-EMSCRIPTEN_KEEPALIVE int32_t as_stream_begin(double size_hint) {
+// Starts a streamed load; `size_hint` is the expected pickle size in bytes (0 if unknown; it only sizes buffers);
+// `inflated` as for as_load.
+EMSCRIPTEN_KEEPALIVE int32_t as_stream_begin(double size_hint, int32_t inflated) {
+  g_inflated = inflated != 0;
   g_stream = std::make_unique<SnapshotStream>(LoadOptions{}, static_cast<uint64_t>(size_hint));
   return 1;
 }
@@ -125,7 +135,7 @@ EMSCRIPTEN_KEEPALIVE int32_t as_stream_feed(const uint8_t* data, size_t n) {
   }
   Status st = g_stream->feed({data, n});
   if (!st.ok()) {
-    g_error = st.error().describe();
+    g_error = describe_load_error(st.error());
     return 0;
   }
   return 1;

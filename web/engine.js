@@ -226,7 +226,7 @@
       let fed = 0;
       try {  // from here on, any failure cancels the input (and so stops the inflater's worker)
         if (input.total === 0) throw new Error('the file is empty');
-        m._as_stream_begin(await sizeHint(input.blob, input.gz));
+        m._as_stream_begin(await sizeHint(input.blob, input.gz), input.gz ? 1 : 0);
         for (let value; (value = await input.next()) !== null;) {
           if (value.byteLength > cap) {
             if (buf) m._as_free(buf);
@@ -256,7 +256,8 @@
     }
 
     // Copies the chunks into the wasm heap and parses them; returns the file id or throws Error(message).
-    load(chunks, length, name) {
+    // `inflated`: the chunks are a .gz's inflated bytes (error offsets then say so).
+    load(chunks, length, name, inflated = false) {
       const m = this.m;
       const ptr = m._as_malloc(length);
       if (!ptr) throw new Error(`not enough memory for ${length} bytes`);
@@ -265,7 +266,7 @@
       const nameBytes = m.lengthBytesUTF8(name) + 1;
       const namePtr = m._as_malloc(nameBytes);
       m.stringToUTF8(name, namePtr, nameBytes);
-      const id = m._as_load(ptr, length, namePtr);  // frees ptr
+      const id = m._as_load(ptr, length, namePtr, inflated ? 1 : 0);  // frees ptr
       m._as_free(namePtr);
       if (!id) throw new Error(m.UTF8ToString(m._as_error()));
       return id;

@@ -57,7 +57,32 @@ TEST(Binary, TruncatedGzipFails) {
   const std::string whole = clitest::read_text(clitest::snapshot_path("gpt2_cpp"));
   const std::string cut = clitest::temp_path("truncated.pickle.gz");
   clitest::write_bytes(cut, whole.substr(0, whole.size() / 2));
-  expect_one_line_error(clitest::run_cli({"stats", cut}), "truncated gzip");
+  const auto r = clitest::run_cli({"stats", cut});
+  expect_one_line_error(r, "truncated gzip");
+  EXPECT_EQ(r.err.find("inflated"), std::string::npos) << r.err;  // the .gz's own offset: where it ends
+}
+
+// A .gz that inflates into a broken pickle: the offset counts the inflated bytes, and says so (it read as the .gz
+// file's byte, where a reader would look). The gzip's own errors keep the file's offsets.
+TEST(Binary, AnErrorInsideAGzipSaysItsOffsetIsTheInflatedPickles) {
+  const std::string plain = clitest::read_text(clitest::snapshot_path("oom"));
+  ASSERT_GT(plain.size(), 4000u);
+  std::string cut = plain;
+  cut.replace(3000, 50, std::string(50, '\xff'));  // opcode 0xff at byte 3000, an opcode's place in this file
+  auto gz = allocscope::gzip({reinterpret_cast<const uint8_t*>(cut.data()), cut.size()});
+  ASSERT_TRUE(gz.ok());
+  const std::string gz_path = clitest::temp_path("broken.pickle.gz"), plain_path = clitest::temp_path("broken.pickle");
+  clitest::write_bytes(gz_path, std::string(gz->begin(), gz->end()));
+  clitest::write_bytes(plain_path, cut);
+  const auto from_gz = clitest::run_cli({"summary", gz_path}), from_plain = clitest::run_cli({"summary", plain_path});
+  expect_one_line_error(from_gz, "summary of a .gz of a broken pickle");
+  EXPECT_NE(from_gz.err.find(" of the inflated pickle: "), std::string::npos) << from_gz.err;
+  EXPECT_EQ(from_plain.err.find("inflated"), std::string::npos) << from_plain.err;
+  // The same byte, named the same way apart from the label.
+  const size_t at = from_plain.err.find("at byte ");
+  ASSERT_NE(at, std::string::npos) << from_plain.err;
+  const std::string number = from_plain.err.substr(at, from_plain.err.find(':', at) - at);
+  EXPECT_NE(from_gz.err.find(number + " of the inflated pickle"), std::string::npos) << from_gz.err;
 }
 
 TEST(Binary, NotASnapshot) {

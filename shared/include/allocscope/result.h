@@ -14,11 +14,14 @@ struct Error {
   static constexpr uint64_t kNoOffset = UINT64_MAX;
   std::string message;
   uint64_t offset = kNoOffset;
+  // The offset counts the bytes of the pickle inflated from a .gz, not the file's: said, since a reader of a .gz's
+  // error would look for that byte in the file.
+  bool in_inflated = false;
 
   // "at byte 1234: expected ..., found ..." — the form users see on the CLI and in the viewer.
   std::string describe() const {
     if (offset == kNoOffset) return message;
-    return "at byte " + std::to_string(offset) + ": " + message;
+    return "at byte " + std::to_string(offset) + (in_inflated ? " of the inflated pickle" : "") + ": " + message;
   }
 };
 

@@ -149,7 +149,9 @@ class ChunkPipe {
   }
   // Parser side: feeds every chunk to `stream` in order; the first error of either side. An exception on either
   // side stops the other before it leaves.
-  Status drain(SnapshotStream& stream, detail::Worker& producer, const std::function<void(uint64_t)>& fed = {}) {
+  // `inflated`: the chunks are a .gz's inflated bytes, so the parser's offsets are labelled as theirs.
+  Status drain(SnapshotStream& stream, detail::Worker& producer, bool inflated,
+               const std::function<void(uint64_t)>& fed = {}) {
     Status parsed;
     try {
       for (;;) {
@@ -175,7 +177,11 @@ class ChunkPipe {
     }
     if (!parsed.ok()) stop();
     producer.join();
-    if (!parsed.ok()) return parsed;
+    if (!parsed.ok()) {
+      Error e = parsed.error();
+      e.in_inflated = inflated;
+      return e;
+    }
     return produced_;
   }
 
@@ -222,7 +228,7 @@ Status inflate_beside(std::span<const uint8_t> bytes, uint64_t max_out, Snapshot
         },
         ChunkPipe::kChunk, progress);
   });
-  return pipe.drain(stream, inflater);
+  return pipe.drain(stream, inflater, /*inflated=*/true);
 }
 #endif
 }  // namespace
@@ -239,9 +245,23 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
     ALLOCSCOPE_RETURN_IF_ERROR(inflate_beside(bytes, options.max_inflated_bytes, stream, p, options.spare_time));
 #else
     ALLOCSCOPE_RETURN_IF_ERROR(gunzip_chunks(
-        bytes, options.max_inflated_bytes, [&](std::span<const uint8_t> c) { return stream.feed(c); }, 4u << 20, p));
+        bytes, options.max_inflated_bytes,
+        [&](std::span<const uint8_t> c) {
+          Status st = stream.feed(c);
+          if (st.ok()) return st;
+          Error e = st.error();
+          e.in_inflated = true;
+          return Status(std::move(e));
+        },
+        4u << 20, p));
 #endif
-    return stream.finish();
+    auto done = stream.finish();
+    if (!done.ok()) {
+      Error e = done.error();
+      e.in_inflated = true;
+      return e;
+    }
+    return done;
   }
   if (bytes.empty()) return Error{"the file is empty; expected a pickled memory snapshot", 0};
   Snapshot snap;
@@ -372,7 +392,7 @@ Result<Snapshot> read_beside(int fd, uint64_t size, const std::string& path, con
   });
   std::function<void(uint64_t)> fed;
   if (options.progress) fed = [&](uint64_t done) { options.progress("parse", done, size); };
-  ALLOCSCOPE_RETURN_IF_ERROR(pipe.drain(stream, reader, fed));
+  ALLOCSCOPE_RETURN_IF_ERROR(pipe.drain(stream, reader, /*inflated=*/false, fed));
   return stream.finish();
 }
 }  // namespace
