@@ -64,7 +64,7 @@ Answer flame(const Request& r, std::span<Loaded* const> files) {
     auto [pos, inserted] = label_of.try_emplace(frame[n], static_cast<uint32_t>(labels.size()));
     if (inserted) {
       const Frame& fr = s.frames[frame[n]];
-      labels.push_back({s.str(fr.name), s.str(fr.filename), fr.line_unsigned ? json(line_text(fr)) : json(fr.line)});
+      labels.push_back({s.str(fr.name), s.str(fr.filename), fr.line_none ? json(nullptr) : fr.line_unsigned ? json(line_text(fr)) : json(fr.line)});
     }
     label[n] = pos->second;
   }

@@ -27,7 +27,7 @@ json frames_json(const Snapshot& s, StackId stack) {
   json out = json::array();
   for (FrameId id : s.stack(stack)) {
     const Frame& fr = s.frames[id];
-    out.push_back({s.str(fr.name), s.str(fr.filename), fr.line_unsigned ? json(line_text(fr)) : json(fr.line), memviz::frame_filter(s.str(fr.name), s.str(fr.filename))});
+    out.push_back({s.str(fr.name), s.str(fr.filename), fr.line_none ? json(nullptr) : fr.line_unsigned ? json(line_text(fr)) : json(fr.line), memviz::frame_filter(s.str(fr.name), s.str(fr.filename))});
   }
   return out;
 }

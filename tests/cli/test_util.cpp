@@ -89,7 +89,7 @@ std::string snapshot_path(const std::string& name) {
 
 std::vector<std::string> fixture_names() {
   std::vector<std::string> names;
-  for (const std::string sub : {"", "external/"}) {
+  for (const std::string sub : {"", "external/", "hostile_valid/"}) {
     for (const auto& entry : fs::directory_iterator(fixtures_dir() + "/" + sub)) {
       std::string leaf = entry.path().filename().string();
       for (const std::string suffix : {".pickle.gz", ".pickle"}) {

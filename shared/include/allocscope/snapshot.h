@@ -66,9 +66,12 @@ struct Frame {
   // Python ints are unbounded: torch.compile's fake-tensor frames carry line 2^64-1. Such a line is kept as its
   // 64 bits with this flag set, so it prints as Python would.
   bool line_unsigned = false;
+  // No int line: None, a float, or no 'line' key (other writers; PyTorch's own tools read such a frame only to print
+  // it). Kept as a frame whose line prints "None", rather than the file refused.
+  bool line_none = false;
   bool operator==(const Frame&) const = default;
 };
-// A frame's line as Python prints it.
+// A frame's line as Python prints it ("None" for line_none).
 std::string line_text(const Frame& f);
 
 // Stacks as flat frame lists, innermost frame first (the order PyTorch stores `frames`).

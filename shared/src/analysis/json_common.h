@@ -12,6 +12,13 @@ namespace allocscope::json_detail {
 
 using Json = nlohmann::ordered_json;
 
+// A frame's line for JSON: a number; its exact text above 2^63 (torch.compile's 2^64-1: JSON readers would round
+// the number); null where the file had none.
+inline Json line_json(const Frame& fr) {
+  if (fr.line_none) return nullptr;
+  return fr.line_unsigned ? Json(line_text(fr)) : Json(fr.line);
+}
+
 // A frame as {"name", "filename", "line", "text"} (null for kNoFrame).
 inline Json frame(const Snapshot& s, FrameId f) {
   if (f >= s.frames.size()) return nullptr;
@@ -19,7 +26,7 @@ inline Json frame(const Snapshot& s, FrameId f) {
   return Json{{"name", std::string(s.str(fr.name))},
               {"filename", std::string(s.str(fr.filename))},
               // A line above 2^63 (torch.compile's 2^64-1) as its exact text: JSON readers would round the number.
-              {"line", fr.line_unsigned ? Json(line_text(fr)) : Json(fr.line)},
+              {"line", line_json(fr)},
               {"text", FrameFilter::site_text(s, f)}};
 }
 

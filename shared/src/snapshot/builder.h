@@ -2,6 +2,7 @@
 // ids, and then reads the rest of the tree (private to shared/src/snapshot).
 #pragma once
 
+#include <map>
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -68,7 +69,8 @@ class Builder : public pickle::Consumer {
 
   Result<bool> consume(const pickle::Reader& r, const Value& c, const Value* key, Value* out) override {
     if (c.tag == Tag::kDict) return consume_dict(r, r.items(c), r.offset_of(c), key, out);
-    if (c.tag == Tag::kList && key && key->tag == Tag::kStr && key->payload == keys_.frames) {
+    const bool sequence = c.tag == Tag::kList || c.tag == Tag::kTuple;  // a tuple from other writers reads as a list
+    if (sequence && key && key->tag == Tag::kStr && key->payload == keys_.frames) {
       auto items = r.items(c);
       frame_buf_.resize(items.size());
       FrameId* ids = frame_buf_.data();
@@ -104,7 +106,7 @@ class Builder : public pickle::Consumer {
     // offer again when a crafted file references it many times).
     if (items.size() > 2 * kMaxEntryKeys) return false;
     // A frame is {name, filename, line}; a writer may add keys (counted as unknown), but never 'action'.
-    if (items.size() >= 6) {
+    if (items.size() >= 4) {  // name and filename; a line too, from PyTorch
       FrameId f;
       if (as_frame(items, &f)) {
         *out = Value::handle(kFrameHandle, f);
@@ -138,10 +140,19 @@ class Builder : public pickle::Consumer {
       else if (k.payload == keys_.line && v.tag == Tag::kInt) f.line = v.as_int(), seen |= 4;
       else if (k.payload == keys_.line && v.tag == Tag::kUInt)  // above 2^63-1: torch.compile writes 2^64-1
         f.line = static_cast<int64_t>(v.payload), f.line_unsigned = true, seen |= 4;
+      else if (k.payload == keys_.line && v.tag == Tag::kBool)  // Python's True is 1
+        f.line = static_cast<int64_t>(v.payload), seen |= 4;
+      else if (k.payload == keys_.line && (v.tag == Tag::kNone || v.tag == Tag::kFloat)) continue;  // no int line
       else if (k.payload == keys_.name || k.payload == keys_.filename || k.payload == keys_.line) return false;
       else ++extra;
     }
-    if (seen != 7) return false;
+    if ((seen & 3) != 3) return false;
+    if (!(seen & 4)) {
+      // A frame without an int line (None, a float, no key: other writers): still a frame, its line "None". The
+      // file was refused whole, where PyTorch's tools read it and print the line as None (an audit).
+      f.line = 0, f.line_none = true;
+      ++frames_without_line_;
+    }
     if (extra > 0)
       for (size_t i = 0; i + 1 < it.size(); i += 2)
         if (it[i].payload != keys_.name && it[i].payload != keys_.filename && it[i].payload != keys_.line)
@@ -329,6 +340,10 @@ class Builder : public pickle::Consumer {
   }
   std::unordered_map<StringId, uint64_t> unknown_;
   uint64_t negative_sizes_ = 0;
+  uint64_t frames_without_line_ = 0;  // frame dicts read whose line was None, a float, or missing
+  // Fields PyTorch's tools never read, of another type than PyTorch writes (None above all): "segment 'segment_type'"
+  // -> how many. Ignored (or read as their default) and said, rather than the file refused (an audit).
+  std::map<std::string, uint64_t> odd_fields_;
 };
 
 }  // namespace detail

@@ -27,7 +27,8 @@ struct Fields {
 };
 
 Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
-  if (list.tag != Tag::kList) return Error{"'segments' is a " + type_of(list) + "; expected a list", where(r, list, root_)};
+  if (list.tag != Tag::kList && list.tag != Tag::kTuple)
+    return Error{"'segments' is a " + type_of(list) + "; expected a list", where(r, list, root_)};
   for (const Value& sv : r.items(list)) {
     if (sv.tag != Tag::kDict) return Error{"a segment is a " + type_of(sv) + "; expected a dict", r.offset_of(list)};
     if (!seen_.insert(identity(sv)).second)
@@ -43,7 +44,9 @@ Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
       const Value& v = items[i + 1];
       if (k.tag != Tag::kStr) return Error{"segment has a non-string key", r.offset_of(sv)};
       const StringId key = static_cast<StringId>(k.payload);
-      if (key == keys_.device) {
+      if (key == keys_.device && v.tag == Tag::kNone) {
+        ++odd_fields_["segment 'device' None (read as device 0)"];
+      } else if (key == keys_.device) {
         ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &seg.device));
         if (seg.device < 0 || seg.device > kMaxDeviceOrdinal)
           return Error{"segment 'device' is " + std::to_string(seg.device) + "; expected a CUDA device ordinal 0.." +
@@ -56,20 +59,25 @@ Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
       else if (key == keys_.requested_size) ALLOCSCOPE_RETURN_IF_ERROR(f.u64(k, v, &seg.requested_size));
       else if (key == keys_.stream) ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, v, &seg.stream));
       else if (key == keys_.segment_type) {
-        if (v.tag != Tag::kStr) return f.bad(k, v, "a str");
-        seg.segment_type = static_cast<StringId>(v.payload);
+        if (v.tag == Tag::kStr) seg.segment_type = static_cast<StringId>(v.payload);
+        else ++odd_fields_["segment 'segment_type' not a str (ignored)"];
       } else if (key == keys_.segment_pool_id) {
         auto p = r.items(v);
-        if (v.tag != Tag::kTuple && v.tag != Tag::kList) return f.bad(k, v, "a tuple of two ints");
-        for (size_t j = 0; j < 2 && j < p.size(); ++j) ALLOCSCOPE_RETURN_IF_ERROR(f.i64(k, p[j], &seg.pool_id[j]));
+        bool ints = v.tag == Tag::kTuple || v.tag == Tag::kList;
+        for (size_t j = 0; ints && j < p.size(); ++j) ints = p[j].tag == Tag::kInt || p[j].tag == Tag::kUInt;
+        if (ints) {
+          for (size_t j = 0; j < 2 && j < p.size(); ++j) seg.pool_id[j] = static_cast<int64_t>(p[j].payload);
+        } else {
+          ++odd_fields_["segment 'segment_pool_id' not a tuple of ints (read as the default pool)"];
+        }
       } else if (key == keys_.is_expandable) {
-        if (v.tag != Tag::kBool && v.tag != Tag::kInt) return f.bad(k, v, "a bool");
-        seg.is_expandable = v.payload != 0;
+        if (v.tag == Tag::kBool || v.tag == Tag::kInt) seg.is_expandable = v.payload != 0;
+        else ++odd_fields_["segment 'is_expandable' not a bool (read as False)"];
       } else if (key == keys_.frames) {
         if (v.tag == Tag::kHandle && v.aux == kStackHandle) seg.stack = static_cast<StackId>(v.payload);
         else if (v.tag != Tag::kNone) return f.bad(k, v, "a list of frames");
       } else if (key == keys_.blocks) {
-        if (v.tag != Tag::kList) return f.bad(k, v, "a list");
+        if (v.tag != Tag::kList && v.tag != Tag::kTuple) return f.bad(k, v, "a list");
         blocks_v = v;
         has_blocks = true;
       } else {
@@ -176,7 +184,7 @@ Status Builder::read_history(const pickle::Reader& r, const Value& list, Block* 
 }
 
 Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
-  if (list.tag != Tag::kList)
+  if (list.tag != Tag::kList && list.tag != Tag::kTuple)
     return Error{"'device_traces' is a " + type_of(list) + "; expected a list", where(r, list, root_)};
   s_->has_device_traces = true;
   // The usual file: each device's list absorbed the next run of rows and nothing else, so the devices are ranges
@@ -213,7 +221,13 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
   uint32_t expect = 0;
   int64_t ordinal = 0;
   for (const Value& dv : r.items(list)) {
-    if (dv.tag != Tag::kList)
+    // None is a device without a trace (PyTorch's tools skip it: `if d:`); a tuple reads as a list.
+    if (dv.tag == Tag::kNone) {
+      s_->devices.push_back(DeviceTrace{ordinal++, static_cast<uint32_t>(order.size()),
+                                        static_cast<uint32_t>(order.size())});
+      continue;
+    }
+    if (dv.tag != Tag::kList && dv.tag != Tag::kTuple)
       return Error{"device trace " + std::to_string(ordinal) + " is a " + type_of(dv) + "; expected a list",
                    r.offset_of(list)};
     DeviceTrace d;
@@ -469,6 +483,11 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
   std::sort(s_->unknown_keys.begin(), s_->unknown_keys.end());
   if (negative_sizes_)
     s_->warnings.push_back(std::to_string(negative_sizes_) + " trace entries have a negative size");
+  for (const auto& [what, n] : odd_fields_)
+    s_->warnings.push_back(std::to_string(n) + " x " + what);
+  if (frames_without_line_)
+    s_->warnings.push_back(std::to_string(frames_without_line_) + " frame(s) have no int 'line' (None, a float or "
+                           "no key): their line reads None");
   return {};
 }
 

@@ -21,6 +21,7 @@ Action action_from_name(std::string_view name) {
 }
 
 std::string line_text(const Frame& f) {
+  if (f.line_none) return "None";
   return f.line_unsigned ? std::to_string(static_cast<uint64_t>(f.line)) : std::to_string(f.line);
 }
 

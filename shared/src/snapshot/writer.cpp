@@ -77,7 +77,9 @@ class SnapshotWriter {
       w_.key("name"), w_.str(s_.str(fr.name));
       w_.key("filename"), w_.str(s_.str(fr.filename));
       w_.key("line");
-      if (fr.line_unsigned) w_.uinteger(static_cast<uint64_t>(fr.line)); else w_.integer(fr.line);
+      if (fr.line_none) w_.none();
+      else if (fr.line_unsigned) w_.uinteger(static_cast<uint64_t>(fr.line));
+      else w_.integer(fr.line);
       w_.end_dict();
     }
     w_.end_list();
