@@ -926,6 +926,8 @@ TEST(Big, WrappedRingBufferIsWarnedAndTheLoopIsClean) {
 #include <random>
 #include <regex>
 
+#include "../cli/synthetic.h"
+
 namespace allocscope::test {
 namespace {
 
@@ -966,8 +968,35 @@ TEST(Categories, RegexPrecheckRefusesEverythingStdRegexRejects) {
     }
   }
   EXPECT_NE(regex_problem("(a{1000}){1000}"), "");
-  for (const char* good : {"gen_snapshots\\.py:49:", "optim/(adam|sgd)\\.py", "^/work/.*:1[0-9]+:fwd$", "[a-z_]+\\d{2,3}"})
+  for (const char* good : {"gen_snapshots\\.py:49:", "optim/(adam|sgd)\\.py", "^/work/.*:1[0-9]+:fwd$", "[a-z_]+\\d{2,3}",
+                           "(ab)+", "(a{2})+", "(x+)?y", "(a|b)*c"})
     EXPECT_EQ(regex_problem(good), "") << good;
+  // Nested repetition backtracks exponentially in std::regex, which has no time limit (an audit: "(\w+_?)+_cache"
+  // against a 34-character frame name ran for minutes; "(.*)*x" on a real fixture too).
+  for (const char* slow : {"(\\w+_?)+_cache", "(.*)*x", "(?:x+)+", "(a{1,3})+", "((a)+b)*", "(a*){2,}"})
+    EXPECT_NE(regex_problem(slow).find("nested repetition"), std::string::npos) << slow;
+}
+
+// A rule sees a frame's first kRuleTextLimit characters: std::regex recursed once per character of a 40,000-character
+// frame name (a 240-byte .gz) and overflowed the stack with ".*model" (an audit: SIGSEGV in categories, leaks and
+// export). The long name still answers; a rule matching past the limit does not see it.
+TEST(Categories, ARuleOnAVeryLongFrameNameDoesNotOverflowTheStack) {
+  clitest::SnapshotBuilder b;
+  const StackId st = b.stack({{std::string(100000, 'x') + "model", "train.py", 3}});
+  b.device();
+  b.event(Action::kAlloc, 0x1000, 512, st);
+  const Lifetimes lt = build_lifetimes(b.s);
+  const FrameFilter ff(b.s);
+  const Iterations it = detect_iterations(b.s, lt.devices[0]);
+  CategoryOptions o;
+  o.rules.push_back({".*x", Category::kActivation});
+  auto c = categorize(b.s, lt.devices[0], it, ff, o);
+  ASSERT_TRUE(c.ok()) << c.error().describe();
+  EXPECT_EQ(c->category[0], Category::kActivation);
+  o.rules = {{"model", Category::kActivation}};  // past the first kRuleTextLimit characters: not seen
+  c = categorize(b.s, lt.devices[0], it, ff, o);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->category[0], Category::kActivation);
 }
 
 }  // namespace

@@ -56,6 +56,9 @@ std::string_view category_reason_name(CategoryReason r);
 enum class WorkspaceKind : uint8_t { kNone, kCublas, kCudnn };
 WorkspaceKind workspace_frame(std::string_view frame_name);
 
+// A rule's regex searches a frame's "file:line:name" text, its first kRuleTextLimit characters (std::regex recurses
+// per character matched: a longer text could overflow the stack).
+constexpr size_t kRuleTextLimit = 2048;
 struct CategoryRule {
   std::string pattern;
   Category category = Category::kUnknown;
@@ -64,7 +67,8 @@ struct CategoryOptions {
   std::vector<CategoryRule> rules;  // first match wins, before any heuristic
 };
 // Why `pattern` is not an ECMAScript regex std::regex accepts ("" when it is), found without exceptions: the wasm
-// build cannot catch std::regex's syntax errors. Conservative: backreferences and repeat counts above 1000 are refused.
+// build cannot catch std::regex's syntax errors. Conservative: backreferences, repeat counts above 1000, and nested
+// repetition (a repeated group with a repeat inside: exponential backtracking) are refused.
 std::string regex_problem(std::string_view pattern);
 // Parses "REGEX=category" (the CLI's --rule); the category name is after the last '='.
 Result<CategoryRule> parse_category_rule(std::string_view text);

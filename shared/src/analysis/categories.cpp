@@ -143,9 +143,15 @@ std::string regex_problem(std::string_view p) {
   // of a group copies the group (so "(a{1000}){1000}" is a million states).
   uint64_t size = 0, last = 0;
   std::vector<uint64_t> outer;
+  // Nested repetition ("(a+)+", "(\w+_?)+x", "(.*)*"): std::regex backtracks exponentially on some texts and has
+  // no time limit (an audit: a 34-character frame name ran for minutes). `repeats`: the current group has a
+  // repeat inside; `group_repeats`: the atom just closed is a group that has one.
+  bool repeats = false, group_repeats = false;
+  std::vector<uint8_t> outer_repeats;
   for (size_t i = 0; i < p.size(); ++i) {
     if (size > 20000) return "pattern too large once its repeats are expanded";
     const char c = p[i];
+    if (c != '*' && c != '+' && c != '?' && c != '{') group_repeats = false;  // only a quantifier binds to the group
     if (c != '(' && c != ')' && c != '*' && c != '+' && c != '?' && c != '{') {
       size += 2;
       last = 2;
@@ -162,6 +168,8 @@ std::string regex_problem(std::string_view p) {
       ++depth;
       outer.push_back(size);
       size = 0;
+      outer_repeats.push_back(repeats);
+      repeats = false;
       can_repeat = false;
     } else if (c == ')') {
       if (depth == 0) return "unbalanced ')'";
@@ -169,7 +177,11 @@ std::string regex_problem(std::string_view p) {
       last = size + 2;
       size = outer.back() + last;
       outer.pop_back();
+      group_repeats = repeats;
+      repeats = outer_repeats.back() || repeats;
+      outer_repeats.pop_back();
       can_repeat = true;
+      continue;  // group_repeats describes this atom for a quantifier right after it
     } else if (c == '[') {
       size_t j = i + 1;
       if (j < p.size() && p[j] == '^') ++j;
@@ -221,16 +233,22 @@ std::string regex_problem(std::string_view p) {
         if (j >= p.size() || p[j] != '}') return "bad {n,m} repeat";
         if (hi < lo) return "{n,m} with m < n";
         if (lo > 1000 || (hi != UINT64_MAX && hi > 1000)) return "repeat count above 1000";
+        if (hi > 1 && group_repeats) return "nested repetition (like (a+)+) can take exponential time on a frame's text";
+        if (hi > lo) repeats = true;  // a fixed count ("a{2}") has one way to match, a range several
         const uint64_t copies = (hi == UINT64_MAX ? lo : hi) + 1;
         size += last * copies;
         last *= copies;
         i = j;
       } else {
+        if (c != '?' && group_repeats)
+          return "nested repetition (like (a+)+) can take exponential time on a frame's text";
+        if (c != '?') repeats = true;
         size += 2;
         last += 2;
       }
       if (i + 1 < p.size() && p[i + 1] == '?') ++i;  // lazy quantifier
       can_repeat = false;
+      group_repeats = false;
     } else if (c == '|' || c == '^' || c == '$') {
       can_repeat = false;
     } else {
@@ -295,7 +313,10 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   const std::vector<uint8_t> fbits = bits_of_frames(s);
   std::vector<int16_t> frule(nf, -1);
   for (size_t i = 0; i < nf && !rules.empty(); ++i) {
-    const std::string text = FrameFilter::format(s, static_cast<FrameId>(i), true);
+    // A rule sees a frame's first 2,048 characters: std::regex recurses per character matched, and a 40,000-character
+    // frame name (a 240-byte .gz) overflowed the stack with ".*model" (an audit); real frames are far shorter.
+    std::string text = FrameFilter::format(s, static_cast<FrameId>(i), true);
+    if (text.size() > kRuleTextLimit) text.resize(kRuleTextLimit);
     for (size_t k = 0; k < rules.size(); ++k)
       if (std::regex_search(text, rules[k])) {
         frule[i] = static_cast<int16_t>(k);
