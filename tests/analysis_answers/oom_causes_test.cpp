@@ -275,6 +275,30 @@ TEST(OomRules, HolesAndTheDriverTogetherHoldingTheRequestIsFragmentation) {
   EXPECT_NE(r.advice.find("no piece holds"), std::string::npos) << r.advice;
 }
 
+// Each OOM rebuilds the allocator's state, so a device's OOMs past OomOptions::max_per_device are counted, not all
+// explained: its first and last halves are (an audit: 40,000 OOMs beside 40,000 live segments, a 461 KB file, made
+// `oom` and `export` take 44 s). The text says how many there were.
+TEST(OomRules, ManyOomsOnADeviceExplainTheFirstAndTheLast) {
+  clitest::SnapshotBuilder b;
+  const StackId st = b.stack({{"train", "train.py", 10}});
+  b.segment(0x100000000, 0, 2 * MiB, {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, st}});
+  b.device();
+  for (int k = 0; k < 300; ++k) b.event(Action::kOom, 1 * MiB, 8 * MiB);
+  const Lifetimes lt = build_lifetimes(b.s);
+  const auto reports = analyze_ooms(b.s, lt, OomOptions{});
+  ASSERT_EQ(reports.size(), 100u);
+  EXPECT_EQ(reports.front().event, 0u);
+  EXPECT_EQ(reports[49].event, 49u);
+  EXPECT_EQ(reports[50].event, 250u);
+  EXPECT_EQ(reports.back().event, 299u);
+  EXPECT_EQ(reports.back().ooms_on_device, 300u);
+  EXPECT_NE(to_text(b.s, lt, reports).find("device 0 has 300 out-of-memory events: the first 50 and the last 50"),
+            std::string::npos);
+  OomOptions all;
+  all.max_per_device = 0;
+  EXPECT_EQ(analyze_ooms(b.s, lt, all).size(), 300u);
+}
+
 // A second review's cases. Another process fills the GPU and PyTorch holds nothing: 5 MiB asked, 15 MiB free in
 // the driver, but the request needs a 20 MiB segment, so freeing PyTorch's tensors cannot help.
 TEST(OomRules, ARequestWhoseSegmentExceedsAllThatCouldBeFreedIsHeldOutside) {

@@ -42,6 +42,15 @@ export default {
       if (!ooms.length) {
         body.append(el('div', { class: 'verdict', 'data-ooms': 0, text: 'No out-of-memory event in this file.' }));
       }
+      // The core explains a device's first and last OOMs when it has many (OomOptions::max_per_device).
+      const shown = new Map();
+      for (const o of ooms) shown.set(o.device, { here: (shown.get(o.device)?.here || 0) + 1, all: o.ooms_on_device });
+      for (const [device, n] of shown) {
+        if (n.all > n.here) {
+          body.append(el('p', { class: 'fine', 'data-ooms-skipped': n.all - n.here,
+            text: `cuda:${device} has ${count(n.all)} out-of-memory events: the first ${count(Math.floor(n.here / 2))} and the last ${count(n.here - Math.floor(n.here / 2))} are explained here.` }));
+        }
+      }
       for (const o of ooms) {
         body.append(el('div', { class: 'verdict bad', 'data-ooms': ooms.length, 'data-oom-cause': o.cause },
           el('strong', { text: `cuda:${o.device}: asked for ${bytes(o.requested)} (${count(o.requested)} bytes) at event ${count(o.event)}. ` }),

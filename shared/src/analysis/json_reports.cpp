@@ -23,6 +23,7 @@ std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
     }
     a.push_back({{"device", o.device},
                  {"event", o.event},
+                 {"ooms_on_device", o.ooms_on_device},
                  {"time_us", o.time_us},
                  {"requested", o.requested},
                  {"device_free", o.device_free},

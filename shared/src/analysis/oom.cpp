@@ -231,6 +231,11 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
     for (uint32_t i = 0; i < lt.event_count; ++i)
       if (ev.action[lt.event_begin + i] == Action::kOom) events.push_back(i);
     if (events.empty()) continue;
+    const uint32_t ooms_on_device = static_cast<uint32_t>(events.size());
+    if (options.max_per_device && events.size() > options.max_per_device) {
+      const size_t head = options.max_per_device / 2, tail = options.max_per_device - head;
+      events.erase(events.begin() + static_cast<std::ptrdiff_t>(head), events.end() - static_cast<std::ptrdiff_t>(tail));
+    }
     // The state index is only built for devices that failed: most snapshots have no oom at all.
     const SegmentTimeline st = build_segment_timeline(s, lt.device);
     const AllocatorStateIndex index(s, lt, st);
@@ -245,6 +250,7 @@ std::vector<OomReport> analyze_ooms(const Snapshot& s, const Lifetimes& lifetime
       OomReport o;
       o.device = lt.device;
       o.event = e;
+      o.ooms_on_device = ooms_on_device;
       o.time_us = ev.time_us[r];
       o.requested = ev.size[r];
       o.device_free = ev.addr[r];

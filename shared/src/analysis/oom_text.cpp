@@ -1,5 +1,7 @@
 // Human text for OOM reports: the request against free memory first, then the cause and what to do, then what was
 // alive.
+#include <map>
+
 #include "allocscope/oom.h"
 #include "allocscope/frame_filter.h"
 #include "analysis/frame_filter_text.h"
@@ -12,6 +14,13 @@ std::string to_text(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
   if (reports.empty()) return "no out-of-memory event in this snapshot\n";
   std::string o;
   const FrameFilter ff(s);
+  std::map<int64_t, std::pair<uint32_t, uint32_t>> shown;  // device -> (reports here, oom events in all)
+  for (const OomReport& r : reports) ++shown[r.device].first, shown[r.device].second = r.ooms_on_device;
+  for (const auto& [device, n] : shown)
+    if (n.first < n.second)
+      o += "device " + std::to_string(device) + " has " + std::to_string(n.second) + " out-of-memory events: the first " +
+           std::to_string(n.first / 2) + " and the last " + std::to_string(n.first - n.first / 2) +
+           " are explained below\n";
   for (const OomReport& r : reports) {
     o += "device " + std::to_string(r.device) + ", event " + std::to_string(r.event) + ": OUT OF MEMORY asking for " +
          size(r.requested) + "; the driver had " + size(r.device_free) + " free\n";
