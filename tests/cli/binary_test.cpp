@@ -7,6 +7,8 @@
 #include <string>
 
 #include "allocscope/loader.h"
+#include "allocscope/writer.h"
+#include "synthetic.h"
 #include "test_util.h"
 
 namespace {
@@ -250,4 +252,44 @@ TEST(Binary, OutOfMemoryIsAnAnswerAtEveryLimit) {
   }
   EXPECT_GT(out_of_memory, 0) << "no limit was low enough to test";
   for (const std::string& f : {plain, out, err}) std::filesystem::remove(f);
+}
+
+// On a terminal, text from a snapshot cannot drive it: control characters, C1 controls and bidirectional overrides
+// are written as escapes by every verb (an audit: `leaks` printed annotation names raw, `memory` and `segments`
+// frame names; U+009B and U+202E passed every verb but `trace`). Piped, the drop-in verbs keep PyTorch's bytes.
+// The terminal is a pseudo-terminal from util-linux's `script`.
+TEST(Binary, ATerminalGetsSnapshotStringsEscaped) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no `script` to give a terminal";
+  clitest::SnapshotBuilder b;
+  const std::string evil = "f\x1b]0;PWNED\x07\x1b[2J\xc2\x9b" "31m\xe2\x80\xaegnp";
+  const allocscope::StackId st = b.stack({{evil, "train.py", 3}});
+  b.segment(0x100000, 0, 2 << 20, {{2 << 20, 2 << 20, allocscope::BlockState::kActiveAllocated, st}});
+  b.device();
+  for (int k = 0; k < 4; ++k) {
+    b.annotate("Optimizer.step#" + evil);
+    b.event(allocscope::Action::kAlloc, 0x100000 + k * 4096, 4096, st);
+  }
+  const std::string snap = clitest::temp_path("evil.pickle"), out = clitest::temp_path("tty.txt");
+  ASSERT_TRUE(allocscope::write_snapshot_file(b.s, snap).ok());
+  for (const char* verb : {"memory", "leaks", "summary", "peak"}) {
+    const std::string cmd = "script -qc '" + std::string(ALLOCSCOPE_CLI) + " " + verb + " " + snap + "' /dev/null >" +
+                            out + " 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << verb;
+    const std::string tty = clitest::read_text(out);
+    EXPECT_EQ(tty.find("\x1b]0;"), std::string::npos) << verb;
+    EXPECT_EQ(tty.find("\x1b[2J"), std::string::npos) << verb;
+    EXPECT_EQ(tty.find("\xc2\x9b"), std::string::npos) << verb;
+    EXPECT_EQ(tty.find("\xe2\x80\xae"), std::string::npos) << verb;
+    EXPECT_NE(tty.find("\\x1b"), std::string::npos) << verb << ": " << tty;
+  }
+  // The frame's C1 and bidi characters as \u escapes (frame texts' C0 controls are escaped everywhere already).
+  const std::string cmd = "script -qc '" + std::string(ALLOCSCOPE_CLI) + " memory " + snap + "' /dev/null >" + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string tty = clitest::read_text(out);
+  EXPECT_NE(tty.find("\\u009b31m\\u202egnp"), std::string::npos) << tty;
+  // Piped, `memory` is PyTorch's output: the name's bytes as they are.
+  const auto piped = clitest::run_cli({"memory", snap});
+  EXPECT_NE(piped.out.find(evil), std::string::npos) << piped.out;
+  std::filesystem::remove(snap);
+  std::filesystem::remove(out);
 }

@@ -24,6 +24,9 @@ bool is_library_frame(std::string_view name, std::string_view filename);
 // case (Windows paths ignore case), in *buf; any other path unchanged. Every rule that tests a frame's directory
 // ("/site-packages/", "/torch/nn/") reads the path through this, so snapshots recorded on Windows get the same answers.
 std::string_view posix_path(std::string_view filename, std::string* buf);
+// A string from a snapshot as text on one line: control characters (newline included) written as \xNN, so a name
+// cannot drive the terminal an answer is printed on nor forge lines of the answer. FrameFilter::format uses it.
+std::string printable(std::string s);
 
 // The autograd node a C++ frame runs, for stacks recorded with C++ frames: "MmBackward0" for
 // "torch::autograd::generated::MmBackward0::apply(...)", "AccumulateGrad" for its apply; "" for any other frame.

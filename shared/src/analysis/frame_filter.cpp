@@ -160,8 +160,6 @@ FrameFilter::FrameFilter(const Snapshot& s) {
   }
 }
 
-namespace {
-
 // Control characters from a file would drive the terminal a text answer is printed on (a frame named
 // "\x1b]0;...\x07\x1b[2J" set the window's title and cleared the screen): they are written as \xNN. `trace` escapes
 // its strings as Python's repr does; the drop-in verbs keep PyTorch's bytes.
@@ -182,8 +180,6 @@ std::string printable(std::string s) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string FrameFilter::format(const Snapshot& s, FrameId f, bool full_filename) {
   if (f >= s.frames.size()) return "<no frames>";

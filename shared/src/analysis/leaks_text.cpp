@@ -62,10 +62,10 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
   // Repeats that all run inside module forwards are not called iterations anywhere in the report.
   const bool fwd = r.forward_only;
   if (fwd)
-    o += "  repeats: " + std::to_string(m) + " of a repeating allocation at " + r.iterations.marker + "\n";
+    o += "  repeats: " + std::to_string(m) + " of a repeating allocation at " + printable(r.iterations.marker) + "\n";
   else
     o += "  iterations: " + std::to_string(m) + (m == 1 ? " boundary from " : " boundaries from ") +
-         std::string(iteration_source_name(r.iterations.source)) + " (" + r.iterations.marker + ")\n";
+         std::string(iteration_source_name(r.iterations.source)) + " (" + printable(r.iterations.marker) + ")\n";
   if (!r.growing.empty()) {
     o += fwd ? "\ngrowing across the repeats (not judged a leak; alive allocations at each repeat):\n"
              : "\ngrowing sites (alive allocations at each iteration start):\n";

@@ -187,7 +187,7 @@ Result<RankRow> rank_row_from_summary_json(std::string_view text, std::string na
       if (!t.is_object()) continue;
       std::string site = "<no frames>";
       if (auto it = t.find("site"); it != t.end() && it->is_object() && it->contains("text") && (*it)["text"].is_string())
-        site = (*it)["text"].get<std::string>();
+        site = printable((*it)["text"].get<std::string>());  // as site_text writes it: a crafted file's too
       row.sites.push_back({std::move(site), u64(t, {"bytes"})});
     }
   }
