@@ -9,6 +9,7 @@
 #include "hostile.h"
 #include "allocscope/frame_filter.h"
 #include "allocscope/lifetimes.h"
+#include "allocscope/memviz.h"
 #include "allocscope/peak.h"
 #include "../cli/synthetic.h"
 
@@ -335,3 +336,19 @@ TEST(Regressions, RowsSharingADeepStackWalkItOnce) {
 
 }  // namespace
 }  // namespace hostile
+
+// 27. `stats` draws a character per 20 MiB page of each segment: 20 segments claiming 2^50 bytes (a 2.9 KB file)
+//     asked for 1 GB of bars and 1.8 GB of memory. A bar stops at 2^20 pages (20 TiB, past any GPU) and says so.
+TEST(Regressions, StatsBarsOfImpossiblyLargeSegmentsAreCut) {
+  clitest::SnapshotBuilder b;
+  for (uint64_t k = 1; k <= 20; ++k)
+    b.segment(k << 52, 0, uint64_t{1} << 50,
+              {{uint64_t{1} << 50, uint64_t{1} << 50, allocscope::BlockState::kActiveAllocated, 0}});
+  b.device();
+  auto r = allocscope::load_snapshot(allocscope::write_snapshot(b.s));
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  const std::string out = allocscope::memviz::stats(r.value());
+  EXPECT_LT(out.size(), size_t{32} << 20);
+  EXPECT_NE(out.find("more pages, past any GPU's memory)] 1.0PiB allocated"), std::string::npos) << out.substr(0, 200);
+}
+

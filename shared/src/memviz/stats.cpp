@@ -45,8 +45,13 @@ struct Range {
 
 // The bar: one character per 20 MiB page; a letter for a page one block fills, a digit for the tenths filled by
 // several, '*' when full, ' ' when free. Ranges use requested sizes, as PyTorch does.
+// A bar is drawn for the first kMaxBarPages pages (20 TiB, past any GPU's memory): a 2.9 KB file claiming 2^50-byte
+// segments asked for 1 GB of bars and 1.8 GB of memory (an audit). Such a bar ends in "..." and says how many more.
+constexpr int64_t kMaxBarPages = int64_t{1} << 20;
+
 std::string segment_bar(int64_t total_size, const std::vector<Range>& ranges) {
-  const int64_t nseg = total_size > 0 ? floordiv(total_size - 1, kPageSize) + 1 : 0;
+  const int64_t pages = total_size > 0 ? floordiv(total_size - 1, kPageSize) + 1 : 0;
+  const int64_t nseg = std::min(pages, kMaxBarPages);
   std::string occupied(static_cast<size_t>(nseg), ' ');
   std::vector<double> frac(static_cast<size_t>(nseg), 0.0);
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -68,6 +73,7 @@ std::string segment_bar(int64_t total_size, const std::vector<Range>& ranges) {
       }
     }
   }
+  if (pages > nseg) occupied += "...(" + std::to_string(pages - nseg) + " more pages, past any GPU's memory)";
   return occupied;
 }
 
