@@ -181,16 +181,33 @@ std::string trace_notes(const Snapshot& s) {
   if (!s.has_device_traces)
     return "allocscope: note: no trace: the file is a bare list of segments (torch.cuda.memory_snapshot()), which "
            "records no events; PyTorch's trace stops with KeyError 'device_traces' on it\n";
-  // Entries printed as dicts leave out the keys the model does not keep (their values are not stored): say so, so
-  // that a diff against PyTorch's output is not a surprise (a newer PyTorch adds keys: compile_context in 2.8).
-  bool other = false;
-  for (const EntryLayout& l : s.entry_layouts)
-    for (EntryKey k : l) other |= k == EntryKey::kOther;
-  if (!other) return "";
-  std::string names;
-  for (const auto& [name, count] : s.unknown_keys) names += (names.empty() ? "" : ", ") + py_repr(name);
-  return "allocscope: note: trace entries have keys allocscope does not keep (among " + names +
-         "); events printed as dicts leave them out, where PyTorch's trace prints them\n";
+  // What `trace` prints as a dict (segment_map, snapshot, an action it does not know) comes from the model, which
+  // keeps no value of a key it does not model, whether the entry's or a frame's (PyTorch >= 2.10 adds fx_node_*
+  // keys to frames with augment_with_fx_traces), and keeps one name for actions it does not know: say what differs
+  // from PyTorch's trace, only when such a line is printed.
+  bool dict_lines = false, unknown_lines = false;
+  for (const DeviceTrace& d : s.devices)
+    for (uint32_t row = d.begin; row < d.end; ++row) {
+      const Action a = s.events.action[row];
+      const bool own_line = a == Action::kAlloc || a == Action::kFreeRequested || a == Action::kFreeCompleted ||
+                            a == Action::kSegmentAlloc || a == Action::kSegmentFree || a == Action::kOom;
+      dict_lines |= !own_line;
+      unknown_lines |= a == Action::kUnknown;
+    }
+  std::string notes;
+  if (dict_lines && !s.unknown_keys.empty()) {
+    std::string names;
+    for (const auto& [name, count] : s.unknown_keys) names += (names.empty() ? "" : ", ") + py_repr(name);
+    notes += "allocscope: note: the file has keys allocscope does not keep (" + names + ", in entries or frames); "
+             "events printed as dicts leave them out, where PyTorch's trace prints them\n";
+  }
+  if (unknown_lines && s.unknown_action_names.size() > 1) {
+    std::string names;
+    for (const std::string& n : s.unknown_action_names) names += (names.empty() ? "" : ", ") + py_repr(n);
+    notes += "allocscope: note: entries with the actions " + names + " all print as 'unknown', where PyTorch's "
+             "trace prints each one's name\n";
+  }
+  return notes;
 }
 
 }  // namespace allocscope::memviz
