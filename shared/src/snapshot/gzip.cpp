@@ -29,6 +29,12 @@ Status gunzip_chunks(std::span<const uint8_t> in, uint64_t max_out,
                      const std::function<void(uint64_t, uint64_t)>& progress) {
   z_stream z{};
   if (inflateInit2(&z, 15 + 16) != Z_OK) return Error{"zlib could not start"};
+  // Ended on every way out, an exception from `sink` or `progress` included (the loader's reading thread carries
+  // out-of-memory to the caller: ASan found zlib's state leaked).
+  struct End {
+    z_stream* z;
+    ~End() { inflateEnd(z); }
+  } end{&z};
   // Never more buffer than the limit allows (a tiny max_out must not cost a 4 MB buffer), nor than the file needs:
   // the gzip trailer's ISIZE (the last member's inflated size mod 2^32) is only a hint, but a 150 KB rank file
   // inflated through a zeroed 4 MB buffer spent a fifth of `allocscope ranks` in memset and page faults.
@@ -44,10 +50,7 @@ Status gunzip_chunks(std::span<const uint8_t> in, uint64_t max_out,
   uint64_t left = in.size();
   uint64_t produced = 0;
   uint64_t next_report = 8u << 20;
-  auto fail = [&](Error e) {
-    inflateEnd(&z);
-    return Status(std::move(e));
-  };
+  auto fail = [](Error e) { return Status(std::move(e)); };
   for (;;) {
     const uInt chunk_in = static_cast<uInt>(std::min<uint64_t>(left, 1u << 30));
     z.next_in = const_cast<Bytef*>(next);
@@ -87,7 +90,6 @@ Status gunzip_chunks(std::span<const uint8_t> in, uint64_t max_out,
     if (rc == Z_BUF_ERROR && got == 0 && consumed == 0)
       return fail(Error{"gzip data ends early (truncated .gz file)", in.size()});
   }
-  inflateEnd(&z);
   if (progress) progress(in.size(), in.size());
   return {};
 }
@@ -120,6 +122,10 @@ Result<std::vector<uint8_t>> gunzip(std::span<const uint8_t> in, uint64_t max_ou
 Result<std::vector<uint8_t>> gzip(std::span<const uint8_t> in, int level) {
   z_stream z{};
   if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return Error{"zlib could not start"};
+  struct End {  // also when the buffer's allocation throws
+    z_stream* z;
+    ~End() { deflateEnd(z); }
+  } end{&z};
   std::vector<uint8_t> out(deflateBound(&z, static_cast<uLong>(in.size())) + 64);
   z.next_in = const_cast<Bytef*>(in.data());
   z.avail_in = static_cast<uInt>(in.size());
@@ -127,7 +133,6 @@ Result<std::vector<uint8_t>> gzip(std::span<const uint8_t> in, int level) {
   z.avail_out = static_cast<uInt>(out.size());
   int rc = deflate(&z, Z_FINISH);
   out.resize(z.total_out);
-  deflateEnd(&z);
   if (rc != Z_STREAM_END) return Error{"gzip compression failed"};
   return out;
 }
