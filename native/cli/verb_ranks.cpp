@@ -152,6 +152,8 @@ int run_ranks(const std::vector<std::string>& argv) {
       return true;
     } catch (const std::system_error&) {
       return false;
+    } catch (const std::bad_alloc&) {  // std::thread's own state: a throw here would leave the others unjoined
+      return false;
     }
   };
   std::vector<std::thread> pool;
