@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -196,6 +197,8 @@ struct BlockHistory {
   bool has_frames = false;  // the entry had a 'frames' key
 };
 
+constexpr StringId kNoStateText = std::numeric_limits<StringId>::max();
+
 struct Block {
   uint64_t address = 0;
   uint64_t size = 0;
@@ -206,6 +209,8 @@ struct Block {
   bool has_history = false;     // the block dict had a 'history' key
   uint32_t first_history = 0;   // rows in Snapshot::block_history
   uint32_t num_history = 0;
+  // kUnknown from a 'state' string we do not know: that string, since PyTorch's flame graphs print it as written.
+  StringId state_text = kNoStateText;
 };
 
 struct Segment {
@@ -276,6 +281,10 @@ struct Snapshot {
   std::span<const FrameId> stack(StackId id) const { return stacks.get(id); }
   const DeviceTrace* device(int64_t ordinal) const;
   std::span<const Block> blocks_of(const Segment& s) const { return {blocks.data() + s.first_block, s.num_blocks}; }
+  // A block's state as the file wrote it (block_state_name, or the unknown string itself; 'unknown' when absent).
+  std::string_view state_text(const Block& b) const {
+    return b.state_text == kNoStateText ? block_state_name(b.state) : strings.get(b.state_text);
+  }
   std::span<const BlockHistory> history_of(const Block& b) const {
     return {block_history.data() + b.first_history, b.num_history};
   }

@@ -94,7 +94,7 @@ namespace {
 // then the bytes no entry accounts for as <gaps>.
 void write_history(const Snapshot& s, StackFormatter* fmt, const std::string& prefix, const Block& b,
                    std::string* out) {
-  const std::string_view state = block_state_name(b.state);
+  const std::string_view state = s.state_text(b);
   __int128 accounted = 0;
   for (const BlockHistory& h : s.history_of(b)) {
     accounted += h.real_size;
@@ -128,7 +128,7 @@ void write_blocks(const Snapshot& s, StackFormatter* fmt, const std::string& pre
       write_history(s, fmt, prefix, b, out);
       continue;
     }
-    const std::string_view state = block_state_name(b.state);
+    const std::string_view state = s.state_text(b);
     *out += prefix;
     *out += ';';
     *out += state;

@@ -120,6 +120,7 @@ Status Builder::read_segments(const pickle::Reader& r, const Value& list) {
                       : st == "active_pending_free" ? BlockState::kActivePendingFree
                       : st == "inactive"            ? BlockState::kInactive
                                                     : BlockState::kUnknown;
+            if (b.state == BlockState::kUnknown) b.state_text = static_cast<StringId>(v.payload);
           } else if (key == keys_.frames) {
             if (v.tag == Tag::kHandle && v.aux == kStackHandle) b.stack = static_cast<StackId>(v.payload);
             else if (v.tag != Tag::kNone) return g.bad(k, v, "a list of frames");

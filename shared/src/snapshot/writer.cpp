@@ -105,7 +105,7 @@ class SnapshotWriter {
       w_.key("address"), w_.uinteger(b.address);
       w_.key("size"), w_.uinteger(b.size);
       w_.key("requested_size"), w_.uinteger(b.requested_size);
-      w_.key("state"), w_.str(block_state_name(b.state));
+      w_.key("state"), w_.str(s_.state_text(b));
       w_.key("frames"), frames(b.stack);
       w_.end_dict();
     }
