@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../capture/src/options.h"
 #include "cli_common.h"
 #include "verbs.h"
 
@@ -88,9 +89,10 @@ int run_record(const std::vector<std::string>& args) {
     const size_t eq = a.find('=');
     if (eq != std::string::npos) {
       *out = a.substr(eq + 1);
-      return true;
+      return !out->empty();  // "--max-entries=" would quietly mean the default
     }
-    if (i + 1 >= args.size()) return false;
+    // "-o -- job" would take "--" as the path: a value never starts with '-' unless given as --name=VALUE.
+    if (i + 1 >= args.size() || args[i + 1].empty() || args[i + 1][0] == '-') return false;
     *out = args[++i];
     (void)name;
     return true;
@@ -135,6 +137,10 @@ int run_record(const std::vector<std::string>& args) {
     }
   }
   if (i >= args.size()) return fail("record: no program to run (allocscope record [options] -- PROGRAM ARGS)");
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  // The library reads these inside the job's cuInit, where a bad value can only be a line on stderr and no
+  // recording: refuse them here, with the library's own parser, before the job starts.
+  if (auto opts = capture::options_from_env(); !opts.ok()) return fail("record: " + opts.error().describe());
   const std::string lib = find_library(library);
   if (lib.empty())
     return fail("record: the capture library (liballocscope_capture.so) was not built: it needs the CUDA toolkit with "
@@ -142,7 +148,6 @@ int run_record(const std::vector<std::string>& args) {
   if (!exists(lib)) return fail("record: " + lib + ": no such file");
   setenv("CUDA_INJECTION64_PATH", absolute(lib).c_str(), 1);
   setenv("ALLOCSCOPE_CAPTURE_LIBRARY", absolute(lib).c_str(), 1);  // the bootstrap asks it for the output's name
-  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
   if (const std::string boot = find_bootstrap(); torch && !boot.empty()) {
     const char* old = std::getenv("PYTHONPATH");
     setenv("PYTHONPATH", (absolute(boot) + (old && *old ? std::string(":") + old : std::string())).c_str(), 1);

@@ -211,16 +211,22 @@ TEST(CaptureRecorder, EventsAreGroupedPerDevice) {
   expect_segments_agree(s);
 }
 
+// The context's frees go on the trace of the device each allocation was made on: a job that resets device 1
+// while device 0 is current must not see device 1's memory freed on device 0.
 TEST(CaptureRecorder, ContextDestroyFreesWhatItHeld) {
   Recorder r(opts(100, StackMode::kNone));
-  Site s1 = site();
+  Site s1 = site(0, 1);
   s1.context = 5;
   r.on_alloc(s1, 0x1000, 10, SegmentKind::kPlain, 0);
   r.on_alloc(site(), 0x2000, 20, SegmentKind::kPlain, 0);
-  r.on_context_destroy(5, 0);
+  r.on_context_destroy(5);
   const Snapshot s = build_snapshot(r.freeze());
   ASSERT_EQ(s.segments.size(), 1u);
   EXPECT_EQ(s.segments[0].address, 0x2000u);
+  ASSERT_EQ(s.devices.size(), 2u);
+  EXPECT_EQ(s.devices[0].count(), 2u);  // device 0's segment_alloc and alloc
+  EXPECT_EQ(s.devices[1].count(), 4u);  // device 1's two, and the destroy's free_completed and segment_free
+  for (uint32_t row = s.devices[1].begin; row < s.devices[1].end; ++row) EXPECT_EQ(s.events.addr[row], 0x1000u);
   expect_segments_agree(s);
 }
 

@@ -76,6 +76,35 @@ TEST(CaptureOptions, ReadsTheEnvironment) {
   EXPECT_EQ(parse_signal("bogus"), -1);
 }
 
+// Values strtoull alone would take (a sign, spaces, overflow, a ring of 10^12 entries that ends the job at cuInit),
+// and dump signals a job cannot spare: each is an error that names the variable, never a terminated job.
+TEST(CaptureOptions, RefusesValuesThatWouldEndTheJob) {
+  for (const char* v : {" -1", "-1", "+5", " 5", "99999999999999999999", "1000000000000", "100000001", "0", "1e6"}) {
+    setenv("ALLOCSCOPE_MAX_ENTRIES", v, 1);
+    auto o = options_from_env();
+    ASSERT_FALSE(o.ok()) << "'" << v << "' was taken as " << o->max_entries;
+    EXPECT_NE(o.error().message.find("ALLOCSCOPE_MAX_ENTRIES"), std::string::npos) << o.error().message;
+  }
+  setenv("ALLOCSCOPE_MAX_ENTRIES", "100000000", 1);
+  ASSERT_TRUE(options_from_env().ok());
+  unsetenv("ALLOCSCOPE_MAX_ENTRIES");
+  for (const char* sig : {"9", "19", "11", "2", "15", "SIGKILL", "KILL", "SEGV", "17", "65", "99999999999"})
+    EXPECT_EQ(parse_signal(sig), -1) << sig;
+  EXPECT_EQ(parse_signal("10"), SIGUSR1);
+  EXPECT_EQ(parse_signal(std::to_string(SIGRTMIN + 1)), SIGRTMIN + 1);
+  // The C API's values pass the same bounds: start() refuses them, and nothing starts.
+  allocscope_capture_options o;
+  allocscope_capture_default_options(&o);
+  o.max_entries = 1'000'000'000'000ull;
+  EXPECT_EQ(allocscope_capture_start(&o), -1);
+  EXPECT_NE(std::string(allocscope_capture_last_error()).find("max_entries"), std::string::npos);
+  allocscope_capture_default_options(&o);
+  o.dump_signal = SIGKILL;
+  EXPECT_EQ(allocscope_capture_start(&o), -1);
+  EXPECT_NE(std::string(allocscope_capture_last_error()).find("dump_signal 9"), std::string::npos);
+  EXPECT_EQ(Session::get().recorder(), nullptr);
+}
+
 // What the Python bootstrap does in a PyTorch job (native/capture/python/sitecustomize.py): PyTorch's recorder dumps,
 // then the capture writes its output as PyTorch's file plus the memory outside PyTorch (here a 4 MiB allocation made
 // by this test's own code, owner "user"), and its own exit dump will leave that file alone.

@@ -309,3 +309,31 @@ TEST(Binary, ATerminalGetsSnapshotStringsEscaped) {
   std::filesystem::remove(snap);
   std::filesystem::remove(out);
 }
+
+// `record` checks its options with the capture library's own parser before the job runs: a value the library would
+// refuse inside the job's cuInit (where it can only print a line and record nothing) stops here, and the job never
+// starts. The library need not be built for this.
+TEST(Binary, RecordRefusesOptionsBeforeTheJobRuns) {
+  const std::string marker = clitest::temp_path("record_job_ran");
+  const std::string job = "touch " + marker;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--max-entries", "abc"}, "ALLOCSCOPE_MAX_ENTRIES"},
+      {{"--max-entries", "1000000000000"}, "ALLOCSCOPE_MAX_ENTRIES"},
+      {{"--max-entries="}, "--max-entries needs"},
+      {{"--max-frames", "0"}, "ALLOCSCOPE_MAX_FRAMES"},
+      {{"--dump-signal", "9"}, "ALLOCSCOPE_DUMP_SIGNAL"},
+      {{"--dump-signal", "KILL"}, "ALLOCSCOPE_DUMP_SIGNAL"},
+      {{"-o", "--"}, "-o needs a path"},
+  };
+  for (const auto& [opts, says] : cases) {
+    std::vector<std::string> args = {"record"};
+    args.insert(args.end(), opts.begin(), opts.end());
+    for (const char* a : {"--", "sh", "-c"}) args.push_back(a);
+    args.push_back(job);
+    const auto r = clitest::run_cli(args);
+    EXPECT_EQ(r.exit_code, 1) << opts[0];
+    EXPECT_NE(r.err.find(says), std::string::npos) << opts[0] << ": " << r.err;
+    EXPECT_FALSE(clitest::file_exists(marker)) << opts[0] << ": the job ran";
+    std::remove(marker.c_str());
+  }
+}

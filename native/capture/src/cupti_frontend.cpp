@@ -334,7 +334,7 @@ void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, 
   } else if (domain == CUPTI_CB_DOMAIN_RESOURCE && id == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     const auto* rd = static_cast<const CUpti_ResourceData*>(data);
     uint32_t uid = 0;
-    if (cuptiGetContextId(rd->context, &uid) == CUPTI_SUCCESS) r->on_context_destroy(uid, device_of(nullptr));
+    if (cuptiGetContextId(rd->context, &uid) == CUPTI_SUCCESS) r->on_context_destroy(uid);
   } else if (domain == CUPTI_CB_DOMAIN_RESOURCE && id == CUPTI_CBID_RESOURCE_STREAM_CREATED) {
     const auto* rd = static_cast<const CUpti_ResourceData*>(data);
     uint32_t uid = 0;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -10,11 +11,15 @@
 namespace allocscope::capture {
 namespace {
 
+// Digits only: strtoull alone would take " -1" as 2^64-1 and an overflow as ULLONG_MAX.
 bool parse_u64(const char* s, uint64_t* out) {
   if (!s || !*s) return false;
+  for (const char* p = s; *p; ++p)
+    if (*p < '0' || *p > '9') return false;
+  errno = 0;
   char* end = nullptr;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (*end != '\0' || s[0] == '-') return false;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno == ERANGE || *end != '\0') return false;
   *out = v;
   return true;
 }
@@ -28,17 +33,32 @@ Result<bool> parse_bool(const char* name, const char* s) {
 
 }  // namespace
 
+namespace {
+struct NamedSignal {
+  const char* name;
+  int sig;
+};
+// Signals a job does not use for itself: not ones that end it (INT, TERM, QUIT), report a fault (SEGV, BUS, FPE,
+// ILL, TRAP, ABRT: a handler that returns would run the fault again), cannot be caught (KILL, STOP), or that the
+// job's own machinery relies on (CHLD, PIPE, ALRM, CONT, TSTP).
+constexpr NamedSignal kDumpSignals[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
+                                        {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"URG", SIGURG}};
+}  // namespace
+
+bool dump_signal_allowed(int sig) {
+  for (const NamedSignal& n : kDumpSignals)
+    if (sig == n.sig) return true;
+  return sig >= SIGRTMIN && sig <= SIGRTMAX;
+}
+
 int parse_signal(const std::string& text) {
   if (text.empty() || text == "none" || text == "0") return 0;
   std::string t = text;
   if (t.rfind("SIG", 0) == 0) t = t.substr(3);
-  struct Named { const char* name; int sig; };
-  static const Named kNames[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"PROF", SIGPROF},
-                                 {"WINCH", SIGWINCH}, {"URG", SIGURG}};
-  for (const Named& n : kNames)
+  for (const NamedSignal& n : kDumpSignals)
     if (t == n.name) return n.sig;
   uint64_t v = 0;
-  if (parse_u64(t.c_str(), &v) && v > 0 && v < 65) return static_cast<int>(v);
+  if (parse_u64(t.c_str(), &v) && v <= 1024 && dump_signal_allowed(static_cast<int>(v))) return static_cast<int>(v);
   return -1;
 }
 
@@ -46,8 +66,9 @@ Result<Options> options_from_env(Options base) {
   Options o = std::move(base);
   if (const char* s = std::getenv("ALLOCSCOPE_OUTPUT"); s && *s) o.output_path = s;
   if (const char* s = std::getenv("ALLOCSCOPE_MAX_ENTRIES"); s && *s) {
-    if (!parse_u64(s, &o.max_entries) || o.max_entries == 0)
-      return Error{std::string("ALLOCSCOPE_MAX_ENTRIES: expected a positive integer, found '") + s + "'"};
+    if (!parse_u64(s, &o.max_entries) || o.max_entries == 0 || o.max_entries > kMaxEntriesLimit)
+      return Error{std::string("ALLOCSCOPE_MAX_ENTRIES: expected 1..") + std::to_string(kMaxEntriesLimit) +
+                   ", found '" + s + "'"};
   }
   if (const char* s = std::getenv("ALLOCSCOPE_STACKS"); s && *s) {
     if (!std::strcmp(s, "none")) o.stacks = StackMode::kNone;
@@ -73,7 +94,9 @@ Result<Options> options_from_env(Options base) {
   }
   if (const char* s = std::getenv("ALLOCSCOPE_DUMP_SIGNAL"); s && *s) {
     int sig = parse_signal(s);
-    if (sig < 0) return Error{std::string("ALLOCSCOPE_DUMP_SIGNAL: expected a signal such as USR1, found '") + s + "'"};
+    if (sig < 0)
+      return Error{std::string("ALLOCSCOPE_DUMP_SIGNAL: expected USR1, USR2, HUP, PROF, WINCH, URG, a real-time "
+                               "signal's number, or none; found '") + s + "'"};
     o.dump_signal = sig;
   }
   // Under a launcher every rank runs this library with one environment: the default name must differ per rank.

@@ -23,14 +23,19 @@ struct Options {
 };
 
 constexpr int kMaxFramesLimit = 128;
+// The ring is allocated whole when recording starts (56 bytes an entry): 10^8 entries is 5.6 GB of host memory.
+constexpr uint64_t kMaxEntriesLimit = 100'000'000;
 
 // Reads ALLOCSCOPE_OUTPUT, ALLOCSCOPE_MAX_ENTRIES, ALLOCSCOPE_STACKS (none|native|python), ALLOCSCOPE_MAX_FRAMES,
 // ALLOCSCOPE_DUMP_ON_OOM (0|1), ALLOCSCOPE_DUMP_SIGNAL (USR1, SIGUSR2, 12, none), ALLOCSCOPE_DUMP_AT_EXIT (0|1) over
 // `base`. An unparsable value is an error that names the variable.
 Result<Options> options_from_env(Options base = {});
 
-// "USR1", "SIGUSR1", "10" -> signal number; "", "none", "0" -> 0; -1 when unknown.
+// "USR1", "SIGUSR1", "10" -> signal number; "", "none", "0" -> 0; -1 when unknown or not dump_signal_allowed.
 int parse_signal(const std::string& text);
+// Whether `sig` may be the dump signal: USR1, USR2, HUP, PROF, WINCH, URG or a real-time signal. The others end the
+// job, report its faults, cannot be caught, or belong to its own machinery.
+bool dump_signal_allowed(int sig);
 
 // The process's rank in a distributed job, from the launcher's environment (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,
 // PMIX_RANK, SLURM_PROCID, LOCAL_RANK, first set wins); "" when none is set.

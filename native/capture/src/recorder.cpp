@@ -193,7 +193,7 @@ __attribute__((noinline)) void Recorder::on_oom(const Site& site, uint64_t size,
   push(Action::kOom, site, device_free, size, stack, t, path);
 }
 
-void Recorder::on_context_destroy(uint32_t context, int16_t device) {
+void Recorder::on_context_destroy(uint32_t context) {
   const int64_t t = now_us();
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<LiveEntry> gone;
@@ -204,7 +204,7 @@ void Recorder::on_context_destroy(uint32_t context, int16_t device) {
     live_.take(e.addr, nullptr);
     Site s;
     s.api = Api::kContextDestroy;
-    s.device = device;
+    s.device = e.device;  // the allocation's: the thread that destroys a context may have another device current
     s.stream = e.stream;
     s.context = context;
     push(Action::kFreeCompleted, s, e.addr, e.size, 0, t, 0);

@@ -103,7 +103,7 @@ class Recorder {
   void on_map(const Site& site, uint64_t addr, uint64_t size, int skip);    // segment_map + alloc
   void on_unmap(const Site& site, uint64_t addr, uint64_t size, int skip);  // free_completed + segment_unmap
   void on_oom(const Site& site, uint64_t size, uint64_t device_free, int skip);
-  void on_context_destroy(uint32_t context, int16_t device);  // frees what the context still held
+  void on_context_destroy(uint32_t context);  // frees what the context still held, each on its own device
   bool is_live(uint64_t addr);
   // Driver objects created / destroyed (rare calls: these may allocate).
   void note_created(const HandleInfo& h);

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <chrono>
+#include <new>
+#include <string>
 #include <thread>
 
 #include "allocscope/loader.h"
@@ -66,9 +68,20 @@ Session& Session::get() {
 Status Session::start(const Options& options) {
   HoldMu hold(mu_);
   if (active_.load()) return {};
-  if (options.max_entries == 0) return Error{"max_entries must be positive"};
+  if (options.max_entries == 0 || options.max_entries > kMaxEntriesLimit)
+    return Error{"max_entries must be 1.." + std::to_string(kMaxEntriesLimit) + ", not " +
+                 std::to_string(options.max_entries)};
+  if (options.dump_signal != 0 && !dump_signal_allowed(options.dump_signal))
+    return Error{"dump_signal " + std::to_string(options.dump_signal) +
+                 " is not one a job can spare (USR1, USR2, HUP, PROF, WINCH, URG or a real-time signal)"};
+  // The ring is allocated here, inside the job's cuInit when injected: no memory is an error, not the job's end.
+  Recorder* rec = nullptr;
+  try {
+    rec = new Recorder(options);
+  } catch (const std::bad_alloc&) {
+    return Error{"not recording: no memory for a ring of " + std::to_string(options.max_entries) + " entries"};
+  }
   if (Recorder* previous = last_.load()) retired_.push_back(previous);
-  auto* rec = new Recorder(options);
   // Publish before subscribing so the first callbacks already find it.
   last_.store(rec, std::memory_order_release);
   active_.store(rec, std::memory_order_release);
