@@ -242,6 +242,120 @@ TEST(Outside, MemoryPyTorchsSnapshotDoesNotShowIsAnswered) {
   EXPECT_EQ(sum.devices[1].outside_peak, 4u << 20);
 }
 
+// An audit's cases, each modelled on what the driver and PyTorch's allocator record for one process:
+// (1) a long job: PyTorch's trace ring holds only steps a minute after the capture's last cudaMalloc (no new
+// segments), which was refused as "another run", the default `record` merge at exit included; it is one process
+// when PyTorch reserved nothing in that time and holds only segments the capture holds. (2) With expandable segments
+// and no stacks, PyTorch's one segment_map of 40 MiB is two cuMemMap pages of 20 MiB to the driver, and its held
+// segment two live maps: all of it counted as outside before. (3) Its OOM of a 9381867520-byte request (rounded to
+// 512 bytes) is a failed cudaMalloc of 9382658048 (rounded to 2 MiB).
+TEST(Outside, OneProcessAsTheDriverAndPyTorchRecordIt) {
+  const int64_t t0 = 1'795'000'000'000'000;
+  const uint64_t A = 0xA0000000, E = 0xE0000000, MiB = 1 << 20;
+  auto capture = [&] {
+    clitest::SnapshotBuilder cap;  // no stacks: every row's stack is empty
+    cap.s.allocator_settings.push_back(Setting{"allocscope_capture", Setting::Kind::kBool, 1});
+    cap.segment(A, 0, 2 * MiB, {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, 0}});
+    cap.segment(E, 0, 20 * MiB, {{20 * MiB, 20 * MiB, BlockState::kActiveAllocated, 0}});
+    cap.segment(E + 20 * MiB, 0, 20 * MiB, {{20 * MiB, 20 * MiB, BlockState::kActiveAllocated, 0}});
+    cap.device();
+    cap.event(Action::kSegmentAlloc, A, 2 * MiB);
+    cap.event(Action::kAlloc, A, 2 * MiB);
+    for (uint64_t page : {E, E + 20 * MiB}) {
+      cap.event(Action::kSegmentMap, page, 20 * MiB);
+      cap.event(Action::kAlloc, page, 20 * MiB);
+    }
+    cap.event(Action::kOom, 0, 9382658048ull);
+    for (size_t r = 0; r < cap.s.events.size_rows(); ++r) cap.s.events.time_us[r] = t0 + static_cast<int64_t>(r);
+    return cap;
+  };
+  const clitest::SnapshotBuilder cap = capture();
+  clitest::SnapshotBuilder pt;
+  pt.segment(A, 0, 2 * MiB, {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, 0}});
+  pt.segment(E, 0, 40 * MiB, {{40 * MiB, 40 * MiB, BlockState::kActiveAllocated, 0}});
+  pt.device();
+  pt.event(Action::kSegmentAlloc, A, 2 * MiB);
+  pt.event(Action::kSegmentMap, E, 40 * MiB);
+  pt.event(Action::kOom, 0, 9381867520ull);
+  for (size_t r = 0; r < pt.s.events.size_rows(); ++r) pt.s.events.time_us[r] = t0 + 10 + static_cast<int64_t>(r);
+  ASSERT_TRUE(same_process(cap.s, pt.s).ok());
+  const Snapshot outside = outside_of_pytorch(cap.s, pt.s);
+  EXPECT_EQ(outside.segments.size(), 0u);
+  EXPECT_EQ(outside.events.size_rows(), 0u) << "the pages and the failed cudaMalloc are PyTorch's";
+
+  // (1) PyTorch's ring, a minute later, holds only blocks handed out inside its segments.
+  clitest::SnapshotBuilder late;
+  late.s.segments = pt.s.segments;
+  late.s.blocks = pt.s.blocks;
+  late.device();
+  late.event(Action::kAlloc, A, 512);
+  late.event(Action::kFreeRequested, A, 512);
+  late.event(Action::kFreeCompleted, A, 512);
+  for (size_t r = 0; r < late.s.events.size_rows(); ++r) late.s.events.time_us[r] = t0 + 60'000'000 + int64_t(r);
+  const Status one = same_process(cap.s, late.s);
+  EXPECT_TRUE(one.ok()) << one.error().message;
+  auto merged = merge_capture(write_snapshot(late.s), cap.s);
+  ASSERT_TRUE(merged.ok()) << merged.error().describe();
+  // Still refused: PyTorch's late trace reserves a segment the capture never saw, or it holds one the capture does
+  // not hold (another run of the same job, a minute later).
+  clitest::SnapshotBuilder grew = late;
+  grew.event(Action::kSegmentAlloc, 0xB0000000, 2 * MiB);
+  grew.s.events.time_us.back() = t0 + 61'000'000;
+  const Status g = same_process(cap.s, grew.s);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().message.find("reserves memory the capture never saw"), std::string::npos) << g.error().message;
+  clitest::SnapshotBuilder other = late;
+  other.segment(0xC0000000, 0, 2 * MiB, {{2 * MiB, 2 * MiB, BlockState::kActiveAllocated, 0}});
+  const Status o = same_process(cap.s, other.s);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.error().message.find("holds a segment the capture does not"), std::string::npos) << o.error().message;
+}
+
+// `merge` of a dict that is not a memory snapshot (an optimizer state, `{}`) wrote it with our key added.
+TEST(Outside, MergeRefusesADictThatIsNotASnapshot) {
+  const Loaded* cap = load("capture_torch_pair/torch");
+  ASSERT_TRUE(cap);
+  pickle::Writer w;
+  w.begin_dict();
+  w.key("state"), w.begin_dict(), w.end_dict();
+  w.key("param_groups"), w.begin_list(), w.end_list();
+  w.end_dict();
+  auto r = merge_capture(w.finish(), cap->s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("neither 'segments' nor 'device_traces'"), std::string::npos) << r.error().message;
+}
+
+// A merged file no longer warns that its outside rows were "left out": they are the outside part.
+TEST(Outside, AMergedFileHasNoWarningAboutItsOutsideRows) {
+  const Loaded* m = load("capture_merged/nccl");
+  ASSERT_TRUE(m && m->s.outside);
+  EXPECT_GT(m->s.outside->events.size_rows(), 0u);
+  for (const std::string& w : m->s.warnings) EXPECT_EQ(w.find("outside device_traces"), std::string::npos) << w;
+}
+
+// The same two cases recorded by `allocscope record` on an H200 (tests/capture/pyframes/run_merge_cases_gpu.sh;
+// the merge ran in the job, at its exit). steady: PyTorch's ring of 2000 entries starts 3 s after the capture's last
+// event, and the file was merged. exp_none: expandable segments, no stacks: outside PyTorch is the 134532616 bytes the
+// same job with stacks gave to cuBLAS (134481920) and cuDNN (50696), not PyTorch's 724 MiB of pages again.
+TEST(Outside, RecordMergedALongJobAndAStacklessExpandableOneOnTheGpu) {
+  const Loaded* steady = load("capture_merged/steady");
+  ASSERT_TRUE(steady && steady->s.outside);
+  int64_t pt_first = INT64_MAX, outside_last = 0;
+  for (uint64_t r = 0; r < steady->s.events.size_rows(); ++r) {
+    pt_first = std::min(pt_first, steady->s.events.time_us[r]);
+    EXPECT_NE(steady->s.events.action[r], Action::kSegmentAlloc);
+  }
+  for (int64_t t : steady->s.outside->events.time_us) outside_last = std::max(outside_last, t);
+  EXPECT_GT(pt_first - outside_last, 2'000'000);
+  const Loaded* exp = load("capture_merged/exp_none");
+  ASSERT_TRUE(exp && exp->s.outside);
+  const Summary sum = summarize(exp->s, exp->lifetimes, exp->ff);
+  ASSERT_EQ(sum.devices.size(), 1u);
+  std::map<Owner, uint64_t> owners(sum.devices[0].owners_at_peak.begin(), sum.devices[0].owners_at_peak.end());
+  EXPECT_EQ(owners[Owner::kPyTorch], label_of("capture_merged", "exp_none")["memory_reserved"].get<uint64_t>());
+  EXPECT_EQ(sum.devices[0].outside_at_peak, 134532616u);
+}
+
 // Python's own unpickler is the oracle for "PyTorch's tools read it": the merged dict minus our key is PyTorch's.
 TEST(Outside, PythonReadsPyTorchsDictAndOurKey) {
   if (std::system("python3 -c 'import pickle, pickletools' >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";

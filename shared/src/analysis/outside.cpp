@@ -27,6 +27,10 @@ uint64_t key_of(int64_t device, uint64_t addr) { return addr ^ (static_cast<uint
 
 bool has_times(const Snapshot& s) { return records_times(s.events, 0, s.events.size_rows()); }
 
+// A failed cudaMalloc under PyTorch's OOM asks for the request rounded up to the allocator's segment size (2 MiB,
+// or 20 MiB for requests of 1-10 MiB), while PyTorch's 'oom' entry carries the request rounded to 512 bytes.
+constexpr uint64_t kOomRounding = 20ull << 20;
+
 // PyTorch's own record of the device memory it reserved: each segment_alloc/segment_map (device, address, size, time)
 // of its trace, and each segment it still holds.
 class PyTorchRecord {
@@ -35,39 +39,40 @@ class PyTorchRecord {
     for (const DeviceTrace& d : pt.devices)
       for (uint32_t row = d.begin; row < d.end; ++row) {
         const Call c{d.device, pt.events.addr[row], pt.events.size[row], pt.events.time_us[row]};
-        if (makes_segment(pt.events.action[row])) calls_.emplace(key_of(d.device, c.addr), c);
+        if (pt.events.action[row] == Action::kSegmentAlloc) calls_.emplace(key_of(d.device, c.addr), c);
+        else if (pt.events.action[row] == Action::kSegmentMap) maps_.add(c);
         else if (pt.events.action[row] == Action::kOom) ooms_.push_back(c);  // its addr is device_free: unused
       }
-    for (const Segment& seg : pt.segments)
-      held_.emplace(key_of(seg.device, seg.address), Call{seg.device, seg.address, seg.total_size, 0});
+    for (const Segment& seg : pt.segments) held_.add(Call{seg.device, seg.address, seg.total_size, 0});
+    maps_.sort();
+    held_.sort();
   }
-  size_t calls() const { return calls_.size(); }
+  size_t calls() const { return calls_.size() + maps_.size(); }
   size_t held() const { return held_.size(); }
   // Whether PyTorch's trace shows this allocation; `timed`: the capture has times (else, like a PyTorch file without
-  // times, any time matches).
+  // times, any time matches). An expandable segment's segment_map covers what the driver saw as one cuMemMap per
+  // 2 or 20 MiB page, so a capture's map inside one counts.
   bool called(int64_t device, uint64_t addr, uint64_t size, int64_t time_us, bool timed) const {
+    auto near = [&](const Call& c) { return !timed || !timed_ || std::llabs(c.time_us - time_us) <= kSameCallUs; };
     auto [a, b] = calls_.equal_range(key_of(device, addr));
     for (auto it = a; it != b; ++it) {
       const Call& c = it->second;
-      if (c.device == device && c.addr == addr && c.size == size &&
-          (!timed || !timed_ || std::llabs(c.time_us - time_us) <= kSameCallUs))
-        return true;
+      if (c.device == device && c.addr == addr && c.size == size && near(c)) return true;
     }
-    return false;
+    return maps_.any_within(device, addr, size, near);
   }
   // Whether PyTorch recorded an OOM of this size then: the driver's failed cudaMalloc calls under it (PyTorch
   // retries once after freeing its cache) are its own.
   bool ran_out(int64_t device, uint64_t size, int64_t time_us, bool timed) const {
     for (const Call& c : ooms_)
-      if (c.device == device && c.size == size && (!timed || !timed_ || std::llabs(c.time_us - time_us) <= kSameCallUs))
+      if (c.device == device && size >= c.size && size - c.size < kOomRounding &&
+          (!timed || !timed_ || std::llabs(c.time_us - time_us) <= kSameCallUs))
         return true;
     return false;
   }
+  // Whether PyTorch holds this range in one of its segments (an expandable one holds many of the driver's maps).
   bool holds(int64_t device, uint64_t addr, uint64_t size) const {
-    auto [a, b] = held_.equal_range(key_of(device, addr));
-    for (auto it = a; it != b; ++it)
-      if (it->second.device == device && it->second.addr == addr && it->second.size == size) return true;
-    return false;
+    return held_.any_within(device, addr, size, [](const Call&) { return true; });
   }
 
  private:
@@ -76,8 +81,40 @@ class PyTorchRecord {
     uint64_t addr, size;
     int64_t time_us;
   };
+  // Ranges by (device, start), answering which of them contain a range. They may overlap (a range mapped, unmapped
+  // and mapped again), so the search walks back over every range that starts early enough to reach.
+  class Ranges {
+   public:
+    void add(const Call& c) {
+      v_.push_back(c);
+      longest_ = std::max(longest_, c.size);
+    }
+    void sort() {
+      std::sort(v_.begin(), v_.end(), [](const Call& x, const Call& y) {
+        return x.device != y.device ? x.device < y.device : x.addr < y.addr;
+      });
+    }
+    size_t size() const { return v_.size(); }
+    template <class Pred>
+    bool any_within(int64_t device, uint64_t addr, uint64_t size, Pred ok) const {
+      auto it = std::upper_bound(v_.begin(), v_.end(), std::make_pair(device, addr), [](const auto& k, const Call& c) {
+        return k.first != c.device ? k.first < c.device : k.second < c.addr;
+      });
+      while (it != v_.begin()) {
+        const Call& c = *--it;
+        if (c.device != device || addr - c.addr > longest_) break;
+        if (addr - c.addr <= c.size && size <= c.size - (addr - c.addr) && ok(c)) return true;
+      }
+      return false;
+    }
+
+   private:
+    std::vector<Call> v_;
+    uint64_t longest_ = 0;
+  };
   bool timed_;
-  std::unordered_multimap<uint64_t, Call> calls_, held_;
+  std::unordered_multimap<uint64_t, Call> calls_;
+  Ranges maps_, held_;
   std::vector<Call> ooms_;
 };
 
@@ -142,12 +179,30 @@ Snapshot outside_of_pytorch(const Snapshot& c, const Snapshot& pytorch) {
 Status same_process(const Snapshot& c, const Snapshot& pt) {
   const auto [c0, c1] = time_range(c);
   const auto [p0, p1] = time_range(pt);
-  // (within one call's stamps of each other: PyTorch stamps its cudaMalloc after the capture does)
-  if (c0 <= c1 && p0 <= p1 && (p1 < c0 - kSameCallUs || p0 > c1 + kSameCallUs))
+  const PyTorchRecord record(pt);
+  auto apart = [&](const char* why) {
     return Error{"the two files do not overlap in time (the capture's events run from " + std::to_string(c0) + " to " +
                  std::to_string(c1) + " us, PyTorch's from " + std::to_string(p0) + " to " + std::to_string(p1) +
-                 "): they come from different runs or processes"};
-  const PyTorchRecord record(pt);
+                 ")" + why + ": they come from different runs or processes"};
+  };
+  // (within one call's stamps of each other: PyTorch stamps its cudaMalloc after the capture does)
+  if (c0 <= c1 && p0 <= p1 && p1 < c0 - kSameCallUs) return apart("");
+  if (c0 <= c1 && p0 <= p1 && p0 > c1 + kSameCallUs) {
+    // A long job: PyTorch's trace ring keeps only its newest entries, long after the capture's last cudaMalloc. One
+    // process only if PyTorch reserved nothing in that time (the capture sees each of its cudaMalloc calls) and
+    // every segment it holds is one the capture holds.
+    if (record.calls() > 0) return apart(", and PyTorch's trace reserves memory the capture never saw");
+    if (record.held() == 0) return apart("");
+    std::vector<std::pair<int64_t, uint64_t>> starts;  // the capture's live segments (an expandable one: its maps)
+    for (const Segment& cs : c.segments) starts.emplace_back(cs.device, cs.address);
+    std::sort(starts.begin(), starts.end());
+    for (const Segment& seg : pt.segments) {
+      auto it = std::lower_bound(starts.begin(), starts.end(), std::make_pair(seg.device, seg.address));
+      if (it == starts.end() || it->first != seg.device || it->second - seg.address >= seg.total_size)
+        return apart(", and PyTorch holds a segment the capture does not");
+    }
+    return {};
+  }
   if (record.calls() == 0 && record.held() == 0) return {};
   // PyTorch's memory as the capture saw it: each allocation by device, address and size.
   const bool timed = has_times(c);
@@ -179,6 +234,10 @@ Result<Snapshot> load_pytorch_side(std::span<const uint8_t> pytorch_pickle, Load
   if (is_capture(pt.value()))
     return Error{"this is a capture's snapshot, not PyTorch's (torch.cuda.memory._dump_snapshot)", 0};
   if (pt.value().outside) return Error{"this snapshot is already merged (it has 'allocscope_outside')", 0};
+  // An optimizer state or any other dict loads (unknown keys never stop a load), but is not PyTorch's snapshot.
+  if (facts->root_is_dict && !pt.value().has_device_traces && pt.value().segments.empty())
+    return Error{"PyTorch's snapshot has neither 'segments' nor 'device_traces': it is not a memory snapshot "
+                 "(torch.cuda.memory._dump_snapshot)", 0};
   if (!facts->root_is_dict)
     return Error{"PyTorch's snapshot is a bare list of segments (PyTorch 2.0); only a dict can carry the outside "
                  "memory", 0};

@@ -299,6 +299,7 @@ class Builder : public pickle::Consumer {
   Status read_outside(const pickle::Reader& r, const Value& dict);
   void note_peer_mappings(const PeerMappings& m);
   // Dicts with an 'action' key that no device trace lists: not events, said once.
+  size_t outside_rows_ = 0;  // trace rows read_outside copied into Snapshot::outside
   void note_rows_outside_traces(size_t n) {
     s_->warnings.push_back(std::to_string(n) + " dict(s) with an 'action' key outside device_traces were left out: "
                            "only device_traces holds trace entries");

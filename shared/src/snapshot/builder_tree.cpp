@@ -264,7 +264,9 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
     s_->devices.push_back(d);
   }
   EventColumns& e = s_->events;
-  if (order.size() < e.action.size()) note_rows_outside_traces(e.action.size() - order.size());
+  // The merged file's outside rows were streamed here too, and copied out by read_outside: not left out.
+  if (order.size() + outside_rows_ < e.action.size())
+    note_rows_outside_traces(e.action.size() - order.size() - outside_rows_);
   if (!contiguous || order.size() != e.action.size()) {
     // Unusual layout (rows shared, interleaved or orphaned): gather into device order.
     auto gather = [&](auto& col) {
@@ -433,6 +435,7 @@ Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
     s_->allocator_settings = std::move(to_setting(r, *v, 0).children);
   s_ = main;
   if (!st.ok()) return Error{"in 'allocscope_outside': " + st.error().message, st.error().offset};
+  outside_rows_ = to.size_rows();
   note_peer_mappings(drop_peer_mappings(out.get()));
   s_->outside = std::move(out);
   return {};
@@ -476,7 +479,7 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
     // Dicts with an 'action' outside device_traces (a setting's list, an unknown key's) were read as trace entries
     // as they streamed by; without device_traces there is no trace, as PyTorch's tools see it (they were put on
     // device 0: a settings list read as "1 events").
-    note_rows_outside_traces(s_->events.size_rows());
+    if (s_->events.size_rows() > outside_rows_) note_rows_outside_traces(s_->events.size_rows() - outside_rows_);
     s_->events = EventColumns{};
   }
   if (is_capture(*s_)) note_peer_mappings(drop_peer_mappings(s_));
