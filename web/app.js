@@ -56,14 +56,14 @@ async function openRanksFile(f) {
 }
 
 // Opens a rank's snapshot named in the ranks file: from the same site when the ranks file came from one (its names
-// are relative to where `allocscope ranks` ran; `allocscope view ranks.json` serves them, an absolute name under
-// abs/), else through the file dialog, since a page cannot read a path on the disk.
+// are relative to where `allocscope ranks` ran; `allocscope view ranks.json` serves each at rows/NAME, the whole
+// name one encoded segment so that './', '../', '#' and '%' stay part of it), else through the file dialog, since a
+// page cannot read a path on the disk.
 async function openRank(row) {
   const rf = state.ranksFile;
-  const rel = row.name.startsWith('/') ? `abs${row.name}` : row.name;
   if (rf && rf.base) {
     let list = null;
-    try { list = await fetchFiles([new URL(rel, rf.base).href]); } catch (e) { list = null; }
+    try { list = await fetchFiles([new URL(`rows/${encodeURIComponent(row.name)}`, rf.base).href]); } catch (e) { list = null; }
     if (list) { await open(list); return 'opened'; }
   }
   $('file-input').click();
@@ -138,7 +138,9 @@ async function fetchFiles(urls) {
     if (url.origin !== location.origin) throw new Error(`refusing to open ${u}: only files from this site can be opened by URL`);
     const r = await fetch(url);
     if (!r.ok) throw new Error(`could not fetch ${url.pathname}: HTTP ${r.status}`);
-    out.push({ name: decodeURIComponent(url.pathname.split('/').pop() || 'snapshot'), blob: await r.blob(), url: url.href });
+    // The last segment, decoded: a rank's rows/NAME may hold a whole path, so its own last part.
+    const leaf = decodeURIComponent(url.pathname.split('/').pop() || '').split('/').pop();
+    out.push({ name: leaf || 'snapshot', blob: await r.blob(), url: url.href });
   }
   return out;
 }

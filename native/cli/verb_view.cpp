@@ -50,9 +50,24 @@ HttpResponse file_response(const std::string& path) {
   return r;
 }
 
+// Whether `path` is a regular file that starts as a snapshot does: a pickle's PROTO opcode or gzip's magic. A ranks
+// file is input like any other: its rows must not make the server hand out /etc/passwd or /proc/self/environ.
+bool looks_like_snapshot(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  unsigned char head[2] = {0, 0};
+  const size_t n = std::fread(head, 1, 2, f);
+  std::fclose(f);
+  return n == 2 && ((head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) || (head[0] == 0x1f && head[1] == 0x8b));
+}
+
 // A file saved by `allocscope ranks --json` names the ranks' snapshots as `ranks` was given them (relative to where
-// it ran, or absolute). The viewer asks for each one relative to the ranks file's URL (an absolute name under abs/);
-// only the names in the file are served, found next to the ranks file or else in the current directory.
+// it ran, or absolute: "./rank0.pickle", "../run/rank2.pickle", "/data/rank3.pickle"). The viewer asks for each as
+// rows/NAME under the ranks file's URL, the whole name one percent-encoded segment (so that "." and ".." stay part
+// of it). Only the names in the file are served, found next to the ranks file or else in the current directory,
+// and only files that start as snapshots do.
 void serve_ranks_files(const std::string& ranks_file, const std::string& url_dir, std::map<std::string, std::string>* out) {
   auto bytes = read_file(ranks_file);
   if (!bytes.ok() || bytes->size() > (256u << 20)) return;
@@ -62,13 +77,13 @@ void serve_ranks_files(const std::string& ranks_file, const std::string& url_dir
   for (const auto& row : j["rows"]) {
     if (!row.is_object() || !row.contains("name") || !row["name"].is_string()) continue;
     const std::string name = row["name"].get<std::string>();
-    const bool absolute = !name.empty() && name[0] == '/';
-    const std::string rel = absolute ? "abs" + name : name;
-    if (!safe_relative(rel)) continue;
+    if (name.empty() || name.find('\0') != std::string::npos) continue;
+    const std::filesystem::path p(name);
     std::error_code ec;
-    std::string disk = absolute ? name : (beside / name).string();
-    if (!absolute && !std::filesystem::is_regular_file(disk, ec)) disk = std::filesystem::absolute(name, ec).string();
-    if (std::filesystem::is_regular_file(disk, ec)) (*out)[url_dir + rel] = disk;
+    std::string disk = p.is_absolute() ? p.lexically_normal().string() : (beside / p).lexically_normal().string();
+    if (!p.is_absolute() && !std::filesystem::is_regular_file(disk, ec))
+      disk = std::filesystem::absolute(p, ec).lexically_normal().string();
+    if (looks_like_snapshot(disk)) (*out)[url_dir + "rows/" + name] = disk;
   }
 }
 
@@ -99,7 +114,8 @@ int run(const std::vector<std::string>& argv) {
   std::string query;
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string name = std::filesystem::path(files[i]).filename().string();
-    query += (i ? "&url=" : "?url=") + url_encode_component("files/" + std::to_string(i) + "/" + name);
+    // The name is a path segment first ('#', '?', '%' and newlines are not), then the whole a query value.
+    query += (i ? "&url=" : "?url=") + url_encode_component("files/" + std::to_string(i) + "/" + url_encode_component(name));
   }
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/" + query;
 
@@ -122,8 +138,11 @@ int run(const std::vector<std::string>& argv) {
           path.substr(slash + 1) == std::filesystem::path(files[std::stoul(index)]).filename().string())
         return file_response(files[std::stoul(index)]);
     }
-    if (path.rfind("/examples/", 0) == 0 && !w.examples.empty() && safe_relative(path.substr(10)))
-      return file_response(w.examples + "/" + path.substr(10));
+    // The example snapshots only (the folder may be the source tree's tests/fixtures, with much else in it).
+    if (const std::string leaf = path.size() > 10 ? path.substr(10) : ""; path.rfind("/examples/", 0) == 0 &&
+        !w.examples.empty() && safe_relative(leaf) && leaf.find('/') == std::string::npos &&
+        (leaf.ends_with(".pickle") || leaf.ends_with(".pickle.gz")))
+      return file_response(w.examples + "/" + leaf);
     if (safe_relative(path.substr(1))) return file_response(w.pages + path);
     HttpResponse r;
     r.status = 404;

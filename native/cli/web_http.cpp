@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <system_error>
 #include <thread>
@@ -18,10 +20,13 @@ namespace allocscope::cli {
 
 namespace {
 
+constexpr int kMaxConnections = 64;
+
 const char* reason(int status) {
   switch (status) {
     case 200: return "OK";
     case 400: return "Bad Request";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     default: return "Error";
@@ -39,17 +44,40 @@ bool send_all(int fd, const char* p, size_t n) {
   return true;
 }
 
-void handle(int fd, const HttpHandler& handler) {
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+// The request's Host header, lower-cased; "" when it has none.
+std::string host_of(const std::string& req) {
+  for (size_t at = req.find("\r\n"); at != std::string::npos && at + 2 < req.size(); at = req.find("\r\n", at + 2)) {
+    const size_t line = at + 2, end = req.find("\r\n", line);
+    if (end == std::string::npos || end == line) break;
+    std::string h = req.substr(line, end - line);
+    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (h.rfind("host:", 0) != 0) continue;
+    const size_t b = h.find_first_not_of(" \t", 5), e = h.find_last_not_of(" \t");
+    return b == std::string::npos ? "" : h.substr(b, e - b + 1);
+  }
+  return "";
+}
+
+void handle(int fd, const HttpHandler& handler, uint16_t port) {
+  // A request must arrive whole within 10 s (a client sending a byte every few seconds would otherwise hold its
+  // thread for ever), and a client that stops reading the answer is dropped after 30 s without progress.
+  timeval rcv{10, 0}, snd{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rcv, sizeof rcv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof snd);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::string req;
   char buf[4096];
   while (req.find("\r\n\r\n") == std::string::npos && req.size() < 16384) {
+    if (std::chrono::steady_clock::now() > deadline) return;
     ssize_t r = ::recv(fd, buf, sizeof buf, 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return;
     req.append(buf, static_cast<size_t>(r));
   }
+  // Bound to 127.0.0.1, but a web page can still reach it through a name that resolves there (DNS rebinding): its
+  // requests carry that name as Host. Only the names of this machine's loopback are answered.
+  const std::string host = host_of(req), p = ":" + std::to_string(port);
+  const bool host_ok = host.empty() || host == "127.0.0.1" + p || host == "localhost" + p;
   HttpResponse res;
   const size_t sp1 = req.find(' '), sp2 = sp1 == std::string::npos ? sp1 : req.find(' ', sp1 + 1);
   const std::string method = sp1 == std::string::npos ? "" : req.substr(0, sp1);
@@ -60,6 +88,9 @@ void handle(int fd, const HttpHandler& handler) {
   if (method != "GET" && method != "HEAD") {
     res.status = 405;
     res.body = "only GET and HEAD\n";
+  } else if (!host_ok) {
+    res.status = 403;
+    res.body = "this server answers only http://127.0.0.1" + p + "/\n";
   } else if (target.empty() || target[0] != '/' || !url_decode(target, &path)) {
     res.status = 400;
     res.body = "bad request\n";
@@ -164,17 +195,26 @@ void HttpServer::serve(const HttpHandler& handler, const std::atomic<bool>& stop
     if (r <= 0) continue;
     int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) continue;
+    // At most kMaxConnections at once: more are closed at once rather than each holding a thread and a buffer.
+    static std::atomic<int> open{0};
+    if (open.load() >= kMaxConnections) {
+      ::close(c);
+      continue;
+    }
     // A connection that cannot get a thread, or whose answer runs out of memory, is closed; the server goes on
     // (an exception leaving a thread, or std::thread's constructor here, would end the process).
     try {
-      std::thread([c, &handler] {
+      ++open;
+      std::thread([c, &handler, port = port_] {
         try {
-          handle(c, handler);
+          handle(c, handler, port);
         } catch (const std::exception&) {
         }
         ::close(c);
+        --open;
       }).detach();
-    } catch (const std::system_error&) {
+    } catch (const std::exception&) {
+      --open;
       ::close(c);
     }
   }

@@ -66,9 +66,10 @@ async function viewRanksTest(browser) {
   const { child, url } = await startView([path.join(fixtures, 'ranks_ddp.json')]);
   const origin = new URL(url).origin;
   const status = (p) => fetch(origin + p).then((x) => x.status).catch(() => 0);
-  ok((await status('/files/0/ddp_rank1.pickle')) === 200 && (await status('/files/0/ranks_ddp.json')) === 200,
+  ok((await status('/files/0/rows/ddp_rank1.pickle')) === 200 && (await status('/files/0/ranks_ddp.json')) === 200,
      'serves the ranks file and a snapshot it names');
-  ok((await status('/files/0/oom.pickle')) === 404 && (await status('/files/0/rank3_missing.pickle')) === 404,
+  ok((await status('/files/0/oom.pickle')) === 404 && (await status('/files/0/rows/oom.pickle')) === 404 &&
+     (await status('/files/0/rows/rank3_missing.pickle')) === 404,
      'not a file it does not name, nor a named file that is not there');
   const { context, page, errors } = await pageFor(browser);
   await page.goto(url);
@@ -82,6 +83,56 @@ async function viewRanksTest(browser) {
   const exit = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
   child.kill('SIGINT');
   await exit;
+}
+
+// An audit's cases (2026-11-26): names with '#', '?', '%' did not open from the printed URL; a ranks file's rows
+// named './x' or '../d/x' never opened, while a row naming /etc/passwd was served; any Host was answered (DNS
+// rebinding); /examples/ served the whole source fixtures folder.
+async function viewOddNamesTest(browser) {
+  console.log('allocscope view: odd names, ranks rows, Host');
+  const dir = path.join(artifacts, 'odd names');
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(path.join(dir, 'run'), { recursive: true });
+  const odd = ['r#1 100%.pickle', 'q?x%41.pickle'];
+  for (const n of odd) fs.copyFileSync(path.join(fixtures, 'ddp_rank0.pickle'), path.join(dir, n));
+  fs.copyFileSync(path.join(fixtures, 'ddp_rank1.pickle'), path.join(dir, 'run', 'ddp_rank1.pickle'));
+  let v = await startView(odd.map((n) => path.join(dir, n)));
+  const { context, page, errors } = await pageFor(browser);
+  await page.goto(v.url);
+  ok((await waitState(page, ['ready', 'error'], 60000)) === 'ready', `files named ${odd.join(', ')} open from the printed URL`);
+  const names = await page.$$eval('#file-select option', (o) => o.map((x) => x.textContent));
+  ok(JSON.stringify(names) === JSON.stringify(odd), `and keep their names (${names})`);
+  ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
+  await context.close();
+  const origin = new URL(v.url).origin, port = new URL(v.url).port;
+  const http = require('http');
+  const withHost = (host, p) => new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: p, headers: { Host: host } }, (r) => { r.resume(); resolve(r.statusCode); });
+    req.on('error', () => resolve(0));
+  });
+  ok((await withHost('evil.example', '/')) === 403 && (await withHost(`evil.example:${port}`, '/index.html')) === 403,
+     'a request naming another host is refused');
+  ok((await withHost(`127.0.0.1:${port}`, '/')) === 200 && (await withHost(`localhost:${port}`, '/')) === 200,
+     'requests for 127.0.0.1 and localhost are answered');
+  const status = (p) => fetch(origin + p).then((x) => x.status).catch(() => 0);
+  ok((await status('/examples/README.md')) === 404 && (await status('/examples/expected/oom.facts.json')) === 404,
+     '/examples/ serves example snapshots only');
+  v.child.kill('SIGINT');
+  // A ranks file whose rows are './x', '../d/x', an absolute snapshot, and files that are not snapshots.
+  const ranks = { kind: 'allocscope.ranks', rows: [
+    { name: './r#1 100%.pickle' }, { name: '../odd names/run/ddp_rank1.pickle' },
+    { name: path.join(dir, 'q?x%41.pickle') }, { name: '/etc/passwd' }, { name: '/proc/self/environ' },
+    { name: 'ranks.json' }] };
+  fs.writeFileSync(path.join(dir, 'ranks.json'), JSON.stringify(ranks));
+  v = await startView([path.join(dir, 'ranks.json')]);
+  const o2 = new URL(v.url).origin;
+  const row = (n) => fetch(`${o2}/files/0/rows/${encodeURIComponent(n)}`).then((x) => x.status).catch(() => 0);
+  const got = [];
+  for (const r of ranks.rows) got.push(await row(r.name));
+  ok(JSON.stringify(got) === JSON.stringify([200, 200, 200, 404, 404, 404]),
+     `rows open by any relative or absolute name; files that are not snapshots are not served (${got})`);
+  v.child.kill('SIGINT');
+  fs.rmSync(dir, { recursive: true, force: true });
 }
 
 async function plotTest(browser) {
@@ -118,6 +169,7 @@ async function plotTest(browser) {
   try {
     await viewTest(browser);
     await viewRanksTest(browser);
+    await viewOddNamesTest(browser);
     await plotTest(browser);
   } catch (e) {
     ++failed;

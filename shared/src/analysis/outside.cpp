@@ -177,8 +177,9 @@ Snapshot outside_of_pytorch(const Snapshot& c, const Snapshot& pytorch) {
 }
 
 Status same_process(const Snapshot& c, const Snapshot& pt) {
-  const auto [c0, c1] = time_range(c);
-  const auto [p0, p1] = time_range(pt);
+  // (plain variables: clang 14, the wasm build's, cannot capture structured bindings in a lambda)
+  const std::pair<int64_t, int64_t> cr = time_range(c), pr = time_range(pt);
+  const int64_t c0 = cr.first, c1 = cr.second, p0 = pr.first, p1 = pr.second;
   const PyTorchRecord record(pt);
   auto apart = [&](const char* why) {
     return Error{"the two files do not overlap in time (the capture's events run from " + std::to_string(c0) + " to " +
