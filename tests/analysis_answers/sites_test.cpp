@@ -16,6 +16,7 @@
 #include "allocscope/peak.h"
 #include "allocscope/summary.h"
 #include "answers_fixtures.h"
+#include "../cli/synthetic.h"
 
 namespace allocscope::test {
 namespace {
@@ -322,5 +323,22 @@ TEST(Sites, OomListsTheUsersLines) {
   EXPECT_NE(json.find("\"site\""), std::string::npos);
 }
 
+}  // namespace
+}  // namespace allocscope::test
+
+namespace allocscope::test {
+namespace {
+// One rule for "the user's code": the capture's Python frame lending used is_library_frame alone, so a job's
+// `def warm_start()` was its line to the capture but not to any answer (PyTorch's filter drops "_start" names).
+TEST(Sites, TheUsersFrameIsOneRuleEverywhere) {
+  EXPECT_TRUE(is_user_frame("train_step", "/home/me/train.py"));
+  EXPECT_FALSE(is_user_frame("warm_start", "/home/me/train.py"));
+  EXPECT_FALSE(is_user_frame("forward", "/v/lib/python3.12/site-packages/torch/nn/modules/linear.py"));
+  clitest::SnapshotBuilder b;
+  const StackId st = b.stack({{"warm_start", "/home/me/train.py", 3}, {"main", "/home/me/train.py", 9}});
+  const FrameFilter ff(b.s);
+  for (FrameId f : b.s.stack(st))
+    EXPECT_EQ(ff.user(f), is_user_frame(b.s.str(b.s.frames[f].name), b.s.str(b.s.frames[f].filename)));
+}
 }  // namespace
 }  // namespace allocscope::test

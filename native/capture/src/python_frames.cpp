@@ -335,11 +335,11 @@ int python_frames_lend_begin() {
   if (!g.n) return 0;
   // A lender with no line of the job's own (a DDP communication hook or a checkpointed backward that PyTorch's engine
   // runs, a library's background thread waiting in a collective) has nothing to tell: the loan under way stays the
-  // one that lends. The same rule as every answer's site (is_library_frame).
+  // one that lends. The same rule as every answer's site (is_user_frame).
   bool job_line = false;
   for (int i = 0; i < g.n && !job_line; ++i) {
     PythonFrame pf;
-    job_line = resolve_python_frame(g.entries[i], &pf) && !is_library_frame(pf.name, pf.filename);
+    job_line = resolve_python_frame(g.entries[i], &pf) && is_user_frame(pf.name, pf.filename);
   }
   if (!job_line) return 0;
   for (int k = 0; k < kLoans; ++k) {

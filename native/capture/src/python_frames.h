@@ -48,7 +48,7 @@ int merge_python_frames(const uintptr_t* native, int n, uintptr_t* out, int max)
 // that called begin (the bootstrap's wrapper around PyTorch's own function). The frames are read once, on the
 // lender's own thread: no other thread ever reads its frames. Up to 8 loans at once (nested backward calls, several
 // threads); the newest one lends. A lender none of whose frames is the job's own (all library code, by
-// is_library_frame) lends nothing. begin returns a token for end (0: nothing lent).
+// is_user_frame) lends nothing. begin returns a token for end (0: nothing lent).
 int python_frames_lend_begin();
 void python_frames_lend_end(int token);
 

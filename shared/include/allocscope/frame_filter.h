@@ -19,6 +19,10 @@ constexpr FrameId kNoFrame = std::numeric_limits<FrameId>::max();
 // bootstrap wraps torch.distributed's collectives there), and C++ frames without a usable file ("??", "", .cpp/.h/.cu sources,
 // object files and shared libraries).
 bool is_library_frame(std::string_view name, std::string_view filename);
+// THE rule for "this frame is the user's code", used by every answer's site (FrameFilter), the viewer (through the
+// core) and the capture's Python frame lending alike: a frame PyTorch's own tools show (memviz::frame_filter) that
+// is not a library's.
+bool is_user_frame(std::string_view name, std::string_view filename);
 
 // A Windows path (C:\Users\me\venv\Lib\site-packages\torch\nn\modules\linear.py) with forward slashes and in lower
 // case (Windows paths ignore case), in *buf; any other path unchanged. Every rule that tests a frame's directory

@@ -123,6 +123,10 @@ std::string_view autograd_node(std::string_view name) {
   return node;
 }
 
+bool is_user_frame(std::string_view name, std::string_view filename) {
+  return memviz::frame_filter(name, filename) && !is_library_frame(name, filename);
+}
+
 FrameFilter::FrameFilter(const Snapshot& s) {
   const size_t nf = s.frames.size();
   visible_.resize(nf);
@@ -131,7 +135,7 @@ FrameFilter::FrameFilter(const Snapshot& s) {
     const Frame& f = s.frames[i];
     const std::string_view name = s.str(f.name), file = s.str(f.filename);
     visible_[i] = memviz::frame_filter(name, file) ? 1 : 0;
-    user_[i] = visible_[i] && !is_library_frame(name, file) ? 1 : 0;
+    user_[i] = is_user_frame(name, file) ? 1 : 0;
   }
   const uint32_t ns = s.stacks.size();
   site_.assign(ns, kNoFrame);
