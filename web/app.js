@@ -63,7 +63,14 @@ async function openRank(row) {
   const rf = state.ranksFile;
   if (rf && rf.base) {
     let list = null;
-    try { list = await fetchFiles([new URL(`rows/${encodeURIComponent(row.name)}`, rf.base).href]); } catch (e) { list = null; }
+    // The name as a relative path (a static site holding the ranks file and the snapshots beside it, or `allocscope
+    // view` for a plain name), then `allocscope view`'s rows/NAME, which serves any relative or absolute name.
+    const urls = row.name.startsWith('/') ? [] : [row.name.split('/').map(encodeURIComponent).join('/')];
+    urls.push(`rows/${encodeURIComponent(row.name)}`);
+    for (const u of urls) {
+      try { list = await fetchFiles([new URL(u, rf.base).href]); } catch (e) { list = null; }
+      if (list) break;
+    }
     if (list) { await open(list); return 'opened'; }
   }
   $('file-input').click();

@@ -66,7 +66,8 @@ bool looks_like_snapshot(const std::string& path) {
 // A file saved by `allocscope ranks --json` names the ranks' snapshots as `ranks` was given them (relative to where
 // it ran, or absolute: "./rank0.pickle", "../run/rank2.pickle", "/data/rank3.pickle"). The viewer asks for each as
 // rows/NAME under the ranks file's URL, the whole name one percent-encoded segment (so that "." and ".." stay part
-// of it). Only the names in the file are served, found next to the ranks file or else in the current directory,
+// of it), and a plain relative name also as itself, as a static site beside the ranks file would serve it. Only the
+// names in the file are served, found next to the ranks file or else in the current directory,
 // and only files that start as snapshots do.
 void serve_ranks_files(const std::string& ranks_file, const std::string& url_dir, std::map<std::string, std::string>* out) {
   auto bytes = read_file(ranks_file);
@@ -83,7 +84,9 @@ void serve_ranks_files(const std::string& ranks_file, const std::string& url_dir
     std::string disk = p.is_absolute() ? p.lexically_normal().string() : (beside / p).lexically_normal().string();
     if (!p.is_absolute() && !std::filesystem::is_regular_file(disk, ec))
       disk = std::filesystem::absolute(p, ec).lexically_normal().string();
-    if (looks_like_snapshot(disk)) (*out)[url_dir + "rows/" + name] = disk;
+    if (!looks_like_snapshot(disk)) continue;
+    (*out)[url_dir + "rows/" + name] = disk;
+    if (safe_relative(name)) (*out)[url_dir + name] = disk;  // a plain name, as a static site would serve it
   }
 }
 

@@ -66,9 +66,10 @@ async function viewRanksTest(browser) {
   const { child, url } = await startView([path.join(fixtures, 'ranks_ddp.json')]);
   const origin = new URL(url).origin;
   const status = (p) => fetch(origin + p).then((x) => x.status).catch(() => 0);
-  ok((await status('/files/0/rows/ddp_rank1.pickle')) === 200 && (await status('/files/0/ranks_ddp.json')) === 200,
-     'serves the ranks file and a snapshot it names');
-  ok((await status('/files/0/oom.pickle')) === 404 && (await status('/files/0/rows/oom.pickle')) === 404 &&
+  ok((await status('/files/0/rows/ddp_rank1.pickle')) === 200 && (await status('/files/0/ddp_rank1.pickle')) === 200 &&
+     (await status('/files/0/ranks_ddp.json')) === 200, 'serves the ranks file and a snapshot it names (as rows/NAME and as NAME)');
+  ok((await status('/files/0/oom.pickle')) === 404 &&
+     (await status('/files/0/rows/oom.pickle')) === 404 &&
      (await status('/files/0/rows/rank3_missing.pickle')) === 404,
      'not a file it does not name, nor a named file that is not there');
   const { context, page, errors } = await pageFor(browser);

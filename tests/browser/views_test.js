@@ -180,6 +180,8 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   await page.waitForFunction(() => document.querySelector('[data-fits]').dataset.fits === 'unsure', null, { timeout: 10000 }).catch(() => {});
   eq(await attr('[data-fits]', 'data-fits'), 'unsure', 'What-if on a GPU inside the prediction\'s error: unsure');
   ok(/with this prediction's error/.test(await page.textContent('[data-fits]')), 'the verdict gives the range of the least memory');
+  ok(/the GPU's room lies within the prediction's error: a snapshot recorded nearer the target settles it/.test(await page.textContent('[data-fits]')),
+     'and, as the CLI does, why it is unsure and what settles it');
   await page.fill('.gpu-input', '24gb');
   await page.press('.gpu-input', 'Enter');
   await page.waitForFunction(() => document.querySelector('[data-fits]').dataset.fits === 'yes', null, { timeout: 10000 }).catch(() => {});
@@ -367,6 +369,43 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   ok(/Choose ddp_rank1\.pickle in the file dialog/.test(await page.textContent('[data-rank-status]')), 'the row says which file to choose');
   await chooser.setFiles(path.join(fixturesDir, 'ddp_rank1.pickle'));
   await rank1Timeline('the chosen file opens on cuda:1 with PyTorch\'s peak');
+  // The core's why, at_least and compared fields (ranks.h), worded as the CLI words them (ranks_text.cpp): ranks_ddp.json
+  // edited the way the core writes each case, picked from the disk.
+  const saved = JSON.parse(fs.readFileSync(path.join(fixturesDir, 'ranks_ddp.json'), 'utf8'));
+  const variant = async (name, edit) => {
+    const r = JSON.parse(JSON.stringify(saved));
+    edit(r, r.rows[0]);
+    const f = path.join(artifacts, name);
+    fs.writeFileSync(f, JSON.stringify(r));
+    await page.goto('about:blank');
+    await page.goto(`${origin}/app/`);
+    await page.setInputFiles('#file-input', f);
+    const st = await waitState(page, ['ready', 'error'], 30000);
+    fs.rmSync(f);
+    if (st !== 'ready') return `${st}: ${await page.textContent('#error-message').catch(() => '')}`;
+    return page.textContent('[data-outlier-rank="1"]').catch(() => '');
+  };
+  const finalOnly = (r, x) => {
+    x.outlier_peak_allocated = false; x.outlier_peak_reserved = false; x.outlier_final_reserved = false;
+    delete x.holds_more; delete x.holds_less; x.why = 'keeps_more';
+  };
+  let note = await variant('ranks_keeps_more.json', finalOnly);
+  ok(/its allocated peak is typical: it keeps more after its peak \(its snapshot opened beside a typical rank's, the Diff view lists what\)/.test(note),
+     `an outlier on its final state only: why it differs, and where to see what (${note})`);
+  note = await variant('ranks_keeps_less.json', (r, x) => { finalOnly(r, x); x.why = 'keeps_less'; x.compare_with = 'ddp_rank0.pickle'; });
+  ok(/it keeps less after its peak \(diff its end against ddp_rank0\.pickle\)/.test(note), `keeps less, with the rank to diff against (${note})`);
+  note = await variant('ranks_caches_more.json', (r, x) => { finalOnly(r, x); x.why = 'caches_more'; });
+  ok(/the difference is reserved but not allocated/.test(note), `caches more (${note})`);
+  note = await variant('ranks_at_least.json', (r, x) => { x.holds_more[0].at_least = true; });
+  ok(/holds at least \+320 MiB more at gen_ddp\.py:13/.test(note) && /holds \+128 MiB more at gen_ddp\.py:11/.test(note),
+     `a bound is said as one, an exact difference as exact (${note})`);
+  note = await variant('ranks_not_compared.json', (r) => {
+    r.compared.peak_allocated = false; r.outliers = 0;
+    for (const x of r.rows) { for (const k of Object.keys(x)) if (k.startsWith('outlier')) x[k] = false; delete x.holds_more; delete x.holds_less; delete x.why; }
+  });
+  const said = await page.textContent('[data-outliers]', { timeout: 5000 }).catch(() => note);
+  ok(/their peaks were not compared: fewer than three ranks have a trace/.test(said),
+     `no outlier, with the peaks never compared: said so, not "no outlier on every measure" (${said})`);
   // Not a ranks file: said, not thrown.
   eq(await open(['expected/ddp_rank0.facts.json'], 'ranks').catch(() => 'error'), 'error', 'another JSON file is an error page');
   ok(/neither a snapshot nor/.test(await page.textContent('#error-message')), 'the error says the JSON is not a ranks file');

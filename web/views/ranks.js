@@ -24,7 +24,8 @@ function outlierNote(x, r) {
   // which way it differs decides it); this only words it. A file saved before `why` existed gets no explanation.
   const peakSaid = x.events === 0 ? 'it has no trace, so its peaks were not compared' : 'its allocated peak is typical';
   const when = x.events === 0 ? 'at the end' : 'after its peak';
-  const diffHint = x.compare_with ? ` (diff its end against ${x.compare_with})` : '';
+  const diffHint = x.compare_with ? ` (diff its end against ${x.compare_with})`
+    : ' (its snapshot opened beside a typical rank\'s, the Diff view lists what)';
   const why = {
     keeps_more: `${peakSaid}: it keeps more ${when}${diffHint}.`,
     keeps_less: `${peakSaid}: it keeps less ${when}${diffHint}.`,

@@ -27,7 +27,7 @@ function verdictText(r) {
   if (r.verdict === 'does not fit') return `Does not fit on ${on}: ${range}.`;
   const settles = r.trace_incomplete
     ? 'the trace is incomplete (see the notes below): a snapshot recorded over a whole iteration, from the first step, settles it'
-    : 'a snapshot recorded nearer the target settles it';
+    : "the GPU's room lies within the prediction's error: a snapshot recorded nearer the target settles it";
   return `Unsure on ${on}: ${range}; ${settles}.`;
 }
 
