@@ -82,7 +82,7 @@ class PyTorchRecord {
     int64_t time_us;
   };
   // Ranges by (device, start), answering which of them contain a range. They may overlap (a range mapped, unmapped
-  // and mapped again), so the search walks back over every range that starts early enough to reach.
+  // and mapped again), so the search walks back over the ranges that start early enough to reach.
   class Ranges {
    public:
     void add(const Call& c) {
@@ -100,7 +100,10 @@ class PyTorchRecord {
       auto it = std::upper_bound(v_.begin(), v_.end(), std::make_pair(device, addr), [](const auto& k, const Call& c) {
         return k.first != c.device ? k.first < c.device : k.second < c.addr;
       });
-      while (it != v_.begin()) {
+      // At most kWalk ranges back: a hostile file of many huge overlapping ranges must not make each query linear
+      // (a range not found counts as outside PyTorch, as without this record).
+      constexpr int kWalk = 256;
+      for (int walked = 0; it != v_.begin() && walked < kWalk; ++walked) {
         const Call& c = *--it;
         if (c.device != device || addr - c.addr > longest_) break;
         if (addr - c.addr <= c.size && size <= c.size - (addr - c.addr) && ok(c)) return true;
