@@ -118,6 +118,19 @@ async function viewOddNamesTest(browser) {
   const status = (p) => fetch(origin + p).then((x) => x.status).catch(() => 0);
   ok((await status('/examples/README.md')) === 404 && (await status('/examples/expected/oom.facts.json')) === 404,
      '/examples/ serves example snapshots only');
+  // A client sending its request a byte every 2 s is dropped once 10 s have passed (it held a thread for ever).
+  const dropped = await new Promise((resolve) => {
+    const net = require('net');
+    const t0 = Date.now();
+    const sock = net.connect(Number(port), '127.0.0.1');
+    const req = 'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ' + 'a'.repeat(40);
+    let i = 0;
+    const timer = setInterval(() => { if (i < req.length) sock.write(req[i++]); }, 2000);
+    sock.on('error', () => {});
+    sock.on('close', () => { clearInterval(timer); resolve((Date.now() - t0) / 1000); });
+    setTimeout(() => { clearInterval(timer); sock.destroy(); resolve(-1); }, 25000);
+  });
+  ok(dropped > 9 && dropped < 16, `a client that drips its request is dropped after 10 s (${dropped} s)`);
   v.child.kill('SIGINT');
   // A ranks file whose rows are './x', '../d/x', an absolute snapshot, and files that are not snapshots.
   const ranks = { kind: 'allocscope.ranks', rows: [
