@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "allocscope/frame_filter.h"
 #include "allocscope/loader.h"
 
 namespace allocscope::cli {
@@ -151,7 +152,7 @@ int no_device(const std::string& verb, const std::string& path, const Lifetimes&
               bool json) {
   if (all.devices.empty()) {
     const std::string out = json ? "{\"devices\":[]}\n"
-                                 : path + " holds no allocations: its device traces are empty and it has no segments "
+                                 : printable(path) + " holds no allocations: its device traces are empty and it has no segments "
                                           "(taken before anything was allocated, or after everything was freed and "
                                           "torch.cuda.empty_cache() gave the cache back).\n";
     std::fwrite(out.data(), 1, out.size(), stdout);

@@ -65,8 +65,5 @@ std::string device_list(const Lifetimes& all);
 // bidirectional overrides from snapshot strings as escapes (terminal_guard.cpp says why); a pipe or file is left
 // alone. Called once, first thing in main().
 void guard_terminal_output();
-// The escaping itself: appends `in`'s first bytes to `out`, escaped, and returns how many it used; without `at_end`,
-// a UTF-8 sequence cut by the end of `in` is left for the next call.
-size_t escape_for_terminal(const unsigned char* in, size_t n, bool at_end, std::string* out);
 
 }  // namespace allocscope::cli

@@ -4,9 +4,8 @@
 // `ranks` reading summary files, printed frame names raw; C1 controls and U+202E passed every verb but `trace`).
 //
 // One filter at the boundary, for every verb: when stdout is a terminal, it is replaced by a stream that writes
-// through to it with the C0 controls other than newline and tab, DEL, the C1 controls (U+0080-U+009F: some
-// terminals read U+009B as CSI) and the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
-// U+2066-U+2069) written as \xNN or \uNNNN. A pipe or a file gets the bytes unchanged: the drop-in verbs' output
+// through to it with what escape_unsafe (frame_filter.h, the rule printable() uses too) escapes, newline and tab
+// kept, written as \xNN or \uNNNN. A pipe or a file gets the bytes unchanged: the drop-in verbs' output
 // must equal PyTorch's byte for byte, and a script reads what the file holds. stderr is left alone: it carries the
 // progress lines, which move the cursor on purpose.
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include <cstring>
 #include <string>
 
+#include "allocscope/frame_filter.h"
 #include "cli_common.h"
 
 namespace allocscope::cli {
@@ -39,52 +39,6 @@ bool write_all(int fd, const std::string& s) {
   return true;
 }
 
-void hex_escape(unsigned char c, std::string* out) {
-  char b[8];
-  std::snprintf(b, sizeof b, "\\x%02x", c);
-  *out += b;
-}
-
-void code_point_escape(unsigned cp, std::string* out) {
-  char b[12];
-  std::snprintf(b, sizeof b, "\\u%04x", cp);
-  *out += b;
-}
-
-}  // namespace
-
-size_t escape_for_terminal(const unsigned char* in, size_t n, bool at_end, std::string* out) {
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = in[i];
-    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-      hex_escape(c, out);
-      ++i;
-    } else if (c == 0xc2 || c == 0xe2) {
-      const size_t len = c == 0xc2 ? 2 : 3;
-      if (i + len > n && !at_end) return i;  // the rest of this sequence comes with the next write
-      if (c == 0xc2 && i + 1 < n && in[i + 1] >= 0x80 && in[i + 1] <= 0x9f) {
-        code_point_escape(in[i + 1], out);  // U+0080..U+009F
-        i += 2;
-      } else if (c == 0xe2 && i + 2 < n &&
-                 ((in[i + 1] == 0x80 && in[i + 2] >= 0xaa && in[i + 2] <= 0xae) ||
-                  (in[i + 1] == 0x81 && in[i + 2] >= 0xa6 && in[i + 2] <= 0xa9))) {
-        code_point_escape(0x2000u + ((in[i + 1] & 0x3fu) << 6) + (in[i + 2] & 0x3fu), out);
-        i += 3;
-      } else {
-        out->push_back(static_cast<char>(c));
-        ++i;
-      }
-    } else {
-      out->push_back(static_cast<char>(c));
-      ++i;
-    }
-  }
-  return i;
-}
-
-namespace {
-
 ssize_t guard_write(void* cookie, const char* buf, size_t size) {
   Guard* g = static_cast<Guard*>(cookie);
   // A sequence split by the previous write, completed by this one.
@@ -92,8 +46,8 @@ ssize_t guard_write(void* cookie, const char* buf, size_t size) {
   joined.append(buf, size);
   std::string out;
   out.reserve(joined.size() + 16);
-  const size_t used = escape_for_terminal(reinterpret_cast<const unsigned char*>(joined.data()), joined.size(),
-                                          /*at_end=*/false, &out);
+  const size_t used = escape_unsafe(reinterpret_cast<const unsigned char*>(joined.data()), joined.size(),
+                                    /*at_end=*/false, /*keep_line_breaks=*/true, &out);
   g->npending = joined.size() - used;  // at most 2 bytes: the start of a 2- or 3-byte sequence
   std::memcpy(g->pending, joined.data() + used, g->npending);
   if (!write_all(g->fd, out)) return -1;
@@ -103,7 +57,7 @@ ssize_t guard_write(void* cookie, const char* buf, size_t size) {
 int guard_close(void* cookie) {
   Guard* g = static_cast<Guard*>(cookie);
   std::string out;
-  escape_for_terminal(g->pending, g->npending, /*at_end=*/true, &out);
+  escape_unsafe(g->pending, g->npending, /*at_end=*/true, /*keep_line_breaks=*/true, &out);
   g->npending = 0;
   return write_all(g->fd, out) ? 0 : -1;
 }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "allocscope/frame_filter.h"
 #include "allocscope/summary.h"
 #include "cli_common.h"
 #include "verbs.h"
@@ -29,7 +30,7 @@ int run_summary(const std::vector<std::string>& argv) {
   const std::string out = args.has("json") ? "{\"file\":" + nlohmann::json(args.positional[0]).dump(-1, ' ', false,
                                                   nlohmann::json::error_handler_t::replace) +
                                                  "," + to_json(s, sum).substr(1) + "\n"
-                                           : args.positional[0] + ": " + to_text(s, sum);
+                                           : printable(args.positional[0]) + ": " + to_text(s, sum);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

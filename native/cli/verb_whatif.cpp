@@ -86,7 +86,7 @@ int run_whatif(const std::vector<std::string>& argv) {
   // Which device of a file of several was answered for, and how to ask about another.
   std::string which;
   if (!args.has("device") && !args.has("json") && traced_devices(lts[0]) > 1)
-    which = "(" + args.positional[0] + " traces " + std::to_string(traced_devices(lts[0])) + " devices: this is cuda:" +
+    which = "(" + printable(args.positional[0]) + " traces " + std::to_string(traced_devices(lts[0])) + " devices: this is cuda:" +
             std::to_string(devs[0]->device) + ", the one that ran out of memory or else the busiest; --device N "
             "asks about another)\n";
   if (snaps.size() == 1) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "allocscope/frame_filter.h"
 #include "allocscope/loader.h"
 #include "allocscope/writer.h"
 #include "synthetic.h"
@@ -336,4 +337,43 @@ TEST(Binary, RecordRefusesOptionsBeforeTheJobRuns) {
     EXPECT_FALSE(clitest::file_exists(marker)) << opts[0] << ": the job ran";
     std::remove(marker.c_str());
   }
+}
+
+// Piped, too, a text answer never carries a snapshot's string raw: an audit found an autograd node's name (the site
+// of a stack without user frames), the input file's name, and ranks' file names printed raw, so a newline in them
+// forged lines ("FAKE LINE") and ESC, C1, U+2028, U+202E and lone surrogates passed through.
+TEST(Binary, TextAnswersEscapeEverySnapshotString) {
+  clitest::SnapshotBuilder b;
+  const std::string evil = "\nFAKE LINE \r\x1b[2J\xc2\x9b\xe2\x80\xa8\xe2\x80\xae\xed\xb2\x80";
+  const allocscope::StackId st =
+      b.stack({{"torch::autograd::generated::Evil" + evil + "Backward0::apply(...)", "", 0}});
+  b.segment(0x100000, 0, 2 << 20, {{2 << 20, 2 << 20, allocscope::BlockState::kActiveAllocated, st}});
+  b.device();
+  for (int k = 0; k < 8; ++k) {
+    b.annotate("Optimizer.step#Adam.step");
+    b.event(allocscope::Action::kAlloc, 0x100000 + k * 4096, 4096, st);
+  }
+  const std::string dir = clitest::temp_path("evil_names");
+  std::filesystem::create_directories(dir);
+  const std::string snap = dir + "/rank0" + evil + ".pickle";
+  ASSERT_TRUE(allocscope::write_snapshot_file(b.s, snap).ok());
+  for (int r = 1; r < 3; ++r) std::filesystem::copy_file(snap, dir + "/rank" + std::to_string(r) + ".pickle");
+  auto clean = [&](const std::string& what, const std::string& out) {
+    for (const std::string& line : clitest::lines(out)) EXPECT_NE(line.rfind("FAKE", 0), 0u) << what << ": " << out;
+    for (const char* raw : {"\r", "\x1b", "\xc2\x9b", "\xe2\x80\xa8", "\xe2\x80\xae", "\xed\xb2\x80"})
+      EXPECT_EQ(out.find(raw), std::string::npos) << what << ": " << out;
+  };
+  for (const char* verb : {"summary", "peak", "categories", "leaks", "oom", "timeline"}) {
+    const auto r = clitest::run_cli({verb, snap});
+    clean(verb, r.out);
+    if (std::string(verb) != "oom") EXPECT_NE(r.out.find("\\x0aFAKE LINE"), std::string::npos) << verb << ": " << r.out;
+  }
+  clean("diff", clitest::run_cli({"diff", snap, dir + "/rank1.pickle"}).out);
+  const auto ranks = clitest::run_cli({"ranks", dir});
+  clean("ranks", ranks.out);
+  EXPECT_NE(ranks.out.find("rank0\\x0aFAKE LINE"), std::string::npos) << ranks.out;
+  clean("whatif", clitest::run_cli({"whatif", snap, "--batch", "2"}).out);
+  EXPECT_EQ(allocscope::printable("a\xc2\x85" "b\xe2\x81\xa6" "c\xe2\x80\xa9"), "a\\u0085b\\u2066c\\u2029");
+  EXPECT_EQ(allocscope::printable("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");  // other UTF-8 stays
+  std::filesystem::remove_all(dir);
 }

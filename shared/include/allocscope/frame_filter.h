@@ -28,9 +28,17 @@ bool is_user_frame(std::string_view name, std::string_view filename);
 // case (Windows paths ignore case), in *buf; any other path unchanged. Every rule that tests a frame's directory
 // ("/site-packages/", "/torch/nn/") reads the path through this, so snapshots recorded on Windows get the same answers.
 std::string_view posix_path(std::string_view filename, std::string* buf);
-// A string from a snapshot as text on one line: control characters (newline included) written as \xNN, so a name
-// cannot drive the terminal an answer is printed on nor forge lines of the answer. FrameFilter::format uses it.
+// A string from a snapshot as text on one line: the characters escape_unsafe escapes (newline and tab included)
+// written as \xNN or \uNNNN, so a name cannot drive the terminal an answer is printed on, reverse its text, nor
+// forge lines of the answer. FrameFilter::format uses it; every snapshot string in a text answer goes through it.
 std::string printable(std::string s);
+// THE rule for characters that must not reach a reader raw, used by printable() and by the CLI's terminal filter
+// alike: C0 controls (newline and tab kept when `keep_line_breaks`), DEL, C1 controls (U+0080-U+009F: some
+// terminals read U+009B as CSI), the line and paragraph separators U+2028/U+2029, the bidirectional embeddings,
+// overrides and isolates (U+202A-U+202E, U+2066-U+2069), and lone surrogates (U+D800-U+DFFF as WTF-8, which a
+// snapshot's Python strings may hold). Appends in[0..n) to *out with those escaped; returns the bytes consumed,
+// less than n only when !at_end and the input ends inside a sequence it must see whole.
+size_t escape_unsafe(const unsigned char* in, size_t n, bool at_end, bool keep_line_breaks, std::string* out);
 
 // The autograd node a C++ frame runs, for stacks recorded with C++ frames: "MmBackward0" for
 // "torch::autograd::generated::MmBackward0::apply(...)", "AccumulateGrad" for its apply; "" for any other frame.

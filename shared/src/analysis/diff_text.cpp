@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "allocscope/diff.h"
+#include "allocscope/frame_filter.h"
 #include "analysis/frame_filter_text.h"
 
 namespace allocscope {
@@ -15,7 +16,7 @@ std::string to_text(const SnapshotDiff& d, const std::string& a, const std::stri
   auto change = [](uint64_t x, uint64_t y) {
     return size(x) + " -> " + size(y) + " (" + signed_size(static_cast<int64_t>(y) - static_cast<int64_t>(x)) + ")";
   };
-  std::string o = "A = " + a + ", B = " + b + "\n";
+  std::string o = "A = " + printable(a) + ", B = " + printable(b) + "\n";
   // One device each (two ranks, two runs): their peaks compare whatever the ordinals. Otherwise device by device.
   if (d.peaks_a.size() == 1 && d.peaks_b.size() == 1) {
     o += "peak allocated: " + change(d.peaks_a[0].second, d.peaks_b[0].second);

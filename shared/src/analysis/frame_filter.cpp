@@ -164,24 +164,63 @@ FrameFilter::FrameFilter(const Snapshot& s) {
   }
 }
 
+namespace {
+void hex_escape(unsigned char c, std::string* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  *out += "\\x";
+  *out += kHex[c >> 4];
+  *out += kHex[c & 15];
+}
+void code_point_escape(unsigned cp, std::string* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  *out += "\\u";
+  for (int shift = 12; shift >= 0; shift -= 4) *out += kHex[(cp >> shift) & 15];
+}
+}  // namespace
+
+size_t escape_unsafe(const unsigned char* in, size_t n, bool at_end, bool keep_line_breaks, std::string* out) {
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = in[i];
+    if ((c < 0x20 && !(keep_line_breaks && (c == '\n' || c == '\t'))) || c == 0x7f) {
+      hex_escape(c, out);
+      ++i;
+    } else if (c == 0xc2 || c == 0xe2 || c == 0xed) {
+      const size_t len = c == 0xc2 ? 2 : 3;
+      if (i + len > n && !at_end) return i;  // the rest of this sequence comes with the next call
+      const unsigned char b1 = i + 1 < n ? in[i + 1] : 0, b2 = i + 2 < n ? in[i + 2] : 0;
+      if (c == 0xc2 && b1 >= 0x80 && b1 <= 0x9f) {
+        code_point_escape(b1, out);  // U+0080..U+009F
+        i += 2;
+      } else if (c == 0xe2 && i + 2 < n &&
+                 ((b1 == 0x80 && b2 >= 0xa8 && b2 <= 0xae) || (b1 == 0x81 && b2 >= 0xa6 && b2 <= 0xa9))) {
+        code_point_escape(0x2000u + ((b1 & 0x3fu) << 6) + (b2 & 0x3fu), out);  // U+2028-U+202E, U+2066-U+2069
+        i += 3;
+      } else if (c == 0xed && i + 2 < n && b1 >= 0xa0 && b1 <= 0xbf) {
+        code_point_escape(0xd000u + ((b1 & 0x3fu) << 6) + (b2 & 0x3fu), out);  // a lone surrogate
+        i += 3;
+      } else {
+        out->push_back(static_cast<char>(c));
+        ++i;
+      }
+    } else {
+      out->push_back(static_cast<char>(c));
+      ++i;
+    }
+  }
+  return i;
+}
+
 // Control characters from a file would drive the terminal a text answer is printed on (a frame named
 // "\x1b]0;...\x07\x1b[2J" set the window's title and cleared the screen): they are written as \xNN. `trace` escapes
 // its strings as Python's repr does; the drop-in verbs keep PyTorch's bytes.
 std::string printable(std::string s) {
-  if (std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  if (std::none_of(p, p + s.size(), [](unsigned char c) { return c < 0x20 || c == 0x7f || c == 0xc2 || c == 0xe2 || c == 0xed; }))
     return s;
   std::string out;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
+  out.reserve(s.size() + 8);
+  escape_unsafe(p, s.size(), /*at_end=*/true, /*keep_line_breaks=*/false, &out);
   return out;
 }
 
@@ -201,7 +240,7 @@ std::string FrameFilter::format(const Snapshot& s, FrameId f, bool full_filename
 std::string FrameFilter::site_text(const Snapshot& s, FrameId f, bool full_filename) {
   if (f >= s.frames.size()) return "<no frames>";
   const std::string_view name = s.str(s.frames[f].name);
-  if (const std::string_view node = autograd_node(name); !node.empty()) return "backward: " + std::string(node);
+  if (const std::string_view node = autograd_node(name); !node.empty()) return printable("backward: " + std::string(node));
   if (contains(name, "autograd::Engine::thread_main")) return "backward: autograd engine";
   return format(s, f, full_filename);
 }

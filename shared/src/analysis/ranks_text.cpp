@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "allocscope/frame_filter.h"
 #include "allocscope/memviz.h"
 #include "allocscope/ranks.h"
 #include "json_common.h"
@@ -17,7 +18,7 @@ constexpr RankMeasure kAll[kRankMeasures] = {RankMeasure::kPeakAllocated, RankMe
 constexpr const char* kLabel[kRankMeasures] = {"peak allocated", "peak reserved", "final allocated", "final reserved"};
 
 std::string who(const RankRow& row) {
-  return (row.rank >= 0 ? "rank " + std::to_string(row.rank) + " (" + row.name + ")" : row.name);
+  return (row.rank >= 0 ? "rank " + std::to_string(row.rank) + " (" + printable(row.name) + ")" : printable(row.name));
 }
 
 std::string signed_size(double delta) {
@@ -48,7 +49,7 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
            " (median absolute deviation " + memviz::format_size(static_cast<uint64_t>(r.mad[k])) + ")\n";
   for (const RanksReport::SameRank& same : r.same_rank) {
     out += "  rank " + std::to_string(same.rank) + " is in " + std::to_string(same.files.size()) + " files:";
-    for (const std::string& f : same.files) out += " " + f;
+    for (const std::string& f : same.files) out += " " + printable(f);
     out += " (each is compared as a rank of its own)\n";
   }
   if (!r.enough) {
@@ -89,7 +90,7 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
                "in sites past its top ones (`allocscope peak` lists them all)\n";
       const std::string diff_hint =
           v.compare_with.empty() ? std::string(" (`allocscope diff` against a typical rank lists what)")
-                                 : ": `allocscope diff " + v.compare_with + " " + row.name + "` lists what";
+                                 : ": `allocscope diff " + printable(v.compare_with) + " " + printable(row.name) + "` lists what";
       const std::string peak_said = row.events == 0 ? "it has no trace, so its peaks were not compared"
                                                     : "its allocated peak is typical";
       const std::string when = row.events == 0 ? " at the end" : " after its peak";
@@ -99,7 +100,7 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
         case RankWhy::kKeepsLess: out += "    " + peak_said + ": it keeps less" + when + diff_hint + "\n"; break;
         case RankWhy::kCachesMore:
           out += "    its allocated memory is typical: the difference is reserved but not allocated, memory PyTorch's "
-                 "caching allocator keeps cached (freed blocks, fragmentation; `allocscope state " + row.name +
+                 "caching allocator keeps cached (freed blocks, fragmentation; `allocscope state " + printable(row.name) +
                  "` shows its segments)\n";
           break;
         case RankWhy::kReservesLess:
@@ -118,7 +119,7 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
     const RankRow& row = r.rows[i];
     out += pad(row.rank >= 0 ? std::to_string(row.rank) : "-", 6, true) + "  ";
     if (!row.error.empty()) {
-      out += pad("-", 7, false) + "  unreadable: " + row.error + "  " + row.name + "\n";
+      out += pad("-", 7, false) + "  unreadable: " + printable(row.error) + "  " + printable(row.name) + "\n";
       continue;
     }
     out += pad("cuda:" + std::to_string(row.device), 7, false);
@@ -128,7 +129,7 @@ std::string to_text(const RanksReport& r, size_t max_rows) {
                                          : std::string(r.verdicts[i].outlier_on[k] ? 1 : 0, '*') + memviz::format_size(row.bytes[k]),
                  16, true);
     }
-    out += pad(std::to_string(row.events), 10, true) + "  " + row.name;
+    out += pad(std::to_string(row.events), 10, true) + "  " + printable(row.name);
     if (row.ooms) out += "  (" + std::to_string(row.ooms) + " OOM)";
     if (row.leak_suspected) out += "  (leak suspected)";
     out += "\n";
