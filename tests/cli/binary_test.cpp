@@ -8,6 +8,7 @@
 
 #include "allocscope/frame_filter.h"
 #include "allocscope/loader.h"
+#include "allocscope/pickle.h"
 #include "allocscope/writer.h"
 #include "synthetic.h"
 #include "test_util.h"
@@ -376,4 +377,27 @@ TEST(Binary, TextAnswersEscapeEverySnapshotString) {
   EXPECT_EQ(allocscope::printable("a\xc2\x85" "b\xe2\x81\xa6" "c\xe2\x80\xa9"), "a\\u0085b\\u2066c\\u2029");
   EXPECT_EQ(allocscope::printable("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");  // other UTF-8 stays
   std::filesystem::remove_all(dir);
+}
+
+// A dict without 'action' after real entries in a device trace was refused as "mixes new entries with entries shared
+// through the memo" (a differential test's file): it is named for what it is.
+TEST(Binary, ATraceDictWithoutActionIsNamed) {
+  allocscope::pickle::Writer w;
+  w.begin_dict();
+  w.key("segments"), w.begin_list(), w.end_list();
+  w.key("device_traces"), w.begin_list(), w.begin_list();
+  w.begin_dict();
+  w.key("action"), w.str("alloc");
+  w.key("addr"), w.uinteger(4096);
+  w.key("size"), w.uinteger(512);
+  w.key("stream"), w.integer(0);
+  w.end_dict();
+  w.begin_dict();
+  w.key("addr"), w.uinteger(8192);
+  w.end_dict();
+  w.end_list(), w.end_list();
+  w.end_dict();
+  const auto r = allocscope::load_snapshot(w.finish());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("is a dict with no 'action' key"), std::string::npos) << r.error().message;
 }

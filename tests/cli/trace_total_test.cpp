@@ -131,6 +131,10 @@ TEST(Format, PythonRepr) {
   EXPECT_EQ(mv::py_repr("a'b\"c"), "'a\\'b\"c'");
   EXPECT_EQ(mv::py_repr("tab\tnl\n\\ \x01\x7f"), "'tab\\tnl\\n\\\\ \\x01\\x7f'");
   EXPECT_EQ(mv::py_repr("caf\xc3\xa9 \xc2\xa0"), "'caf\xc3\xa9 \\xa0'");
+  // Python's str.isprintable: a variation selector (U+E0100, Mn) is printed, a tag (U+E0001, Cf) escaped; a
+  // differential test against _memory_viz.py found every one of U+E0100-U+E01EF escaped.
+  EXPECT_EQ(mv::py_repr("vs\xf3\xa0\x84\x80x"), "'vs\xf3\xa0\x84\x80x'");
+  EXPECT_EQ(mv::py_repr("t\xf3\xa0\x80\x81x"), "'t\\U000e0001x'");
 }
 
 }  // namespace

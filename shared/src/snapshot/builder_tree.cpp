@@ -236,6 +236,14 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
     d.begin = static_cast<uint32_t>(order.size());
     // Entries the list absorbed (Builder::absorbs): rows first..first+count-1, in stream order.
     const pickle::Reader::Absorbed ab = r.absorbed(dv);
+    // A dict without 'action' among the entries (a list item, not a row) is named as such, not as a shared entry.
+    if (ab.count && !r.items(dv).empty())
+      for (const Value& ev : r.items(dv))
+        if (ev.tag != Tag::kHandle || ev.aux != kRowHandle)
+          return Error{"a trace entry of device trace " + std::to_string(d.device) + " is a " +
+                           (ev.tag == Tag::kDict ? std::string("dict with no 'action' key") : type_of(ev)) +
+                           "; expected a dict with an 'action'",
+                       r.offset_of(dv)};
     if (ab.count && !r.items(dv).empty())
       return Error{"device trace " + std::to_string(d.device) + " mixes new entries with entries shared through the "
                    "memo; expected distinct entries", r.offset_of(dv)};
