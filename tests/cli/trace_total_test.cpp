@@ -135,6 +135,7 @@ TEST(Format, PythonRepr) {
   // differential test against _memory_viz.py found every one of U+E0100-U+E01EF escaped.
   EXPECT_EQ(mv::py_repr("vs\xf3\xa0\x84\x80x"), "'vs\xf3\xa0\x84\x80x'");
   EXPECT_EQ(mv::py_repr("t\xf3\xa0\x80\x81x"), "'t\\U000e0001x'");
+  EXPECT_EQ(mv::py_repr("h\xf0\x93\x90\xb0x"), "'h\\U00013430x'");  // U+13430, Cf on every Python since 3.8
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ bool printable_non_ascii(uint32_t c) {
   if (c == 0x110BD || c == 0x110CD) return false;
   if (c >= 0x1BCA0 && c <= 0x1BCA3) return false;
   if (c >= 0x1D173 && c <= 0x1D17A) return false;
+  if (c >= 0x13430 && c <= 0x1343F) return false;  // hieroglyph format controls: Cf, or unassigned before Unicode 15
   // Tags (Cf) and unassigned, but not the variation selectors U+E0100-U+E01EF (Mn, printable).
   if (c >= 0xE0000 && c <= 0xE0FFF && !(c >= 0xE0100 && c <= 0xE01EF)) return false;
   if (c >= 0xF0000) return false;  // supplementary private use
