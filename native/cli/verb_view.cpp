@@ -57,10 +57,10 @@ bool looks_like_snapshot(const std::string& path) {
   if (!std::filesystem::is_regular_file(path, ec)) return false;
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;
-  unsigned char head[2] = {0, 0};
+  uint8_t head[2] = {0, 0};
   const size_t n = std::fread(head, 1, 2, f);
   std::fclose(f);
-  return n == 2 && ((head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) || (head[0] == 0x1f && head[1] == 0x8b));
+  return n == 2 && ((head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) || is_gzip(head));
 }
 
 // A file saved by `allocscope ranks --json` names the ranks' snapshots as `ranks` was given them (relative to where

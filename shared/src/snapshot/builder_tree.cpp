@@ -236,17 +236,19 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
     d.begin = static_cast<uint32_t>(order.size());
     // Entries the list absorbed (Builder::absorbs): rows first..first+count-1, in stream order.
     const pickle::Reader::Absorbed ab = r.absorbed(dv);
-    // A dict without 'action' among the entries (a list item, not a row) is named as such, not as a shared entry.
-    if (ab.count && !r.items(dv).empty())
+    // An item of the list that is not a row: a dict without 'action' is named as such (not as a shared entry).
+    auto not_an_entry = [&](const Value& ev) {
+      return Error{"a trace entry is a " +
+                       (ev.tag == Tag::kDict ? std::string("dict with no 'action' key") : type_of(ev)) +
+                       " (device trace " + std::to_string(d.device) + "); expected a dict with an 'action'",
+                   r.offset_of(dv)};
+    };
+    if (ab.count && !r.items(dv).empty()) {
       for (const Value& ev : r.items(dv))
-        if (ev.tag != Tag::kHandle || ev.aux != kRowHandle)
-          return Error{"a trace entry of device trace " + std::to_string(d.device) + " is a " +
-                           (ev.tag == Tag::kDict ? std::string("dict with no 'action' key") : type_of(ev)) +
-                           "; expected a dict with an 'action'",
-                       r.offset_of(dv)};
-    if (ab.count && !r.items(dv).empty())
+        if (ev.tag != Tag::kHandle || ev.aux != kRowHandle) return not_an_entry(ev);
       return Error{"device trace " + std::to_string(d.device) + " mixes new entries with entries shared through the "
                    "memo; expected distinct entries", r.offset_of(dv)};
+    }
     for (uint64_t row = ab.first; row < ab.first + ab.count; ++row) {
       if (row >= used.size() || used[row])
         return Error{"one trace entry is listed twice (shared through the memo); expected distinct entries",
@@ -257,8 +259,7 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
       order.push_back(static_cast<uint32_t>(row));
     }
     for (const Value& ev : r.items(dv)) {
-      if (ev.tag != Tag::kHandle || ev.aux != kRowHandle)
-        return Error{"a trace entry is a " + type_of(ev) + "; expected a dict with an 'action'", r.offset_of(dv)};
+      if (ev.tag != Tag::kHandle || ev.aux != kRowHandle) return not_an_entry(ev);
       const uint32_t row = static_cast<uint32_t>(ev.payload);
       if (row >= used.size() || used[row])
         return Error{"one trace entry is listed twice (shared through the memo); expected distinct entries",
