@@ -56,7 +56,8 @@ Answer flame(const Request& r, std::span<Loaded* const> files) {
     }
     self[node] += sz;
   }
-  // Frame labels for the frames used, as "name (file:line)"; nodes refer to them by index.
+  // Frame labels for the frames used, as [name, file, line, frame id] (the id: the page's search marks by it); nodes
+  // refer to them by index.
   std::vector<uint32_t> label(frame.size(), UINT32_MAX);
   std::unordered_map<uint32_t, uint32_t> label_of;
   json labels = json::array();
@@ -64,7 +65,7 @@ Answer flame(const Request& r, std::span<Loaded* const> files) {
     auto [pos, inserted] = label_of.try_emplace(frame[n], static_cast<uint32_t>(labels.size()));
     if (inserted) {
       const Frame& fr = s.frames[frame[n]];
-      labels.push_back({s.str(fr.name), s.str(fr.filename), fr.line_none ? json(nullptr) : fr.line_unsigned ? json(line_text(fr)) : json(fr.line)});
+      labels.push_back({s.str(fr.name), s.str(fr.filename), fr.line_none ? json(nullptr) : fr.line_unsigned ? json(line_text(fr)) : json(fr.line), frame[n]});
     }
     label[n] = pos->second;
   }

@@ -27,7 +27,8 @@ json frames_json(const Snapshot& s, StackId stack) {
   json out = json::array();
   for (FrameId id : s.stack(stack)) {
     const Frame& fr = s.frames[id];
-    out.push_back({s.str(fr.name), s.str(fr.filename), fr.line_none ? json(nullptr) : fr.line_unsigned ? json(line_text(fr)) : json(fr.line), memviz::frame_filter(s.str(fr.name), s.str(fr.filename))});
+    // The id last: the page marks search hits by it (the search ran over the `frames` method's texts, by id).
+    out.push_back({s.str(fr.name), s.str(fr.filename), fr.line_none ? json(nullptr) : fr.line_unsigned ? json(line_text(fr)) : json(fr.line), memviz::frame_filter(s.str(fr.name), s.str(fr.filename)), id});
   }
   return out;
 }

@@ -36,7 +36,8 @@ const Iterations* iterations_of(Loaded& f, int64_t device);
 const Categories* categories_of(Loaded& f, int64_t device);  // nullptr when the device has no trace
 const SegmentTimeline* segment_bands_of(Loaded& f, int64_t device);
 
-// Frames of a stack, innermost first: [name, filename, line, shown] where shown = PyTorch's frame filter keeps it.
+// Frames of a stack, innermost first: [name, filename, line, shown, id] where shown = PyTorch's frame filter keeps it
+// and id indexes the `frames` method's list (the page marks search hits by it).
 json frames_json(const Snapshot& s, StackId stack);
 
 }  // namespace allocscope::wasm

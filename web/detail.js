@@ -2,14 +2,10 @@
 // PyTorch's frame filter as a toggle and search hits marked. Snapshot strings only ever become text nodes.
 import { bytes, count, el, micros } from './format.js';
 
-export function searchRegex(text) {
-  if (!text || /^0x[0-9a-f]+$/i.test(text.trim())) return null;
-  try { return new RegExp(text, 'i'); } catch (e) { return null; }
-}
-
 function frameText(f) { return `${f[1]}:${f[2]}:${f[0]}`; }
 
-// a: allocation JSON from the bridge (allocation_json); opts: {pinned, filter, search, timeFirst, onToggleFilter}
+// a: allocation JSON from the bridge (allocation_json); opts: {pinned, filter, hits, timeFirst, onToggleFilter}, where
+// hits is the search's Set of frame ids (search.js knownHits) or null.
 export function allocationCard(a, opts) {
   const card = el('div', { class: 'alloc-card' });
   card.append(el('h4', null, `${bytes(a.size)} `, el('span', { class: 'fine', text: `(${count(a.size)} bytes)` }),
@@ -39,13 +35,12 @@ export function allocationCard(a, opts) {
     head.append(el('button', { type: 'button', onclick: opts.onToggleFilter, title: 'toggle the frame filter (f)' },
       opts.filter ? 'show all frames' : 'hide internals'));
   card.append(head);
-  const re = searchRegex(opts.search);
   const pre = el('div', { class: 'stack' });
   if (!frames.length) pre.append(el('div', { class: 'fine', text: '(no frames recorded: enable stacks in _record_memory_history)' }));
   for (const f of shown) {
     const line = el('div', null, el('span', { class: 'fn', text: f[0] }), el('span', { class: 'fine', text: `  ${f[1]}:${f[2]}` }));
     line.title = frameText(f);
-    if (re && re.test(frameText(f))) line.className = 'hit';
+    if (opts.hits && opts.hits.has(f[4])) line.className = 'hit';
     pre.append(line);
   }
   card.append(pre);

@@ -63,6 +63,27 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   const info = await page.textContent('.timeline-info');
   ok(/\d[\d,]* of [\d,]+ allocations match/.test(info), `regex search reports matches (${info.trim().slice(-40)})`);
   await page.screenshot({ path: path.join(artifacts, 'timeline-search.png') });
+  // The card marks exactly the frames the search matched (the search ran on its own worker, by frame id), and the
+  // oracle is the same regex applied here to each frame's "file:line:name".
+  await page.fill('#search', 'forward|conv');
+  await page.waitForTimeout(800);
+  let cards = 0, marked = 0;
+  for (const fy of [0.95, 0.85, 0.7, 0.5]) {
+    for (const fx of [0.3, 0.5, 0.7]) {
+      if (cards >= 3) break;
+      await page.mouse.move(box.x + box.width * fx, box.y + box.height * fy);
+      await page.waitForTimeout(250);
+      const lines = await page.$$eval('#detail .alloc-card .stack > div', (es) => es.map((e) => [e.title, e.className]));
+      if (!lines.length) continue;
+      ++cards;
+      const want = lines.filter(([t]) => /forward|conv/i.test(t)).length;
+      marked += want;
+      const wrong = lines.filter(([t, c]) => /forward|conv/i.test(t) !== (c === 'hit'));
+      eq(wrong.length, 0, `the card marks the ${want} of ${lines.length} frames the regex matches, and no other ` +
+         `(${JSON.stringify(wrong.slice(0, 2))})`);
+    }
+  }
+  ok(cards > 0 && marked > 0, `hover cards checked for search marks: ${cards} cards, ${marked} frames marked`);
   await page.fill('#search', '0x7f');
   await page.waitForTimeout(500);
   ok(/allocations match/.test(await page.textContent('.timeline-info')), 'hex address search runs');
@@ -71,6 +92,29 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   await page.keyboard.press('?');
   ok(await page.isVisible('#help'), '? opens the keyboard help');
   await page.keyboard.press('Escape');
+
+  // A shared link whose search regex backtracks exponentially on one frame's text ((a+)+$ against 34 a's and a '!';
+  // docs/reliability.md row 34): the page stays responsive, and the timeline and the flame graph say the search was
+  // stopped. The regex used to run on the page's thread, which froze the tab for minutes.
+  for (const [view, sel] of [['timeline', '.timeline-info'], ['flame', '.flame-search']]) {
+    await page.goto('about:blank');
+    const link = `${origin}/app/?url=${encodeURIComponent('/fixtures/hostile_valid/redos_frame.pickle')}` +
+                 `#view=${view}&search=${encodeURIComponent('(a+)+$')}`;
+    await page.goto(link);
+    eq(await waitState(page, ['ready', 'error'], 90000), 'ready', `${view}: a link with a catastrophic regex paints`);
+    const t0 = Date.now();
+    await page.evaluate(() => 1);
+    ok(Date.now() - t0 < 2000, `${view}: the page's thread answers while the search runs (${Date.now() - t0} ms)`);
+    const said = await page.waitForFunction((s) => /search stopped/.test((document.querySelector(s) || {}).textContent || ''),
+                                            sel, { timeout: 30000 }).then(() => page.textContent(sel)).catch(() => '');
+    ok(/search stopped: .* ran over 3 s/.test(said), `${view}: the search is stopped and said so (${said.trim().slice(-80)})`);
+    // The same page searches again at once: a fresh matcher takes over from the stopped one.
+    await page.fill('#search', 'a{30}!');
+    const again = await page.waitForFunction((s) => !/search stopped/.test((document.querySelector(s) || {}).textContent || ''),
+                                             sel, { timeout: 10000 }).then(() => page.textContent(sel)).catch(() => '');
+    ok(view === 'flame' ? again.trim() === '' : /1 of 2 allocations match/.test(again),
+       `${view}: a later search on the same page answers (${again.trim().slice(-60)})`);
+  }
 
   // PyTorch 2.1 records no times (every time_us is 0): the time axis is off, and the state view says so instead of
   // "+0 µs" (a review of the viewer, 2026-11-26).

@@ -7,7 +7,7 @@ import { fitCanvas, theme, onResize } from '../canvas.js';
 import { Zoom, latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
 import { Strip } from '../annotations.js';
-import { matchRows } from '../search.js';
+import { knownHits, matchRows } from '../search.js';
 import { card } from './widgets.js';
 import { drawYGrid, drawBands, outlineRows, drawLife, drawXAxis, PlotSnapshot } from './bands.js';
 
@@ -204,7 +204,7 @@ export default {
       if (a) {
         ctx.detail(el('div', { 'data-detail-panel': p.which.toLowerCase() },
           el('div', { class: 'fine', text: `${p.which}: ${p.f.name} · cuda:${p.device}` }),
-          allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, search: st.search, timeFirst: p.axis.time_first_us,
+          allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, hits: knownHits(p.f, st.search), timeFirst: p.axis.time_first_us,
                               timed: deviceTimed(p.f.info, p.device),
                               onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) })));
       } else if (h) {

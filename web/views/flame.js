@@ -2,7 +2,7 @@
 // an icicle chart, outermost frame on top, widths in bytes; click zooms into a frame, hover tells its bytes.
 import { afterEvents, bytes, count, deviceTimed, el, since } from '../format.js';
 import { fitCanvas, theme, colour, onResize } from '../canvas.js';
-import { searchRegex } from '../detail.js';
+import { frameHits, isAddress, searchFailure } from '../search.js';
 
 const ROW = 18;
 
@@ -20,14 +20,29 @@ export default {
     const stepInput = el('input', { type: 'number', min: 0, step: 1, class: 'step-input', 'aria-label': 'event' });
     const filterBtn = el('button', { type: 'button', title: 'toggle the frame filter (f)' });
     const info = el('span', { class: 'fine' });
+    const searchNote = el('span', { class: 'fine flame-search' });
     const wrap = el('div', { class: 'canvas-wrap flame-wrap' });
     const canvas = el('canvas', { 'aria-label': 'flame graph' });
     wrap.append(canvas);
     root.append(el('div', { class: 'toolbar' },
       el('button', { type: 'button', onclick: () => load(-1) }, 'At peak'),
-      el('label', null, 'at event ', stepInput), filterBtn, info), wrap);
+      el('label', null, 'at event ', stepInput), filterBtn, info, searchNote), wrap);
 
     let data = null, children = null, focus = 0, layout = [], hover = -1, painted = false, destroyed = false;
+    let hits = null;  // the search's frame ids (search.js), marked in the graph
+
+    async function search() {
+      const text = (st.search || '').trim();
+      let found = null, note = '';
+      try {
+        found = await frameHits(ctx.call, f, text);
+        if (!found && text && !isAddress(text)) note = 'invalid regular expression';
+      } catch (e) { note = searchFailure(f, e); }
+      if (destroyed || text !== (st.search || '').trim()) return;
+      hits = found;
+      searchNote.textContent = note ? ` · ${note}` : '';
+      draw();
+    }
 
     async function load(step) {
       try {
@@ -58,7 +73,6 @@ export default {
       const th = theme();
       g.clearRect(0, 0, width, height);
       const { value } = data.blobs;
-      const re = searchRegex(st.search);
       layout = [];
       // Ancestors of the focus span the full width.
       const chain = [];
@@ -82,8 +96,8 @@ export default {
       for (const b of layout) {
         const y = b.d * ROW;
         if (y > height) continue;
-        const hit = re && b.n !== 0 && re.test(`${name(b.n)} ${where(b.n)}`);
-        g.fillStyle = b.n === 0 ? (th.dark ? '#3a3f4b' : '#d9dde6') : colour(data.blobs.label[b.n] * 3 + 1, th.dark, re && !hit ? 0.35 : 0.95);
+        const hit = hits && b.n !== 0 && hits.has(data.body.labels[data.blobs.label[b.n]][3]);
+        g.fillStyle = b.n === 0 ? (th.dark ? '#3a3f4b' : '#d9dde6') : colour(data.blobs.label[b.n] * 3 + 1, th.dark, hits && !hit ? 0.35 : 0.95);
         g.fillRect(b.x, y, Math.max(0.5, b.w - 0.5), ROW - 1);
         if (b.n === hover) { g.strokeStyle = th.fg; g.strokeRect(b.x + 0.5, y + 0.5, b.w - 1.5, ROW - 2); }
         if (b.w > 40) {
@@ -123,10 +137,11 @@ export default {
     filterBtn.addEventListener('click', () => ctx.set({ filterFrames: !st.filterFrames }));
     const stop = onResize(wrap, draw);
     load(st.step === null || st.step === undefined ? -1 : st.step);
+    if (st.search) search();
     return {
       update(patch) {
         if ('filterFrames' in patch) load(data ? data.body.step : -1);
-        if ('search' in patch) draw();
+        if ('search' in patch) search();
       },
       destroy() { destroyed = true; stop(); },
     };

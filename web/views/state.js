@@ -4,6 +4,7 @@ import { afterEvents, bytes, count, deviceTimed, el, since } from '../format.js'
 import { fitCanvas, theme, colour, onResize } from '../canvas.js';
 import { latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
+import { frameHits } from '../search.js';
 
 const ROW_H = 22, GAP = 3, PAD = 8;
 const NO_ROW = 0xffffffff;
@@ -168,9 +169,10 @@ export default {
         return;
       }
       const a = await ctx.call({ method: 'allocation', id: f.id, device, row });
+      const hits = await frameHits(ctx.call, f, st.search).catch(() => null);  // too slow or failed: no marks
       if (hover !== i) return;
       ctx.detail(allocationCard(Object.assign(a.body, { block_size: data.blobs.blk_size[i] }),
-        { filter: st.filterFrames, search: st.search, timeFirst, timed: deviceTimed(f.info, device),
+        { filter: st.filterFrames, hits, timeFirst, timed: deviceTimed(f.info, device),
           onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) }));
     }
 

@@ -6,7 +6,7 @@ import { fitCanvas, theme, onResize } from '../canvas.js';
 import { Zoom, latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
 import { Strip } from '../annotations.js';
-import { matchRows } from '../search.js';
+import { knownHits, matchRows } from '../search.js';
 import { categoryColour, CATEGORIES } from './widgets.js';
 import { drawYGrid, drawBands, outlineRows, drawLife, drawXAxis, PlotSnapshot } from './bands.js';
 
@@ -327,7 +327,7 @@ export function timelineView(kind) {
         } else ctx.detail(null);
         return;
       }
-      ctx.detail(allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, search: st.search, timed,
+      ctx.detail(allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, hits: knownHits(f, st.search), timed,
                                      timeFirst: axisInfo.time_first_us,
                                      onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) }));
     }
@@ -341,8 +341,10 @@ export function timelineView(kind) {
     }
     async function runSearch() {
       const m = K.search ? await matchRows(ctx.call, f, device, st.search) : { mask: null, info: '' };
+      if (destroyed) return;
       mask = m.mask;
       searchInfo = m.info;
+      showDetail();  // the card marks the frames that match
       if (zoom) request(); else draw();
     }
 
