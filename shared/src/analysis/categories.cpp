@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <regex>
 #include <unordered_set>
 
@@ -114,6 +115,9 @@ uint8_t frame_bits(std::string_view name, std::string_view file_as_written) {
 // turns a throw into an abort). So the pattern is checked against the ECMAScript grammar's error cases first and a
 // bad user rule is an Error value on every platform; the native try/catch stays as a second net.
 std::string regex_problem(std::string_view p) {
+  static constexpr const char* kAmbiguousRepeat =
+      "a repeated group whose alternatives can start alike (like (a|ab)*) can take exponential time on a frame's text; "
+      "begin each alternative with a different character, or repeat a class such as [ab]*";
   if (p.size() > 1000) return "pattern longer than 1000 characters";
   auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
   // Checks an escape at p[i] == '\\'; returns false on error and moves i to its last character. `*cls` is set
@@ -148,10 +152,28 @@ std::string regex_problem(std::string_view p) {
   // repeat inside; `group_repeats`: the atom just closed is a group that has one.
   bool repeats = false, group_repeats = false;
   std::vector<uint8_t> outer_repeats;
+  // Alternatives that can start the same way ("(a|a)*", "(a|ab)+", "(\w|_)*"): each repetition may take either, so
+  // the ways to match grow exponentially too. A repeated group's alternatives must each begin with a different plain
+  // character ("(adam|sgd)+" is fine); anything else there (a class, '.', a group, an empty alternative) is taken to
+  // be ambiguous. `group_ambiguous`: the atom just closed is a group with such alternatives (or holds one).
+  struct Alternatives {
+    bool bar = false, unclear = false, expect_first = true, inner = false;
+    std::string firsts;
+  };
+  std::vector<Alternatives> alts(1);
+  bool group_ambiguous = false;
   for (size_t i = 0; i < p.size(); ++i) {
     if (size > 20000) return "pattern too large once its repeats are expanded";
     const char c = p[i];
-    if (c != '*' && c != '+' && c != '?' && c != '{') group_repeats = false;  // only a quantifier binds to the group
+    if (c != '*' && c != '+' && c != '?' && c != '{') group_repeats = group_ambiguous = false;  // only a quantifier binds
+    if (Alternatives& a = alts.back(); a.expect_first && c != '|' && c != ')') {
+      a.expect_first = false;
+      char first = 0;
+      if (std::strchr("\\.[()^$|*+?{", c) == nullptr) first = c;
+      else if (c == '\\' && i + 1 < p.size() && !std::isalnum(static_cast<unsigned char>(p[i + 1]))) first = p[i + 1];
+      if (!first || a.firsts.find(first) != std::string::npos) a.unclear = true;
+      else a.firsts.push_back(first);
+    }
     if (c != '(' && c != ')' && c != '*' && c != '+' && c != '?' && c != '{') {
       size += 2;
       last = 2;
@@ -170,6 +192,7 @@ std::string regex_problem(std::string_view p) {
       size = 0;
       outer_repeats.push_back(repeats);
       repeats = false;
+      alts.emplace_back();
       can_repeat = false;
     } else if (c == ')') {
       if (depth == 0) return "unbalanced ')'";
@@ -180,6 +203,13 @@ std::string regex_problem(std::string_view p) {
       group_repeats = repeats;
       repeats = outer_repeats.back() || repeats;
       outer_repeats.pop_back();
+      {
+        Alternatives& a = alts.back();
+        if (a.bar && a.expect_first) a.unclear = true;  // "(a|)": an empty last alternative
+        group_ambiguous = (a.bar && a.unclear) || a.inner;
+        alts.pop_back();
+        alts.back().inner = alts.back().inner || group_ambiguous;
+      }
       can_repeat = true;
       continue;  // group_repeats describes this atom for a quantifier right after it
     } else if (c == '[') {
@@ -234,6 +264,7 @@ std::string regex_problem(std::string_view p) {
         if (hi < lo) return "{n,m} with m < n";
         if (lo > 1000 || (hi != UINT64_MAX && hi > 1000)) return "repeat count above 1000";
         if (hi > 1 && group_repeats) return "nested repetition (like (a+)+) can take exponential time on a frame's text";
+        if (hi > 1 && group_ambiguous) return kAmbiguousRepeat;
         if (hi > lo) repeats = true;  // a fixed count ("a{2}") has one way to match, a range several
         const uint64_t copies = (hi == UINT64_MAX ? lo : hi) + 1;
         size += last * copies;
@@ -242,14 +273,20 @@ std::string regex_problem(std::string_view p) {
       } else {
         if (c != '?' && group_repeats)
           return "nested repetition (like (a+)+) can take exponential time on a frame's text";
+        if (c != '?' && group_ambiguous) return kAmbiguousRepeat;
         if (c != '?') repeats = true;
         size += 2;
         last += 2;
       }
       if (i + 1 < p.size() && p[i + 1] == '?') ++i;  // lazy quantifier
       can_repeat = false;
-      group_repeats = false;
+      group_repeats = group_ambiguous = false;
     } else if (c == '|' || c == '^' || c == '$') {
+      if (c == '|') {
+        Alternatives& a = alts.back();
+        if (a.expect_first) a.unclear = true;  // an empty alternative
+        a.bar = a.expect_first = true;
+      }
       can_repeat = false;
     } else {
       can_repeat = true;
