@@ -44,6 +44,11 @@ int run_merge(const std::vector<std::string>& argv) {
   if (!bytes.ok()) return fail(bytes.error().describe());
   std::vector<uint8_t> torch = std::move(bytes).value();
   if (is_gzip(torch)) {
+    // Parsed as it inflates first, so that a file that is no snapshot stops at its first bad byte: inflated whole
+    // first, a 1 MB gzip of zeros held 2.1 GB before the pickle was looked at (an audit). The merge then needs the
+    // inflated bytes whole, to keep them as they are.
+    if (auto streamed = load_snapshot(torch); !streamed.ok())
+      return fail(torch_path + ": PyTorch's snapshot: " + streamed.error().describe());
     auto raw = gunzip(torch);
     if (!raw.ok()) return fail(torch_path + ": " + raw.error().describe());
     torch = std::move(raw).value();
@@ -51,6 +56,9 @@ int run_merge(const std::vector<std::string>& argv) {
   auto merged = merge_capture(torch, capture);  // says so when the two are swapped, or come from two processes
   if (!merged.ok()) return fail(torch_path + ": " + merged.error().describe());
   const size_t n = merged.value().bytes.size();
+  if (merged.value().after_stop)
+    std::fprintf(stderr, "allocscope merge: %s: left out %llu byte(s) after the pickle's STOP opcode (no unpickler "
+                 "reads them)\n", torch_path.c_str(), static_cast<unsigned long long>(merged.value().after_stop));
   const Status st = write_pickle_file(std::move(merged.value().bytes), out);
   if (!st.ok()) return fail(st.error().describe());
   std::fprintf(stderr, "allocscope merge: wrote %s (%zu bytes before compression)\n", out.c_str(), n);

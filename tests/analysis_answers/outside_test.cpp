@@ -325,6 +325,49 @@ TEST(Outside, MergeRefusesADictThatIsNotASnapshot) {
   EXPECT_NE(r.error().message.find("neither 'segments' nor 'device_traces'"), std::string::npos) << r.error().message;
 }
 
+// Bytes after PyTorch's STOP opcode: no unpickler reads them (Python's pickle stops there), so the merge appends at
+// STOP and leaves them out. They were refused, with the file's end as the offset (a known gap). The oracle is the
+// same file's merge without them.
+TEST(Outside, BytesAfterPyTorchsStopAreLeftOut) {
+  const Loaded* cap = load("capture_torch_pair/torch");
+  ASSERT_TRUE(cap);
+  const std::vector<uint8_t> torch = raw_pickle(pair_path("torch", ".torch.pickle.gz"));
+  std::vector<uint8_t> padded = torch;
+  for (char c : std::string("\n# trailing"))  padded.push_back(static_cast<uint8_t>(c));
+  auto clean = merge_capture(torch, cap->s);
+  auto trailing = merge_capture(padded, cap->s);
+  ASSERT_TRUE(clean.ok() && trailing.ok()) << (trailing.ok() ? "" : trailing.error().describe());
+  EXPECT_EQ(clean.value().after_stop, 0u);
+  EXPECT_EQ(trailing.value().after_stop, 11u);
+  EXPECT_TRUE(trailing.value().bytes == clean.value().bytes);
+}
+
+// A gzipped "PyTorch snapshot" that is no pickle at all (here 1 GiB of zeros in 64 gzip members, 1 MB on disk) is
+// refused at its first bytes: `merge` inflated it whole first, and ran out of memory under a 512 MiB limit before
+// looking at it. The limit is the oracle: the refusal must come from the pickle's first byte, not from malloc.
+TEST(Outside, MergeVerbRefusesAGzipBombAtItsFirstByte) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory does not fit an address-space limit";
+#endif
+  auto member = gzip(std::vector<uint8_t>(16u << 20, 0), 9);
+  ASSERT_TRUE(member.ok());
+  const std::string dir = ::testing::TempDir() + "outside_bomb_" + std::to_string(getpid());
+  const std::string bomb = dir + ".pickle.gz", out = dir + ".out.pickle";
+  {
+    std::ofstream f(bomb, std::ios::binary);
+    for (int i = 0; i < 64; ++i) f.write(reinterpret_cast<const char*>(member.value().data()), member.value().size());
+  }
+  const CliRun r = run_program("prlimit", {"--as=" + std::to_string(512u << 20), ALLOCSCOPE_CLI, "merge",
+                                           pair_path("torch", ".pickle.gz"), bomb, "-o", out});
+  std::remove(bomb.c_str());
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.err.find("out of memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("at byte 0"), std::string::npos) << r.err;
+  FILE* written = std::fopen(out.c_str(), "rb");
+  EXPECT_EQ(written, nullptr);
+  if (written) std::fclose(written), std::remove(out.c_str());
+}
+
 // A merged file no longer warns that its outside rows were "left out": they are the outside part.
 TEST(Outside, AMergedFileHasNoWarningAboutItsOutsideRows) {
   const Loaded* m = load("capture_merged/nccl");

@@ -25,6 +25,7 @@ struct LoadOptions {
     uint64_t memo_slots = 0;    // memo slots the pickle used
     bool root_is_dict = false;  // its top-level object is a dict (PyTorch 2.1+), not a bare list of segments
     uint64_t fast_dicts = 0;    // trace entries and frames the reader's fast path decoded (pickle.h)
+    uint64_t pickle_end = 0;    // bytes through the STOP opcode: any after it are not the pickle's (Python ignores them)
   };
   PickleFacts* facts = nullptr;
   // Work for the thread that reads or inflates the file ahead of the parser (load_snapshot_file of a large pickle,

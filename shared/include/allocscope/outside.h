@@ -37,8 +37,9 @@ Snapshot outside_of_pytorch(const Snapshot& capture, const Snapshot& pytorch);
 Status same_process(const Snapshot& capture, const Snapshot& pytorch);
 
 // PyTorch's snapshot pickle (raw bytes, as torch.cuda.memory._dump_snapshot writes it) with `allocscope_outside`
-// set to `outside`: PyTorch's bytes are kept as they are, the key is appended before STOP. Errors when the pickle's
-// top-level object is not a dict or the result does not load back.
+// set to `outside`: PyTorch's bytes are kept as they are, the key is appended before STOP. Bytes after STOP (no
+// reader sees them: Python's pickle stops there) are left out. Errors when the pickle's top-level object is not a
+// dict or the result does not load back.
 Result<std::vector<uint8_t>> merge_outside(std::span<const uint8_t> pytorch_pickle, const Snapshot& outside);
 
 // What `allocscope merge` and the capture's own merge write: PyTorch's pickle with the capture's outside part, after
@@ -46,6 +47,7 @@ Result<std::vector<uint8_t>> merge_outside(std::span<const uint8_t> pytorch_pick
 struct Merged {
   std::vector<uint8_t> bytes;
   size_t outside_events = 0, outside_segments = 0;
+  uint64_t after_stop = 0;  // bytes after PyTorch's STOP, left out (what to tell the user)
 };
 Result<Merged> merge_capture(std::span<const uint8_t> pytorch_pickle, const Snapshot& capture);
 

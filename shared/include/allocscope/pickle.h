@@ -124,6 +124,8 @@ class Reader {
   uint64_t memo_size() const;
   // Dicts decoded by the fast path (Consumer::consume_items) rather than built: how often it applied.
   uint64_t fast_dicts() const;
+  // The bytes the pickle took, through its STOP (after finish): bytes fed after it are ignored, as Python ignores them.
+  uint64_t pickle_end() const;
 
   struct Impl;  // the machine's storage (private to reader.cpp)
 

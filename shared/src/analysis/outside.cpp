@@ -245,8 +245,11 @@ Result<Snapshot> load_pytorch_side(std::span<const uint8_t> pytorch_pickle, Load
   if (!facts->root_is_dict)
     return Error{"PyTorch's snapshot is a bare list of segments (PyTorch 2.0); only a dict can carry the outside "
                  "memory", 0};
-  if (pytorch_pickle.empty() || pytorch_pickle.back() != '.')
-    return Error{"PyTorch's snapshot does not end with the pickle STOP opcode", pytorch_pickle.size()};
+  // The loader stops at STOP, as Python does, and the key is appended before it; bytes after it were refused,
+  // with the file's end as their offset (a known gap), though no reader ever sees them.
+  if (facts->pickle_end == 0 || facts->pickle_end > pytorch_pickle.size() ||
+      pytorch_pickle[facts->pickle_end - 1] != '.')
+    return Error{"PyTorch's snapshot does not end with the pickle STOP opcode", facts->pickle_end};
   if (facts->memo_slots > UINT32_MAX / 2)
     return Error{"PyTorch's snapshot uses more memo slots than a pickle can append to", pytorch_pickle.size()};
   return pt;
@@ -259,9 +262,10 @@ Result<std::vector<uint8_t>> append_outside(std::span<const uint8_t> pytorch_pic
   w.key("allocscope_outside");
   const std::vector<uint8_t> value = write_snapshot_value(outside, &w);
   std::vector<uint8_t> out;
-  out.reserve(pytorch_pickle.size() + value.size() + 2);
+  const size_t stop = static_cast<size_t>(facts.pickle_end - 1);  // checked by load_pytorch_side
+  out.reserve(stop + value.size() + 3);
   // Before STOP the unpickler's stack holds the top-level dict: key, value, SETITEM sets one more item on it.
-  out.insert(out.end(), pytorch_pickle.begin(), pytorch_pickle.end() - 1);
+  out.insert(out.end(), pytorch_pickle.begin(), pytorch_pickle.begin() + static_cast<std::ptrdiff_t>(stop));
   out.insert(out.end(), value.begin(), value.end());
   out.push_back('s');  // SETITEM
   out.push_back('.');  // STOP
@@ -283,6 +287,7 @@ Result<Merged> merge_capture(std::span<const uint8_t> pytorch_pickle, const Snap
   Merged m;
   m.outside_events = outside.events.size_rows();
   m.outside_segments = outside.segments.size();
+  m.after_stop = pytorch_pickle.size() - facts.pickle_end;
   auto bytes = append_outside(pytorch_pickle, facts, outside);
   if (!bytes.ok()) return bytes.error();
   m.bytes = std::move(bytes).value();

@@ -31,6 +31,7 @@ Reader::Absorbed Reader::absorbed(const Value& v) const {
 
 uint64_t Reader::memo_size() const { return impl_->memo.size(); }
 uint64_t Reader::fast_dicts() const { return impl_->fast_dicts; }
+uint64_t Reader::pickle_end() const { return impl_->base; }
 
 uint64_t Reader::offset_of(const Value& v) const {
   if (!v.is_container() || v.payload >= impl_->nodes.size()) return Error::kNoOffset;

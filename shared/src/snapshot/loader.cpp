@@ -97,7 +97,7 @@ Result<Snapshot> SnapshotStream::finish() {
   ALLOCSCOPE_RETURN_IF_ERROR(s_->builder.finish(s_->reader, root.value()));
   if (LoadOptions::PickleFacts* f = s_->options.facts)
     f->memo_slots = s_->reader.memo_size(), f->root_is_dict = root.value().tag == pickle::Tag::kDict,
-    f->fast_dicts = s_->reader.fast_dicts();
+    f->fast_dicts = s_->reader.fast_dicts(), f->pickle_end = s_->reader.pickle_end();
   s_->snap.source_bytes = s_->fed;
   trim_columns(s_->snap.events);
   return std::move(s_->snap);
@@ -276,7 +276,7 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   ALLOCSCOPE_RETURN_IF_ERROR(builder.finish(reader, root.value()));
   if (LoadOptions::PickleFacts* f = options.facts)
     f->memo_slots = reader.memo_size(), f->root_is_dict = root.value().tag == pickle::Tag::kDict,
-    f->fast_dicts = reader.fast_dicts();
+    f->fast_dicts = reader.fast_dicts(), f->pickle_end = reader.pickle_end();
   trim_columns(snap.events);
   return snap;
 }
