@@ -21,8 +21,6 @@ namespace {
 // that and far less than the time before an address of the same size comes back from another library.
 constexpr int64_t kSameCallUs = 1'000'000;
 
-bool makes_segment(Action a) { return a == Action::kSegmentAlloc || a == Action::kSegmentMap; }
-
 uint64_t key_of(int64_t device, uint64_t addr) { return addr ^ (static_cast<uint64_t>(device) * 0x9E3779B97F4A7C15ull); }
 
 bool has_times(const Snapshot& s) { return records_times(s.events, 0, s.events.size_rows()); }
