@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +33,28 @@ bool safe_relative(const std::string& rel) {
     start = end + 1;
   }
   return true;
+}
+
+// A secret first path segment for everything served: 127.0.0.1 is reachable by every user of the machine (a shared
+// login or GPU node), and the port is easy to find, so without it any of them could read the served snapshots. The
+// pages use relative URLs only, so the printed URL's prefix carries over to every request they make.
+std::string new_token() {
+  std::random_device rd;  // getrandom(2) on glibc
+  std::string t;
+  for (int i = 0; i < 4; ++i) {
+    char b[9];
+    std::snprintf(b, sizeof b, "%08x", static_cast<unsigned>(rd()));
+    t += b;
+  }
+  return t;
+}
+
+// The path after "/TOKEN" ("/..."), or "" when `path` does not start with "/TOKEN/"; compared in constant time.
+std::string strip_token(const std::string& path, const std::string& token) {
+  if (path.size() < token.size() + 2 || path[0] != '/' || path[token.size() + 1] != '/') return "";
+  unsigned diff = 0;
+  for (size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(path[i + 1] ^ token[i]);
+  return diff ? "" : path.substr(token.size() + 1);
 }
 
 HttpResponse file_response(const std::string& path) {
@@ -120,7 +143,8 @@ int run(const std::vector<std::string>& argv) {
     // The name is a path segment first ('#', '?', '%' and newlines are not), then the whole a query value.
     query += (i ? "&url=" : "?url=") + url_encode_component("files/" + std::to_string(i) + "/" + url_encode_component(name));
   }
-  const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/" + query;
+  const std::string token = new_token();
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/" + token + "/" + query;
 
   std::map<std::string, std::string> rank_files;  // URL path -> file, for ranks files' rows
   for (size_t i = 0; i < files.size(); ++i)
@@ -128,7 +152,14 @@ int run(const std::vector<std::string>& argv) {
       serve_ranks_files(files[i], "/files/" + std::to_string(i) + "/", &rank_files);
 
   const WebAssets& w = *assets;
-  HttpHandler handler = [&](const std::string& path, const std::string&) -> HttpResponse {
+  HttpHandler handler = [&](const std::string& full, const std::string&) -> HttpResponse {
+    const std::string path = strip_token(full, token);
+    if (path.empty()) {
+      HttpResponse r;
+      r.status = 404;
+      r.body = "not found (open the URL allocscope view printed)\n";
+      return r;
+    }
     if (path == "/" || path == "/index.html") return file_response(w.pages + "/index.html");
     if (path == "/allocscope.js" || path == "/allocscope.wasm") return file_response(w.wasm + path);
     if (auto it = rank_files.find(path); it != rank_files.end()) return file_response(it->second);
@@ -169,6 +200,8 @@ const RegisterVerb reg({"view",
                         "usage: allocscope view [--port N] [--web-root DIR] FILE...\n\n"
                         "Serves the viewer and FILE(s) on http://127.0.0.1:N/ (default 8765, or any free port when\n"
                         "8765 is taken) and prints the URL that opens them; serves until interrupted (Ctrl-C).\n"
+                        "The URL starts with a random secret, new each run: other users of this machine can reach\n"
+                        "127.0.0.1 too, and get nothing without it; whoever has the URL can read the files.\n"
                         "One file: explore it. Two: diff them. More: compare ranks. Files are parsed in the browser\n"
                         "(WebAssembly); nothing leaves the machine. A file saved by `allocscope ranks --json` opens\n"
                         "the Ranks view, and the snapshots it names (found beside it or in the current directory)\n"

@@ -37,22 +37,37 @@ async function startView(files) {
   return { child, url, stderr: () => stderr };
 }
 
+// The printed URL up to its query: http://127.0.0.1:PORT/TOKEN/, under which everything is served.
+const baseOf = (url) => url.slice(0, url.indexOf('?'));
+const tokens = [];
+
 async function viewTest(browser) {
   console.log('allocscope view');
   const files = ['ddp_rank0.pickle', 'ddp_rank1.pickle'].map((f) => path.join(fixtures, f));
   const { child, url, stderr } = await startView(files);
-  ok(/^http:\/\/127\.0\.0\.1:\d+\/\?url=files%2F0%2Fddp_rank0\.pickle&url=files%2F1%2Fddp_rank1\.pickle$/.test(url), `prints the URL (${url})`);
+  ok(/^http:\/\/127\.0\.0\.1:\d+\/[0-9a-f]{32}\/\?url=files%2F0%2Fddp_rank0\.pickle&url=files%2F1%2Fddp_rank1\.pickle$/.test(url), `prints the URL (${url})`);
   const { context, page, requests, errors } = await pageFor(browser);
   await page.goto(url);
   ok((await waitState(page, ['ready', 'error'], 60000)) === 'ready', 'the printed URL opens both files');
   const names = await page.$$eval('#file-select option', (o) => o.map((x) => x.textContent));
   ok(JSON.stringify(names) === JSON.stringify(['ddp_rank0.pickle', 'ddp_rank1.pickle']), `both files are offered (${names})`);
   const origin = new URL(url).origin;
-  ok(requests.every((u) => u.startsWith(origin + '/') || u.startsWith('blob:')), 'every request went to the local server');
+  ok(requests.every((u) => u.startsWith(baseOf(url)) || u.startsWith('blob:')), 'every request went to the local server');
   ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
-  const r = await fetch(origin + '/../../etc/passwd').then((x) => x.status).catch(() => 0);
-  const r2 = await fetch(origin + '/files/7/x').then((x) => x.status).catch(() => 0);
+  const base = baseOf(url);
+  const r = await fetch(base + '../../etc/passwd').then((x) => x.status).catch(() => 0);
+  const r2 = await fetch(base + 'files/7/x').then((x) => x.status).catch(() => 0);
   ok(r === 404 && r2 === 404, 'nothing outside the site and the named files is served');
+  // Another user of the machine reaches 127.0.0.1 too: without the URL's secret first segment, nothing is served.
+  const token = new URL(base).pathname.slice(1, -1);
+  tokens.push(token);
+  const wrong = token.replace(/^./, (c) => (c === '0' ? '1' : '0'));
+  const without = [];
+  for (const p of ['/', '/index.html', '/files/0/ddp_rank0.pickle', `/${wrong}/files/0/ddp_rank0.pickle`, `/${token}`,
+                   `/${token.slice(0, -1)}/files/0/ddp_rank0.pickle`])
+    without.push(await fetch(origin + p).then((x) => x.status).catch(() => 0));
+  ok(without.every((c) => c === 404) && (await fetch(base + 'files/0/ddp_rank0.pickle').then((x) => x.status)) === 200,
+     `without the secret, or with another, nothing is served (${without}); with it, the file is`);
   await context.close();
   const exit = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
   child.kill('SIGINT');
@@ -64,8 +79,9 @@ async function viewTest(browser) {
 async function viewRanksTest(browser) {
   console.log('allocscope view RANKS.json');
   const { child, url } = await startView([path.join(fixtures, 'ranks_ddp.json')]);
-  const origin = new URL(url).origin;
-  const status = (p) => fetch(origin + p).then((x) => x.status).catch(() => 0);
+  tokens.push(new URL(baseOf(url)).pathname.slice(1, -1));
+  ok(tokens.length === 2 && tokens[0] !== tokens[1], 'each run has its own secret');
+  const status = (p) => fetch(baseOf(url) + p.slice(1)).then((x) => x.status).catch(() => 0);
   ok((await status('/files/0/rows/ddp_rank1.pickle')) === 200 && (await status('/files/0/ddp_rank1.pickle')) === 200 &&
      (await status('/files/0/ranks_ddp.json')) === 200, 'serves the ranks file and a snapshot it names (as rows/NAME and as NAME)');
   ok((await status('/files/0/oom.pickle')) === 404 &&
@@ -105,17 +121,17 @@ async function viewOddNamesTest(browser) {
   ok(JSON.stringify(names) === JSON.stringify(odd), `and keep their names (${names})`);
   ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
   await context.close();
-  const origin = new URL(v.url).origin, port = new URL(v.url).port;
+  const port = new URL(v.url).port, prefix = new URL(baseOf(v.url)).pathname;
   const http = require('http');
   const withHost = (host, p) => new Promise((resolve) => {
-    const req = http.get({ host: '127.0.0.1', port, path: p, headers: { Host: host } }, (r) => { r.resume(); resolve(r.statusCode); });
+    const req = http.get({ host: '127.0.0.1', port, path: prefix + p.slice(1), headers: { Host: host } }, (r) => { r.resume(); resolve(r.statusCode); });
     req.on('error', () => resolve(0));
   });
   ok((await withHost('evil.example', '/')) === 403 && (await withHost(`evil.example:${port}`, '/index.html')) === 403,
      'a request naming another host is refused');
   ok((await withHost(`127.0.0.1:${port}`, '/')) === 200 && (await withHost(`localhost:${port}`, '/')) === 200,
      'requests for 127.0.0.1 and localhost are answered');
-  const status = (p) => fetch(origin + p).then((x) => x.status).catch(() => 0);
+  const status = (p) => fetch(baseOf(v.url) + p.slice(1)).then((x) => x.status).catch(() => 0);
   ok((await status('/examples/README.md')) === 404 && (await status('/examples/expected/oom.facts.json')) === 404,
      '/examples/ serves example snapshots only');
   // A client sending its request a byte every 2 s is dropped once 10 s have passed (it held a thread for ever).
@@ -123,7 +139,7 @@ async function viewOddNamesTest(browser) {
     const net = require('net');
     const t0 = Date.now();
     const sock = net.connect(Number(port), '127.0.0.1');
-    const req = 'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ' + 'a'.repeat(40);
+    const req = `GET ${prefix} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ` + 'a'.repeat(40);
     let i = 0;
     const timer = setInterval(() => { if (i < req.length) sock.write(req[i++]); }, 2000);
     sock.on('error', () => {});
@@ -139,8 +155,7 @@ async function viewOddNamesTest(browser) {
     { name: 'ranks.json' }] };
   fs.writeFileSync(path.join(dir, 'ranks.json'), JSON.stringify(ranks));
   v = await startView([path.join(dir, 'ranks.json')]);
-  const o2 = new URL(v.url).origin;
-  const row = (n) => fetch(`${o2}/files/0/rows/${encodeURIComponent(n)}`).then((x) => x.status).catch(() => 0);
+  const row = (n) => fetch(`${baseOf(v.url)}files/0/rows/${encodeURIComponent(n)}`).then((x) => x.status).catch(() => 0);
   const got = [];
   for (const r of ranks.rows) got.push(await row(r.name));
   ok(JSON.stringify(got) === JSON.stringify([200, 200, 200, 404, 404, 404]),
@@ -166,6 +181,13 @@ async function plotTest(browser) {
   // The report embeds the file gzipped; its worker (itself a blob) inflates it on a second blob worker, as the site does.
   const where = await page.workers()[0].evaluate(() => self.allocscopeEngine && self.allocscopeEngine.lastInflate);
   ok(where === 'worker', `the report's file inflated on the inflater worker (${where})`);
+  // The search's matcher worker starts from a blob in the report too (its CSP allows blob: workers only).
+  await page.evaluate(() => { location.hash = '#view=timeline'; });
+  await page.waitForSelector('.timeline-info', { timeout: 20000 }).catch(() => null);
+  await page.fill('#search', '\\.py:');
+  const found = await page.waitForFunction(() => /allocations match|search/.test((document.querySelector('.timeline-info') || {}).textContent || ''),
+                                           null, { timeout: 20000 }).then(() => page.textContent('.timeline-info')).catch(() => '');
+  ok(/\d[\d,]* of [\d,]+ allocations match/.test(found), `the report's search runs on its matcher worker (${found.trim().slice(-40)})`);
   ok(requests.every((u) => u.startsWith('file://') || u.startsWith('blob:')), `no network request (${requests.length} requests)`);
   ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
   await page.screenshot({ path: path.join(artifacts, 'report-oom.png') });
