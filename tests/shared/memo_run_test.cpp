@@ -142,5 +142,34 @@ TEST(MemoRuns, StreamedInTinyChunksGivesTheSameLists) {
   }
 }
 
+// A cached run's end is found without walking its opcodes: the nearest APPENDS byte ('e', 0x65) that ends a run
+// with exactly a cached run's bytes (RunCache::find_ending). Memo slot 101 is 0x65, so BINGET 101 puts an 'e' inside
+// an argument: it must be passed over, and a cached run that is a prefix of a longer one must not be taken for it.
+TEST(MemoRuns, AnAppendsByteInsideAnArgumentIsNotTakenForTheRunsEnd) {
+  std::string memo;
+  for (int i = 0; i < 110; ++i) memo += str("s" + std::to_string(i)) + put(i);
+  const std::string shorter = get(1) + get(2) + get(3) + get(4);             // 8 bytes: cached, a prefix of the next
+  const std::string longer = shorter + get(101) + get(5) + get(101) + get(6);  // 'e' bytes at offsets 9 and 13
+  auto list = [](const std::string& refs) { return "](" + refs + "e"; };
+  std::string p = "\x80\x02}(" + str("m") + "](" + memo + "e";
+  const char* keys[] = {"a", "b", "c", "d", "f"};
+  const std::string runs[] = {shorter, longer, longer, shorter, longer};
+  for (size_t i = 0; i < std::size(keys); ++i) p += str(keys[i]) + list(runs[i]);
+  p += "u.";
+  const std::string want_short = "s1s2s3s4", want_long = "s1s2s3s4s101s5s101s6";
+  // Whole (the cache and find_ending), then in 1- and 5-byte feeds (a buffer rarely holds a run: the walk).
+  for (size_t chunk : {p.size(), size_t{1}, size_t{5}}) {
+    StringTable strings;
+    pickle::Reader r(&strings);
+    r.begin();
+    for (size_t i = 0; i < p.size(); i += chunk) ASSERT_TRUE(r.feed(bytes(p.substr(i, chunk))).ok());
+    auto root = r.finish();
+    ASSERT_TRUE(root.ok()) << root.error().describe();
+    for (size_t i = 0; i < std::size(keys); ++i)
+      EXPECT_EQ(text_items(r, *r.find(root.value(), strings.intern(keys[i]))),
+                runs[i] == shorter ? want_short : want_long) << keys[i] << " in feeds of " << chunk;
+  }
+}
+
 }  // namespace
 }  // namespace allocscope

@@ -12,6 +12,9 @@
 // Consumer contract in pickle.h), which the entry records.
 #pragma once
 
+#include <algorithm>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -32,6 +35,7 @@ class RunCache {
     bytes_.clear();
     values_.clear();
     disabled_ = false;
+    max_len_ = 0;
   }
   // A memo slot that may be in a cached run was overwritten: cached bytes no longer decode to cached values.
   void disable() { disabled_ = true; }
@@ -43,6 +47,49 @@ class RunCache {
     for (uint32_t e = head_[h & (kBuckets - 1)]; e != kNone; e = entries_[e].next) {
       const Entry& en = entries_[e];
       if (en.hash == h && en.len == len && same_bytes(p, bytes_.data() + en.bytes, len)) return e;
+    }
+    return kNone;
+  }
+
+  // The cached run that starts at `p` and ends where the byte `terminator` follows it, without walking its opcodes:
+  // each `terminator` byte in [p, end), nearest first, up to the longest cached run's length, is tried as the end
+  // (at most kTries of them). It is exact: a hit's bytes are a cached run's, whose opcodes were all walked when it
+  // was added, so a walk from `p` would reach the same boundary and stop at the same `terminator`. An earlier
+  // `terminator` byte inside an argument only costs a lookup that misses. kNone when none is found this way (the
+  // caller then walks the opcodes, as before).
+  uint32_t find_ending(const uint8_t* p, const uint8_t* end, uint8_t terminator, const uint8_t** at) const {
+    if (disabled_ || entries_.empty()) return kNone;
+    static_assert(std::endian::native == std::endian::little, "the 8-byte search takes the lowest byte first");
+    if (end - p > static_cast<ptrdiff_t>(max_len_)) end = p + max_len_ + 1;  // no cached run is longer
+    const uint8_t* q = p + kMinLength;
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+    const uint64_t pattern = kOnes * terminator;
+    for (int tries = 0; tries < kTries;) {
+      // Eight bytes at a time: the lowest byte equal to `terminator` is the lowest zero byte of w (exact; the
+      // borrow can only flag bytes above it). Little-endian, as x86 and WebAssembly are.
+      const uint8_t* hit = nullptr;
+      for (; end - q >= 8; q += 8) {
+        uint64_t w;
+        std::memcpy(&w, q, 8);
+        w ^= pattern;
+        if (const uint64_t m = (w - kOnes) & ~w & kHighs) {
+          hit = q + (__builtin_ctzll(m) >> 3);
+          break;
+        }
+      }
+      if (!hit)
+        for (; q < end; ++q)
+          if (*q == terminator) {
+            hit = q;
+            break;
+          }
+      if (!hit) return kNone;
+      if (const uint32_t e = find(p, static_cast<size_t>(hit - p)); e != kNone) {
+        *at = hit;
+        return e;
+      }
+      q = hit + 1;
+      ++tries;
     }
     return kNone;
   }
@@ -65,6 +112,7 @@ class RunCache {
     const uint32_t e = static_cast<uint32_t>(entries_.size());
     head_[en.hash & (kBuckets - 1)] = e;
     entries_.push_back(en);
+    max_len_ = std::max(max_len_, len);
     return e;
   }
 
@@ -90,6 +138,7 @@ class RunCache {
 
  private:
   static constexpr size_t kBuckets = 4096;
+  static constexpr int kTries = 4;  // terminator bytes tried as a run's end before the caller walks it
   static constexpr size_t kMaxEntries = 1u << 16;
   // Bounded whatever the input: at most 4 MiB of run bytes and 8 MiB of values (a few thousand distinct stacks).
   static constexpr size_t kMaxBytes = 4u << 20;
@@ -140,6 +189,7 @@ class RunCache {
   std::vector<uint8_t> bytes_;
   std::vector<Value> values_;
   bool disabled_ = false;
+  size_t max_len_ = 0;  // the longest cached run: find_ending looks no further
 };
 
 }  // namespace allocscope::pickle::detail
