@@ -164,6 +164,14 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   eq(await open(['oom.pickle'], 'oom'), 'ready', 'OOM view reaches ready');
   eq(Number(await attr('[data-ooms]', 'data-ooms')), golden('oom', 'facts.json').actions.oom, 'OOM view lists every oom event');
   await page.screenshot({ path: path.join(artifacts, 'oom.png') });
+  // 150 OOM events on one device (hostile_valid/many_ooms, written by gen_hostile_valid.py): the core explains the
+  // first and last 50, and the page must say how many there are and which are shown (as `allocscope oom` does).
+  eq(await open(['hostile_valid/many_ooms.pickle'], 'oom'), 'ready', 'many_ooms: OOM view reaches ready');
+  eq(await page.$$eval('[data-oom-cause]', (es) => es.length), 100, 'many_ooms: 100 of the 150 OOMs are explained');
+  eq(Number(await attr('[data-ooms-skipped]', 'data-ooms-skipped')), 50, 'many_ooms: 50 are said to be left out');
+  const oomNote = await page.textContent('[data-ooms-skipped]').catch(() => '');
+  ok(/cuda:0 has 150 out-of-memory events: the first 50 and the last 50 are explained here/.test(oomNote),
+     `many_ooms: the note names them (${oomNote})`);
   // The OOM view's cause against the labels the GPU run wrote (tests/fixtures/oom_causes): inferred GPU, then the
   // real one typed into the GPU field, as a user who knows their GPU would.
   const fs = require('fs');
