@@ -162,6 +162,11 @@ struct EventColumns {
   // Index into Snapshot::entry_layouts per row. Empty when the snapshot was built in memory (capture): every row
   // then has PyTorch 2.11's keys.
   std::vector<uint8_t> layout;
+  // Rows whose action is Action::kUnknown, in row order, each with its action string's index in
+  // Snapshot::unknown_action_names (kUnnamedAction past the names kept): few rows, so not a column.
+  static constexpr uint8_t kUnnamedAction = 255;
+  std::vector<std::pair<uint32_t, uint8_t>> unknown_action;
+  uint8_t unknown_action_of(size_t row) const;  // kUnnamedAction when the row has none
   size_t size_rows() const { return action.size(); }
   size_t memory_bytes() const;
   // Appends row `row` of `from` (which may be this very table) to the end: every column, the layout when `from` has
@@ -266,7 +271,10 @@ struct Snapshot {
 
   // What we met but do not model, so nothing is silently dropped: key name -> how many times.
   std::vector<std::pair<std::string, uint64_t>> unknown_keys;
-  std::vector<std::string> unknown_action_names;  // distinct unknown action strings
+  std::vector<std::string> unknown_action_names;  // distinct unknown action strings (at most 64)
+  // What row `row`'s action string was: its known name, or the unknown one as the file wrote it ("unknown" past the
+  // 64 names kept).
+  std::string_view action_text(size_t row) const;
   // Load-time findings that do not stop loading (e.g. a negative size); analyses add their own.
   std::vector<std::string> warnings;
   uint64_t source_bytes = 0;                      // size of the (inflated) pickle

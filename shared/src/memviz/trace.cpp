@@ -47,8 +47,7 @@ void append_entry_repr(const Snapshot& s, size_t row, std::string* out) {
   const Action a = ev.action[row];
   const EntryLayout* layout = s.layout_of(row);
   if (!layout) layout = &default_layout(a);
-  std::string_view name = action_name(a);
-  if (a == Action::kUnknown && s.unknown_action_names.size() == 1) name = s.unknown_action_names[0];
+  const std::string_view name = s.action_text(row);
   *out += '{';
   bool first = true;
   for (EntryKey k : *layout) {
@@ -183,8 +182,8 @@ std::string trace_notes(const Snapshot& s) {
            "records no events; PyTorch's trace stops with KeyError 'device_traces' on it\n";
   // What `trace` prints as a dict (segment_map, snapshot, an action it does not know) comes from the model, which
   // keeps no value of a key it does not model, whether the entry's or a frame's (PyTorch >= 2.10 adds fx_node_*
-  // keys to frames with augment_with_fx_traces), and keeps one name for actions it does not know: say what differs
-  // from PyTorch's trace, only when such a line is printed.
+  // keys to frames with augment_with_fx_traces), and keeps the first 64 action strings it does not know: say what
+  // differs from PyTorch's trace, only when such a line is printed.
   bool dict_lines = false, unknown_lines = false;
   for (const DeviceTrace& d : s.devices)
     for (uint32_t row = d.begin; row < d.end; ++row) {
@@ -192,7 +191,7 @@ std::string trace_notes(const Snapshot& s) {
       const bool own_line = a == Action::kAlloc || a == Action::kFreeRequested || a == Action::kFreeCompleted ||
                             a == Action::kSegmentAlloc || a == Action::kSegmentFree || a == Action::kOom;
       dict_lines |= !own_line;
-      unknown_lines |= a == Action::kUnknown;
+      unknown_lines |= a == Action::kUnknown && s.events.unknown_action_of(row) == EventColumns::kUnnamedAction;
     }
   std::string notes;
   if (dict_lines && !s.unknown_keys.empty()) {
@@ -201,12 +200,9 @@ std::string trace_notes(const Snapshot& s) {
     notes += "allocscope: note: the file has keys allocscope does not keep (" + names + ", in entries or frames); "
              "events printed as dicts leave them out, where PyTorch's trace prints them\n";
   }
-  if (unknown_lines && s.unknown_action_names.size() > 1) {
-    std::string names;
-    for (const std::string& n : s.unknown_action_names) names += (names.empty() ? "" : ", ") + py_repr(n);
-    notes += "allocscope: note: entries with the actions " + names + " all print as 'unknown', where PyTorch's "
-             "trace prints each one's name\n";
-  }
+  if (unknown_lines)  // past the 64 distinct unknown action strings allocscope keeps (a crafted file)
+    notes += "allocscope: note: the file has more than 64 distinct action strings allocscope does not know; "
+             "entries with the later ones print as 'unknown', where PyTorch's trace prints each one's name\n";
   return notes;
 }
 

@@ -183,6 +183,7 @@ class Builder : public pickle::Consumer {
     EventColumns& e = s_->events;
     if (e.action.size() >= UINT32_MAX - 1) return Error{"more than 4 billion trace entries", where};
     Action action = Action::kUnknown;
+    uint8_t unknown_name = EventColumns::kUnnamedAction;
     uint64_t addr = 0, size = 0;
     int64_t stream = 0, time_us = 0;
     StackId stack = 0;
@@ -203,7 +204,7 @@ class Builder : public pickle::Consumer {
         case kAction:
           if (v.tag != Tag::kStr)
             return Error{"trace entry 'action' is a " + type_of(v) + "; expected a str", where};
-          action = action_of(r, v);
+          action = action_of(r, v, &unknown_name);
           break;
         case kAddr:
           if (!int_of(v, &addr)) return not_int(r, where, k, v);
@@ -242,6 +243,8 @@ class Builder : public pickle::Consumer {
       }
     }
     for (size_t u = 0; u < n_unknown; ++u) ++unknown_[unknown[u]];
+    if (action == Action::kUnknown && unknown_name != EventColumns::kUnnamedAction)  // printed as written
+      e.unknown_action.emplace_back(static_cast<uint32_t>(e.action.size()), unknown_name);
     e.action.push_back(action);
     e.addr.push_back(addr);
     e.size.push_back(size);
@@ -268,22 +271,27 @@ class Builder : public pickle::Consumer {
   }
   uint8_t last_layout_ = 0;
 
-  // Action strings repeat a handful of interned ids: remember what each id means.
-  Action action_of(const pickle::Reader& r, const Value& v) {
+  // Action strings repeat a handful of interned ids: remember what each id means. For an unknown one, *name is
+  // its index in Snapshot::unknown_action_names.
+  Action action_of(const pickle::Reader& r, const Value& v, uint8_t* name) {
     const StringId id = static_cast<StringId>(v.payload);
-    for (const auto& [known, a] : action_ids_)
-      if (known == id) return a;
+    for (const auto& known : action_ids_)
+      if (known.id == id) return *name = known.name, known.action;
     Action a = action_from_name(r.str(v));
-    if (a == Action::kUnknown) note_unknown_action(r.str(v));
-    if (action_ids_.size() < 64) action_ids_.emplace_back(id, a);
+    *name = a == Action::kUnknown ? note_unknown_action(r.str(v)) : EventColumns::kUnnamedAction;
+    if (action_ids_.size() < 64) action_ids_.push_back({id, a, *name});
     return a;
   }
 
-  void note_unknown_action(std::string_view name) {
-    for (const auto& n : s_->unknown_action_names)
-      if (n == name) return;
-    if (s_->unknown_action_names.size() < 64) s_->unknown_action_names.emplace_back(name);
+  uint8_t note_unknown_action(std::string_view name) {
+    auto& names = s_->unknown_action_names;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return static_cast<uint8_t>(i);
+    if (names.size() >= 64) return EventColumns::kUnnamedAction;
+    names.emplace_back(name);
+    return static_cast<uint8_t>(names.size() - 1);
   }
+
 
   // Where to point an error about `v`: its own offset when it is a container, else its parent's.
   static uint64_t where(const pickle::Reader& r, const Value& v, const Value& parent) {
@@ -324,7 +332,12 @@ class Builder : public pickle::Consumer {
   Snapshot* s_;
   detail::Keys keys_;
   std::vector<FrameId> frame_buf_;
-  std::vector<std::pair<StringId, Action>> action_ids_;
+  struct ActionId {
+    StringId id;
+    Action action;
+    uint8_t name;  // for an unknown action: its index in Snapshot::unknown_action_names
+  };
+  std::vector<ActionId> action_ids_;
   std::unordered_map<Frame, FrameId, FrameHash> frame_index_;
   std::unordered_set<uint64_t> seen_;  // segments, block lists and blocks already read (sharing is refused)
   size_t setting_nodes_ = 0;

@@ -129,7 +129,20 @@ size_t StackTable::memory_bytes() const {
 size_t EventColumns::memory_bytes() const {
   return action.capacity() + addr.capacity() * 8 + size.capacity() * 8 + stream.capacity() * 8 +
          time_us.capacity() * 8 + stack.capacity() * 4 + compile_context.capacity() * 4 +
-         user_metadata.capacity() * 4 + layout.capacity();
+         user_metadata.capacity() * 4 + layout.capacity() + unknown_action.capacity() * 8;
+}
+
+uint8_t EventColumns::unknown_action_of(size_t row) const {
+  auto it = std::lower_bound(unknown_action.begin(), unknown_action.end(), row,
+                             [](const std::pair<uint32_t, uint8_t>& u, size_t r) { return u.first < r; });
+  return it != unknown_action.end() && it->first == row ? it->second : kUnnamedAction;
+}
+
+std::string_view Snapshot::action_text(size_t row) const {
+  const Action a = events.action[row];
+  if (a != Action::kUnknown) return action_name(a);
+  const uint8_t i = events.unknown_action_of(row);
+  return i < unknown_action_names.size() ? std::string_view(unknown_action_names[i]) : action_name(a);
 }
 
 void EventColumns::append_row(const EventColumns& from, size_t row) {
@@ -141,6 +154,9 @@ void EventColumns::append_row(const EventColumns& from, size_t row) {
   const uint32_t cc = from.compile_context[row], um = from.user_metadata[row];
   action.push_back(a), addr.push_back(ad), size.push_back(sz), stream.push_back(st), time_us.push_back(t);
   stack.push_back(sk), compile_context.push_back(cc), user_metadata.push_back(um);
+  if (a == Action::kUnknown)
+    if (const uint8_t n = from.unknown_action_of(row); n != kUnnamedAction)
+      unknown_action.emplace_back(static_cast<uint32_t>(action.size() - 1), n);
   if (row < from.layout.size()) {
     const uint8_t l = from.layout[row];
     layout.push_back(l);

@@ -118,7 +118,7 @@ class SnapshotWriter {
     w_.begin_list();
     for (uint32_t i = d.begin; i < d.end; ++i) {
       w_.begin_dict();
-      w_.key("action"), w_.str(action_name(e.action[i]));
+      w_.key("action"), w_.str(s_.action_text(i));
       if (e.action[i] == Action::kOom) w_.key("device_free"), w_.uinteger(e.addr[i]);
       else w_.key("addr"), w_.uinteger(e.addr[i]);
       w_.key("size"), w_.uinteger(e.size[i]);
