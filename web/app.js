@@ -189,9 +189,9 @@ function selectView(id) {
   if (id === state.view) return;
   const patch = { view: id, pinned: null };
   // The Diff view's time axis measures from each trace's first event; a single-file view's is the trace's own clock,
-  // so that window does not carry over (on the event axis both count events from the start, and it does).
-  if (state.view === 'diff' && state.axis === 'time') patch.window = null;
-  set(patch, { quiet: true });
+  // so that window does not carry over either way (on the event axis both count events from the start, and it does).
+  if ((state.view === 'diff' || id === 'diff') && state.axis === 'time') patch.window = null;
+  set(patch, { quiet: true, push: true });  // Back returns to the view before
   for (const b of $('tabs').children) b.classList.toggle('active', b.dataset.view === id);
   mountView();
 }
@@ -325,11 +325,23 @@ function wire() {
   });
 }
 
-// Back/forward and edited hashes switch views (the rest of the hash is read when a view mounts).
+// Back/forward, an edited hash, or a shared link pasted into a tab already open on the same files (the browser then
+// changes only the hash): the whole hash is applied, as a reload would, and keys it lacks take their defaults. Only
+// the view used to be read, and the rest was then overwritten with what was on screen.
 window.addEventListener('hashchange', () => {
   if (!state.files.length) return;
-  const h = readHash();
-  if (h.view && h.view !== state.view && views.some((v) => v.id === h.view && v.available(state))) selectView(h.view);
+  const patch = { file: 0, device: null, window: null, step: null, axis: 'event', search: '', filterFrames: true,
+                  view: state.view, ...readHash() };
+  if (!(patch.file >= 0 && patch.file < state.files.length)) patch.file = 0;
+  const keys = Object.keys(patch);
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  if (keys.every((k) => same(patch[k], state[k]))) return;
+  Object.assign(state, patch, { pinned: null });
+  if (!views.some((v) => v.id === state.view && v.available(state))) state.view = defaultView();
+  if (!validDevice(state.device)) state.device = defaultDevice();
+  writeHash();
+  setupChrome();
+  mountView();
 });
 
 async function start() {

@@ -1,8 +1,9 @@
 // The detail card for an allocation (hover or pinned): size, address, lifetime, category and the full stack, with
 // PyTorch's frame filter as a toggle and search hits marked. Snapshot strings only ever become text nodes.
-import { bytes, count, el, micros } from './format.js';
+import { bytes, count, el, lineText, micros } from './format.js';
 
-function frameText(f) { return `${f[1]}:${f[2]}:${f[0]}`; }
+// A frame as the search matches it, "file:line:name".
+function frameText(f) { return `${f[1]}:${lineText(f[2])}:${f[0]}`; }
 
 // a: allocation JSON from the bridge (allocation_json); opts: {pinned, filter, hits, timeFirst, onToggleFilter}, where
 // hits is the search's Set of frame ids (search.js knownHits) or null.
@@ -38,7 +39,7 @@ export function allocationCard(a, opts) {
   const pre = el('div', { class: 'stack' });
   if (!frames.length) pre.append(el('div', { class: 'fine', text: '(no frames recorded: enable stacks in _record_memory_history)' }));
   for (const f of shown) {
-    const line = el('div', null, el('span', { class: 'fn', text: f[0] }), el('span', { class: 'fine', text: `  ${f[1]}:${f[2]}` }));
+    const line = el('div', null, el('span', { class: 'fn', text: f[0] }), el('span', { class: 'fine', text: `  ${f[1]}:${lineText(f[2])}` }));
     line.title = frameText(f);
     if (opts.hits && opts.hits.has(f[4])) line.className = 'hit';
     pre.append(line);

@@ -65,3 +65,7 @@ export function el(tag, attrs, ...children) {
   }
   return e;
 }
+
+// A frame's line as every view prints it: a line the file did not give (None in Python) as "None", the core's text for
+// it, so what a card shows is what the search matches ("file:line:name").
+export const lineText = (line) => (line === null || line === undefined ? 'None' : String(line));

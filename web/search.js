@@ -65,6 +65,8 @@ function pump() {
   w.postMessage(msg);
 }
 
+let matchKeys = 0;
+
 function runMatcher(key, texts, pattern) {
   return new Promise((resolve, reject) => { matcher.queue.push({ key, texts, pattern, resolve, reject }); pump(); });
 }
@@ -76,7 +78,10 @@ export async function frameHits(call, f, text) {
   if (!text || isAddress(text)) return null;
   if (f._hits && f._hits.text === text) return f._hits.ids;
   if (!f._frames) f._frames = (await call({ method: 'frames', id: f.id })).body.frames;
-  const ids = await runMatcher(f.id, f._frames, text);
+  // Keyed by the file object, not its id: a restarted core numbers files from 1 again, and the matcher would
+  // otherwise test the new file's search against the old file's frames.
+  if (!f._matchKey) f._matchKey = ++matchKeys;
+  const ids = await runMatcher(f._matchKey, f._frames, text);
   f._hits = { text, ids: ids && new Set(ids) };
   return f._hits.ids;
 }

@@ -19,25 +19,30 @@ export const state = {
 
 const HASH_KEYS = { view: 's', file: 'n', device: 'n', step: 'n', axis: 's', search: 's', window: 'w', filterFrames: 'b' };
 
-export function set(patch, { quiet = false } = {}) {
+// push: a new history entry (a change of view), so Back returns to the previous one; other changes replace it.
+export function set(patch, { quiet = false, push = false } = {}) {
   Object.assign(state, patch);
-  writeHash();
+  writeHash(push);
   if (!quiet) for (const f of listeners) f(state, patch);
 }
 
 export function subscribe(f) { listeners.add(f); return () => listeners.delete(f); }
 
-export function writeHash() {
+// A window end as the hash writes it: 12 significant digits, except for the time axis's absolute microseconds
+// (~1.8e15), which need all of theirs (12 digits moved each end by up to 5 ms and a deep zoom's two ends onto one).
+const windowEnd = (x) => (Math.abs(x) < 1e9 ? +x.toPrecision(12) : x);
+
+export function writeHash(push = false) {
   const p = new URLSearchParams();
   for (const [k, kind] of Object.entries(HASH_KEYS)) {
     const v = state[k];
     if (v === null || v === undefined || v === '') continue;
-    if (kind === 'w') p.set(k, v.map((x) => +x.toPrecision(12)).join(','));
+    if (kind === 'w') p.set(k, v.map(windowEnd).join(','));
     else if (kind === 'b') p.set(k, v ? '1' : '0');
     else p.set(k, String(v));
   }
   const h = '#' + p.toString();
-  if (location.hash !== h) history.replaceState(null, '', location.pathname + location.search + h);
+  if (location.hash !== h) history[push ? 'pushState' : 'replaceState'](null, '', location.pathname + location.search + h);
 }
 
 export function readHash() {

@@ -230,8 +230,9 @@ export default {
 
     // The search box (a frame regex or a hex address) marks the hits in both timelines, each in its own file.
     async function runSearch(redraw = true) {
-      const found = await Promise.all(panels.map((p) => matchRows(ctx.call, p.f, p.device, st.search)));
-      if (destroyed) return;
+      const text = st.search;
+      const found = await Promise.all(panels.map((p) => matchRows(ctx.call, p.f, p.device, text)));
+      if (destroyed || text !== st.search) return;  // the box changed meanwhile: its own search answers
       panels.forEach((p, i) => {
         p.mask = found[i].mask;
         p.found.textContent = found[i].info ? ` · ${found[i].info}` : '';

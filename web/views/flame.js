@@ -1,6 +1,6 @@
 // Flame graph of live memory at one event (the peak by default, or the event picked in a timeline / state view):
 // an icicle chart, outermost frame on top, widths in bytes; click zooms into a frame, hover tells its bytes.
-import { afterEvents, bytes, count, deviceTimed, el, since } from '../format.js';
+import { afterEvents, bytes, count, deviceTimed, el, lineText, since } from '../format.js';
 import { fitCanvas, theme, colour, onResize } from '../canvas.js';
 import { frameHits, isAddress, searchFailure } from '../search.js';
 
@@ -65,7 +65,7 @@ export default {
     }
 
     function name(n) { return n === 0 ? 'all' : data.body.labels[data.blobs.label[n]][0]; }
-    function where(n) { const l = data.body.labels[data.blobs.label[n]]; return `${l[1]}:${l[2]}`; }
+    function where(n) { const l = data.body.labels[data.blobs.label[n]]; return `${l[1]}:${lineText(l[2])}`; }
 
     function draw() {
       if (!data) return;

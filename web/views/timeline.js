@@ -340,8 +340,9 @@ export function timelineView(kind) {
       zoom.centre(x);
     }
     async function runSearch() {
-      const m = K.search ? await matchRows(ctx.call, f, device, st.search) : { mask: null, info: '' };
-      if (destroyed) return;
+      const text = st.search;
+      const m = K.search ? await matchRows(ctx.call, f, device, text) : { mask: null, info: '' };
+      if (destroyed || text !== st.search) return;  // the box changed meanwhile: its own search answers
       mask = m.mask;
       searchInfo = m.info;
       showDetail();  // the card marks the frames that match

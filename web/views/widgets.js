@@ -1,5 +1,5 @@
 // Small DOM pieces the answer views share: cards, a category bar with legend, a stack list.
-import { bytes, count, el } from '../format.js';
+import { bytes, count, el, lineText } from '../format.js';
 
 export function card(label, value, sub, attrs) {
   return el('div', Object.assign({ class: 'card' }, attrs || {}),
@@ -49,7 +49,7 @@ export function stackList(frames, st) {
   for (const f of frames || []) {
     if (Array.isArray(f)) {
       if (st && st.filterFrames && !f[3]) continue;
-      box.append(el('div', null, el('span', { class: 'fn', text: f[0] }), el('span', { class: 'fine', text: `  ${f[1]}:${f[2]}` })));
+      box.append(el('div', null, el('span', { class: 'fn', text: f[0] }), el('span', { class: 'fine', text: `  ${f[1]}:${lineText(f[2])}` })));
     } else box.append(el('div', { text: f }));
   }
   return box;
