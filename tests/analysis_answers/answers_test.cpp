@@ -121,6 +121,14 @@ TEST(Leaks, DdpRank1HoardIsALeakAtTheAppendLine) {
   const auto& survivors = a.leaks.survivor_bytes;
   ASSERT_GE(survivors.size(), 3u);
   for (size_t k = 1; k + 1 < survivors.size(); ++k) EXPECT_GE(survivors[k], 64ull << 20) << "region " << k;
+  // The text's stack starts at the user's line: the file's frames are C++ first (the allocator, the dispatcher),
+  // and the four it printed were those; gen_ddp.py:13 is frame 15 of 22 (an audit, 2026-11-26).
+  const std::string text = to_text(l->s, a.leaks);
+  const size_t at = text.find("        at ");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string first = "        at gen_ddp.py:13:<module>\n";
+  EXPECT_EQ(text.compare(at, first.size(), first), 0) << text;
+  EXPECT_EQ(text.find("CachingAllocator"), std::string::npos) << text;
 }
 
 // tests/fixtures/leak_shapes: loops whose truth is planted (README.md there). A leak that keeps a tensor every 2nd

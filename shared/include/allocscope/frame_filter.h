@@ -71,6 +71,10 @@ class FrameFilter {
   // The stack's frames that `visible` keeps, innermost first, at most `max_frames`: printed stacks drop the
   // unwinder's, the interpreter loop's and the dispatcher glue's frames, as PyTorch's flame graphs do.
   std::vector<FrameId> shown_frames(const Snapshot& s, StackId id, size_t max_frames = SIZE_MAX) const;
+  // The same, from the stack's site outward when it is user code: the user's line and its callers, not the
+  // allocator's and the dispatcher's frames a C++ stack holds inside it (an audit: a leak's four printed frames were
+  // DeviceCachingAllocator::malloc and the like, and the user's line, frame 15 of 22, never showed).
+  std::vector<FrameId> frames_from_site(const Snapshot& s, StackId id, size_t max_frames = SIZE_MAX) const;
 
  private:
   std::vector<uint8_t> visible_;

@@ -245,6 +245,18 @@ std::string FrameFilter::site_text(const Snapshot& s, FrameId f, bool full_filen
   return format(s, f, full_filename);
 }
 
+std::vector<FrameId> FrameFilter::frames_from_site(const Snapshot& s, StackId id, size_t max_frames) const {
+  if (!has_user_frame(id)) return shown_frames(s, id, max_frames);
+  std::vector<FrameId> out;
+  bool reached = false;
+  for (FrameId f : s.stack(id)) {
+    if (out.size() >= max_frames) break;
+    reached = reached || f == site(id);
+    if (reached && visible(f)) out.push_back(f);
+  }
+  return out;
+}
+
 std::vector<FrameId> FrameFilter::shown_frames(const Snapshot& s, StackId id, size_t max_frames) const {
   std::vector<FrameId> out;
   for (FrameId f : s.stack(id)) {

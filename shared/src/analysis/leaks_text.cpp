@@ -72,7 +72,7 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
     for (const LeakGroup& g : r.growing) {
       o += "  " + rpad("+" + size(g.bytes_per_iteration), 11) + (fwd ? "/repeat  " : "/iter  ") + FrameFilter::site_text(s, g.site) + "  [" +
            std::string(category_name(g.category)) + "]  counts: " + counts(g.alive_count) + "\n";
-      for (FrameId f : ff.shown_frames(s, g.stack, 4)) o += "        at " + FrameFilter::format(s, f) + "\n";
+      for (FrameId f : ff.frames_from_site(s, g.stack, 4)) o += "        at " + FrameFilter::format(s, f) + "\n";
     }
   }
   if (!r.released.empty()) {
