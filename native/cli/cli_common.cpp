@@ -148,6 +148,20 @@ bool answered_without_device(const Lifetimes& all, const DeviceLifetimes& lt) {
   return true;
 }
 
+void note_devices_left_out(const std::string& verb, const Lifetimes& all) {
+  std::string left;
+  int64_t first = -1;
+  for (const DeviceLifetimes& lt : all.devices)
+    if (!answered_without_device(all, lt)) {
+      left += (left.empty() ? "" : ", ") + std::string("cuda:") + std::to_string(lt.device);
+      if (first < 0) first = lt.device;
+    }
+  if (left.empty()) return;
+  std::fprintf(stderr, "allocscope %s: left out %s: segments but no trace (`allocscope peak --device %lld` answers "
+               "from its segments; `allocscope summary` lists every device)\n", verb.c_str(), left.c_str(),
+               static_cast<long long>(first));
+}
+
 int no_device(const std::string& verb, const std::string& path, const Lifetimes& all, const std::string& device,
               bool json) {
   if (all.devices.empty()) {

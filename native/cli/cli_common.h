@@ -55,6 +55,9 @@ bool device_option(const std::string& verb, const Args& args, const std::string&
 // file with no trace at all, every device (the state it holds). `leaks` needs a trace. One rule, so export's objects are the
 // verbs' objects.
 bool answered_without_device(const Lifetimes& all, const DeviceLifetimes& lt);
+// Says on stderr which devices answered_without_device left out (segments, no trace) and how to see them: a
+// two-GPU file whose second GPU held 30 MiB without a trace printed one device and no word of the other (an audit).
+void note_devices_left_out(const std::string& verb, const Lifetimes& all);
 
 int no_device(const std::string& verb, const std::string& path, const Lifetimes& all, const std::string& device,
               bool json);

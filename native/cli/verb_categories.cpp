@@ -52,6 +52,7 @@ int run_categories(const std::vector<std::string>& argv) {
     first = false;
   }
   if (first) return no_device("categories", args.positional[0], all, dev, args.has("json"));
+  if (!args.has("device")) note_devices_left_out("categories", all);
   if (args.has("json")) out += "]}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;

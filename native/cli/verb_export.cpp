@@ -53,6 +53,7 @@ int run_export(const std::vector<std::string>& argv) {
     first = false;
   }
   out += "],\"ooms\":" + to_json(s, all, analyze_ooms(s, all)) + "}\n";
+  note_devices_left_out("export", all);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

@@ -73,6 +73,7 @@ int run_peak(const std::vector<std::string>& argv) {
     first = false;
   }
   if (first) return no_device("peak", args.positional[0], all, args.has("device") ? std::to_string(device) : "", args.has("json"));
+  if (!args.has("device")) note_devices_left_out("peak", all);
   if (args.has("json")) out += "]}\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
@@ -87,7 +88,8 @@ const RegisterVerb kRegister({
     "alive at the allocated peak is grouped by category (parameter, gradient, optimizer_state, activation,\n"
     "input, temporary, autograd_detail, unknown), by site (the deepest frame of the user's own code) and listed by size.\n\n"
     "  --from, --to STEP  search only steps in [from, to] (a window of the trace)\n"
-    "  --device N         only device N (default: every device with a trace)\n"
+    "  --device N         only device N (default: every device with a trace; those with segments only\n"
+    "                     are named on stderr)\n"
     "  --top N            rows in the site and size lists (default 20)\n"
     "  --tree             the alive allocations as a stack tree (in JSON: flat preorder arrays)\n"
     "  --depth D          tree levels printed as text (default 6)\n"
