@@ -218,6 +218,28 @@ TEST(CliAnswers, ExportAnswersForTheDevicesTheVerbsAnswerFor) {
   EXPECT_EQ(e["summary"]["devices"].size(), 2u);  // the summary still lists both
 }
 
+// An audit's case (2026-11-26): after an OOM asking for 4 GiB, `summary` said "largest free block 8.0GiB
+// (fragmentation 0%)": a CUDA graph's private pool held it, which no eager tensor can use. The oracle is the GPU
+// run's label: the graph's free block (8 GiB), and PyTorch's own error, whose 18 MiB "reserved by PyTorch but
+// unallocated" is all the free memory outside private pools.
+TEST(CliAnswers, SummarySaysWhichFreeMemoryIsInPrivatePools) {
+  const std::string f = std::string(ALLOCSCOPE_FIXTURES) + "/real_shapes/oom_graph_pool.pickle.gz";
+  std::ifstream in(std::string(ALLOCSCOPE_FIXTURES) + "/real_shapes/oom_graph_pool.label.json");
+  const nlohmann::json label = nlohmann::json::parse(in);
+  const nlohmann::json j = json_of(run({"summary", "--json", f}));
+  const auto& fin = j["devices"][0]["final"];
+  // Free in private pools: all PyTorch reserved but did not allocate, less the 18.00 MiB outside them (to the 0.01
+  // MiB PyTorch prints); the graph's 8 GiB block is the largest of it.
+  const double unallocated = label["reserved"].get<double>() - label["allocated"].get<double>();
+  EXPECT_NEAR(fin["free_in_private_pools"].get<double>(), unallocated - 18.0 * (1 << 20), 0.01 * (1 << 20));
+  EXPECT_EQ(fin["largest_free_block"].get<uint64_t>(), label["graph_free_block"].get<uint64_t>());
+  EXPECT_GT(fin["largest_free_block_outside_private_pools"].get<uint64_t>(), 0u);
+  EXPECT_LE(fin["largest_free_block_outside_private_pools"].get<uint64_t>(), 18ull << 20);
+  EXPECT_NE(label["error"].get<std::string>().find("18.00 MiB is reserved by PyTorch but unallocated"), std::string::npos);
+  const CliRun text = run({"summary", f});
+  EXPECT_NE(text.out.find("(8.0GiB of the free memory is in private pools"), std::string::npos) << text.out;
+}
+
 // An audit's whatif cases at the command line: options that were silently ignored or doubled are errors, and a file
 // of several GPUs is answered for the one that ran out of memory, saying so (it was device 0, "fits").
 TEST(CliAnswers, WhatifSaysWhatItAnswersFor) {

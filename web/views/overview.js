@@ -61,6 +61,9 @@ export default {
           if (d.forward_repeats) notes.push(`${count(d.forward_repeats)} repeats inside module forwards (not counted as iterations)`);
           if (d.frees_without_alloc) notes.push(`${count(d.frees_without_alloc)} allocations began before the trace window`);
           notes.push(`fragmentation at the end ${(100 * d.final.fragmentation).toFixed(0)}% (largest free block ${bytes(d.final.largest_free_block)})`);
+          // As the CLI says it: free memory in a CUDA graph's or MemPool's private pool serves only its own allocations.
+          if (d.final.free_in_private_pools)
+            notes.push(`${bytes(d.final.free_in_private_pools)} of the free memory is in private pools (a CUDA graph's or a MemPool's), for their own allocations only; the largest free block outside them is ${bytes(d.final.largest_free_block_outside_private_pools)}`);
           glance.append(el('h3', { text: `cuda:${d.device}` }), el('p', { text: notes.join(' · ') }));
           if (d.leak_suspected) glance.append(el('div', { class: 'verdict bad', text: `Leak suspected at ${d.leak_site} — see Leaks.` }));
           if (d.ooms) glance.append(el('div', { class: 'verdict bad', text: `${count(d.ooms)} out-of-memory event(s) — see OOM.` }));

@@ -39,6 +39,11 @@ struct DeviceSummary {
   uint64_t final_pending_free = 0;
   uint64_t final_largest_free = 0;
   double fragmentation = 0;  // 1 - largest free block / free bytes in segments (0 = all free space in one block)
+  // Free bytes in private memory pools (a CUDA graph's, a MemPool's: segment_pool_id not (0, 0)), which only their
+  // own allocations can use, and the largest free block outside them. An audit: after an OOM asking for 4 GiB,
+  // "largest free block 8.0GiB (fragmentation 0%)" was a CUDA graph's block no eager tensor could take.
+  uint64_t final_free_private = 0;
+  uint64_t final_largest_free_shared = 0;
   uint32_t iterations = 0;   // detected iteration boundaries
   // Guessed repeats that all run inside module forwards (LeakReport::forward_only): steps of a forward pass, or a
   // loop that only calls the model. They are not counted as iterations.

@@ -110,6 +110,8 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
         if (b.state == BlockState::kInactive) {
           free_bytes += b.size;
           d.final_largest_free = std::max(d.final_largest_free, b.size);
+          if (seg.pool_id[0] != 0 || seg.pool_id[1] != 0) d.final_free_private += b.size;
+          else d.final_largest_free_shared = std::max(d.final_largest_free_shared, b.size);
         } else if (b.state == BlockState::kActivePendingFree) {
           // Freed by the program but still used by another stream's queued work: PyTorch's allocator already took
           // it out of memory_allocated() (and segments' allocated_size), and reuses it once those events complete.

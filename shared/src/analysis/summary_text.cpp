@@ -32,6 +32,10 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
     o += "  at the end       " + rpad(size(d.final_reserved), 10) + "  reserved, " + size(d.final_allocated) + " allocated";
     if (d.final_pending_free) o += " (+" + size(d.final_pending_free) + " freed, waiting for other streams)";
     o += ", largest free block " + size(d.final_largest_free) + " (fragmentation " + percent(d.fragmentation) + ")\n";
+    if (d.final_free_private)
+      o += "                   (" + size(d.final_free_private) + " of the free memory is in private pools, a CUDA "
+           "graph's or a MemPool's, for their own allocations only; the largest free block outside them is " +
+           size(d.final_largest_free_shared) + ")\n";
     if (d.final_allocated > d.peak_allocated)
       o += "                   (the peak counts requested bytes, as PyTorch's timeline; the end, the allocator's rounded "
            "blocks)\n";
