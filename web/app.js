@@ -295,7 +295,8 @@ function wire() {
   });
   $('help-button').addEventListener('click', openHelp);
   $('help-close').addEventListener('click', () => $('help').close());
-  $('file-select').addEventListener('change', (e) => set({ file: Number(e.target.value), pinned: null }));
+  // Another file has its own trace and clock: its window and step start over, as another device's window does.
+  $('file-select').addEventListener('change', (e) => set({ file: Number(e.target.value), pinned: null, window: null, step: null }));
   $('device-select').addEventListener('change', (e) => set({ device: Number(e.target.value), window: null, pinned: null }));
   $('search').addEventListener('input', (e) => set({ search: e.target.value }));
 

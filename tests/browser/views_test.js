@@ -526,6 +526,17 @@ async function diffInteractions(page, open, { artifacts, ok, eq, golden }) {
   await page.click('[data-view="diff"]');
   await waitState(page, ['ready', 'error'], 60000);
   ok(!/window=/.test(await page.evaluate(() => location.hash)), 'going to Diff on the time axis drops that window');
+  // Another file has its own trace and clock: picking it in the file selector starts its window over (it kept file
+  // A's window, which on the time axis is another clock).
+  await page.click('[data-view="timeline"]');
+  await waitState(page, ['ready', 'error'], 60000);
+  for (let i = 0; i < 3; ++i) await page.keyboard.press('+');
+  await page.waitForTimeout(400);
+  ok(/window=/.test(await page.evaluate(() => location.hash)), 'zoomed again on file A');
+  await page.selectOption('#file-select', '1');
+  await page.waitForTimeout(600);
+  const afterPick = await page.evaluate(() => location.hash);
+  ok(/file=1/.test(afterPick) && !/window=/.test(afterPick), `picking file B starts its window over (${afterPick})`);
   eq(await open(['ddp_rank0.pickle', 'ddp_rank1.pickle'], 'diff'), 'ready', 'diff reopens for the interaction tests');
   const settled = () => page.waitForFunction(() => {
     const cs = [...document.querySelectorAll('[data-diff-panel] canvas')];
