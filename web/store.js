@@ -32,26 +32,39 @@ export function subscribe(f) { listeners.add(f); return () => listeners.delete(f
 // (~1.8e15), which need all of theirs (12 digits moved each end by up to 5 ms and a deep zoom's two ends onto one).
 const windowEnd = (x) => (Math.abs(x) < 1e9 ? +x.toPrecision(12) : x);
 
+// The hash is KEY=VALUE pairs joined by '&', each value percent-encoded (a space as %20): not form encoding, in which
+// a '+' is a space, so that a hand-written link's search "a+b" stays the regex a+b.
 export function writeHash(push = false) {
-  const p = new URLSearchParams();
+  const parts = [];
   for (const [k, kind] of Object.entries(HASH_KEYS)) {
     const v = state[k];
     if (v === null || v === undefined || v === '') continue;
-    if (kind === 'w') p.set(k, v.map(windowEnd).join(','));
-    else if (kind === 'b') p.set(k, v ? '1' : '0');
-    else p.set(k, String(v));
+    const text = kind === 'w' ? v.map(windowEnd).join(',') : kind === 'b' ? (v ? '1' : '0') : String(v);
+    parts.push(`${k}=${encodeURIComponent(text)}`);
   }
-  const h = '#' + p.toString();
+  const h = '#' + parts.join('&');
   if (location.hash !== h) history[push ? 'pushState' : 'replaceState'](null, '', location.pathname + location.search + h);
 }
 
+function hashParams() {
+  const p = new Map();
+  for (const part of location.hash.slice(1).split('&')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) continue;
+    try { p.set(part.slice(0, eq), decodeURIComponent(part.slice(eq + 1))); } catch (e) { /* a malformed escape: left out */ }
+  }
+  return p;
+}
+
 export function readHash() {
-  const p = new URLSearchParams(location.hash.slice(1));
+  const p = hashParams();
   const patch = {};
   for (const [k, kind] of Object.entries(HASH_KEYS)) {
     if (!p.has(k)) continue;
     const v = p.get(k);
-    if (kind === 'n') { const n = Number(v); if (Number.isFinite(n)) patch[k] = n; }
+    // Files, devices and steps are counts: a link's negative or fractional one is left out (each view then starts
+    // where it starts by itself), where Flame read -5 as its "peak" and State history as step 0.
+    if (kind === 'n') { const n = Number(v); if (Number.isInteger(n) && n >= 0) patch[k] = n; }
     else if (kind === 'w') { const w = v.split(',').map(Number); if (w.length === 2 && w.every(Number.isFinite) && w[1] > w[0]) patch[k] = w; }
     else if (kind === 'b') patch[k] = v === '1';
     else patch[k] = v;

@@ -98,6 +98,10 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   eq(await page.inputValue('#search'), 'conv2d', 'an edited hash applies its search (the box shows it)');
   ok(/\d[\d,]* of [\d,]+ allocations match/.test(await page.textContent('.timeline-info')) &&
      /search=conv2d/.test(await page.evaluate(() => location.hash)), 'and marks its matches, and the hash keeps it');
+  // A hand-written link's '+' is the regex's, not a space (the hash is not form-encoded).
+  await page.evaluate(() => { location.hash = '#view=timeline&search=(conv)+2d'; });
+  await page.waitForFunction(() => document.querySelector('#search').value !== 'conv2d', null, { timeout: 10000 }).catch(() => {});
+  eq(await page.inputValue('#search'), '(conv)+2d', "a link's '+' stays a '+'");
   // A change of view is a history entry: Back returns to the view before, not to the page before the viewer.
   await page.click('[data-view="peak"]');
   await waitState(page, ['ready', 'error'], 30000);
@@ -152,6 +156,20 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     ok(view === 'flame' ? again.trim() === '' : /1 of 2 allocations match/.test(again),
        `${view}: a later search on the same page answers (${again.trim().slice(-60)})`);
   }
+
+  // A link's step past the end is the end in both step views, and a negative one is left out (each starts at the
+  // peak): Flame and State history read them differently (the last step against the peak; the peak against 0).
+  const stepOf = async (view, step) => {
+    await page.goto('about:blank');
+    await page.goto(`${origin}/app/?url=${encodeURIComponent('/fixtures/linear_seed.pickle')}#view=${view}&step=${step}`);
+    await waitState(page, ['ready', 'error'], 60000);
+    await page.waitForTimeout(300);
+    return Number(new URLSearchParams((await page.evaluate(() => location.hash)).slice(1)).get('step'));
+  };
+  const [flameEnd, stateEnd, flameNeg, stateNeg] = [await stepOf('flame', 34), await stepOf('state', 34),
+                                                    await stepOf('flame', -5), await stepOf('state', -5)];
+  ok(flameEnd === stateEnd && flameNeg === stateNeg && flameEnd !== flameNeg,
+     `a link's out-of-range step reads alike in Flame and State history (past the end: ${flameEnd}/${stateEnd}; negative: ${flameNeg}/${stateNeg})`);
 
   // PyTorch 2.1 records no times (every time_us is 0): the time axis is off, and the state view says so instead of
   // "+0 µs" (a review of the viewer, 2026-11-26).

@@ -193,8 +193,8 @@ export default {
       timeFirst = ax.body.time_first_us;
       slider.max = String(steps - 1);
       let initial = st.step;
-      if (initial === null || initial === undefined || initial >= steps) {
-        // Start where it matters: the peak of active memory.
+      if (initial === null || initial === undefined) {
+        // Start where it matters: the peak of active memory. A step past the end is the end (go clamps), as in Flame.
         initial = (await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false })).body.peak_step;
       }
       go(initial);
