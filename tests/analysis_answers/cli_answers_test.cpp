@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -65,6 +66,19 @@ TEST(CliAnswers, PeakWindowAndTree) {
   EXPECT_FALSE(d.contains("tree"));
   const nlohmann::json tree = json_of(run({"peak", "--json", "--tree", fixture_path("linear_seed")}));
   EXPECT_EQ(tree["devices"][0]["tree"]["total_bytes"][0].get<uint64_t>(), 4434803008u);
+  // Each of the largest allocations says its category (the viewer's table has a column for it, which was always
+  // empty: an audit), and per category they add up to no more than the peak's own category totals.
+  const auto& peak = tree["devices"][0];
+  std::map<std::string, uint64_t> listed;
+  ASSERT_FALSE(peak["largest"].empty());
+  for (const auto& a : peak["largest"]) {
+    ASSERT_TRUE(a.contains("category")) << a.dump();
+    listed[a["category"].get<std::string>()] += a["size"].get<uint64_t>();
+  }
+  for (const auto& [category, bytes] : listed) {
+    ASSERT_TRUE(peak["categories"].contains(category)) << category;
+    EXPECT_LE(bytes, peak["categories"][category]["bytes"].get<uint64_t>()) << category;
+  }
   const CliRun bad = run({"peak", "--from", "x", fixture_path("linear_seed")});
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("--from"), std::string::npos);

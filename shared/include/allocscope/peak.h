@@ -51,6 +51,7 @@ struct Peak {
 
   uint32_t alive = 0;                 // allocations alive at the allocated peak
   std::vector<uint32_t> largest;      // lifetimes rows alive at the peak, largest first (at most `top`)
+  std::vector<Category> largest_category;  // each one's category, when has_categories (the viewer's table shows it)
   // By site (deepest user frame), largest first (at most `top`).
   std::vector<FrameId> site;
   std::vector<uint64_t> site_bytes;

@@ -61,7 +61,11 @@ std::string to_json(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p,
   j["sites"] = std::move(sites);
   Json largest = Json::array();
   const FrameFilter ff(s);
-  for (uint32_t i : p.largest) largest.push_back(row(s, ff, lt, i));
+  for (size_t k = 0; k < p.largest.size(); ++k) {
+    largest.push_back(row(s, ff, lt, p.largest[k]));
+    // The category the viewer's "largest allocations" table has a column for (it was always empty: an audit).
+    if (k < p.largest_category.size()) largest.back()["category"] = std::string(category_name(p.largest_category[k]));
+  }
   j["largest"] = std::move(largest);
   if (p.has_categories) j["categories"] = categories_obj(p.category_bytes, p.category_count);
   if (!p.owners.empty()) {

@@ -161,6 +161,7 @@ Peak find_peak(const Snapshot& s, const DeviceLifetimes& lt, const SegmentTimeli
       p.category_bytes[k] += lt.size[i];
       ++p.category_count[k];
     }
+    for (uint32_t i : p.largest) p.largest_category.push_back(categories->category[i]);
   }
   p.tree = flame_tree(s, lt, ff, alive);
   // In a capture every allocation is a reservation: who reserved it is the question (PyTorch's pool, NCCL, ...).
