@@ -69,3 +69,6 @@ export function el(tag, attrs, ...children) {
 // A frame's line as every view prints it: a line the file did not give (None in Python) as "None", the core's text for
 // it, so what a card shows is what the search matches ("file:line:name").
 export const lineText = (line) => (line === null || line === undefined ? 'None' : String(line));
+
+// The core's message for a GPU field it cannot read, without the command-line option it names.
+export const gpuProblem = (e) => String(e && e.message ? e.message : e).replace(/^--gpu: /, '');

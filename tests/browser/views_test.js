@@ -261,6 +261,26 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   await page.waitForFunction(() => /neither a GPU name/.test(document.body.textContent), null, { timeout: 10000 }).catch(() => {});
   const gpuNote = await page.evaluate(() => document.querySelector('.gpu-input').parentElement.parentElement.textContent);
   ok(/neither a GPU name/.test(gpuNote), `a GPU the core cannot read is reported next to the field ("${gpuNote.slice(-80)}")`);
+  // ... and the answer is the one for an empty field (the GPU inferred from the file), not the last GPU's: it kept
+  // the answer for the GPU typed before, under the error (an audit). The oracle is the page with the field empty.
+  // The view's answer: everything under its toolbar (the cards and the cause), not the field's own message.
+  const oomCards = () => page.evaluate(() => [...document.querySelector('.view-oom').children].slice(2).map((e) => e.textContent).join('|'));
+  await page.fill('.gpu-input', '');
+  await page.press('.gpu-input', 'Enter');
+  await page.waitForFunction(() => !/neither a GPU name/.test(document.body.textContent), null, { timeout: 10000 }).catch(() => {});
+  const inferred = await oomCards();
+  await page.fill('.gpu-input', '300GiB');
+  await page.press('.gpu-input', 'Enter');
+  await page.waitForTimeout(800);
+  const onBig = await oomCards();
+  await page.fill('.gpu-input', 'zzz');
+  await page.press('.gpu-input', 'Enter');
+  await page.waitForFunction(() => /neither a GPU name/.test(document.body.textContent), null, { timeout: 10000 }).catch(() => {});
+  await page.waitForTimeout(400);
+  const afterBad = await oomCards();
+  ok(onBig !== inferred && afterBad === inferred, `after a GPU it cannot read, the OOM view answers as with the field empty (${inferred.length} / ${onBig.length} / ${afterBad.length} chars)`);
+  ok(!/--gpu/.test(await page.evaluate(() => document.querySelector('.gpu-input').parentElement.parentElement.textContent)),
+     'and its message names no command-line option');
   await page.screenshot({ path: path.join(artifacts, 'oom-capped.png') });
 
   // What-if: batch x4 from the batch-8 GPT run, judged by the batch-32 run PyTorch measured
@@ -289,6 +309,11 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   ok(/with this prediction's error/.test(await page.textContent('[data-fits]')), 'the verdict gives the range of the least memory');
   ok(/the GPU's room lies within the prediction's error: a snapshot recorded nearer the target settles it/.test(await page.textContent('[data-fits]')),
      'and, as the CLI does, why it is unsure and what settles it');
+  // A GPU it cannot read: said beside the field, and no verdict is left standing for the GPU before (an audit).
+  await page.fill('.gpu-input', 'foo');
+  await page.press('.gpu-input', 'Enter');
+  await page.waitForFunction(() => document.querySelector('[data-fits]').dataset.fits !== 'unsure', null, { timeout: 10000 }).catch(() => {});
+  eq(await attr('[data-fits]', 'data-fits'), 'unknown', 'What-if on a GPU it cannot read: no verdict');
   await page.fill('.gpu-input', '24gb');
   await page.press('.gpu-input', 'Enter');
   await page.waitForFunction(() => document.querySelector('[data-fits]').dataset.fits === 'yes', null, { timeout: 10000 }).catch(() => {});
@@ -321,6 +346,12 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   eq(await attr('[data-fit-predicted-allocated]', 'data-fit-fits'), 'yes', 'and it fits on 24 GB');
   eq(await page.locator('[data-fit-check]').count(), 1, 'the check from the two smallest runs is listed');
   await page.screenshot({ path: path.join(artifacts, 'whatif-fit.png') });
+  // Another GPU refits: the fit kept answering for the GPU before while the verdict above followed (an audit).
+  await page.fill('.gpu-input', 'h100');
+  await page.press('.gpu-input', 'Enter');
+  await page.waitForFunction(() => /80 GB/.test((document.querySelector('[data-fit-predicted-allocated]') || {}).textContent || ''),
+                             null, { timeout: 15000 }).catch(() => {});
+  ok(/80 GB/.test(await page.textContent('[data-fit-predicted-allocated]')), 'a new GPU refits the runs for it');
   await page.fill('.fit-size[data-file="1"]', '1024');
   await page.click('[data-fit]');
   await page.waitForSelector('[data-fit-error]', { timeout: 10000 }).catch(() => null);

@@ -1,6 +1,6 @@
 // OOM: for each out-of-memory event, the request against what the driver and the allocator had, the cause (the same
 // decision as `allocscope oom`, made in the core) with what to do, and the largest live allocations.
-import { bytes, count, el } from '../format.js';
+import { bytes, count, el, gpuProblem } from '../format.js';
 import { card, siteText, stackList } from './widgets.js';
 
 const CAUSES = {
@@ -28,15 +28,17 @@ export default {
       el('div', { class: 'toolbar' }, el('label', null, 'GPU (the file does not record it; inferred when empty): ', gpuInput), gpuError),
       body);
     const render = async () => {
-      let reply;
+      let reply, error = '';
       try {
         reply = await ctx.call({ method: 'ooms', id: f.id, gpu });
       } catch (e) {
         if (!gpu) throw e;
-        gpuError.textContent = ` ${e.message}`;  // a GPU the core could not read: say so, keep the last answer
-        return;
+        // A GPU the core could not read: say so, and answer as with the field empty (the GPU inferred from the
+        // file). The last answer stayed, for the GPU typed before, under the error (an audit).
+        error = ` ${gpuProblem(e)} (answered with the GPU inferred from the file)`;
+        reply = await ctx.call({ method: 'ooms', id: f.id, gpu: '' });
       }
-      gpuError.textContent = '';
+      gpuError.textContent = error;
       const { ooms } = reply.body;
       body.replaceChildren();
       if (!ooms.length) {

@@ -1,7 +1,7 @@
 // What-if: the peak at another batch size or sequence length and whether it fits a GPU: the same numbers as
 // `allocscope whatif` (computed in the core), the measured terms they rest on, and a chart of the measured total over
 // the trace with the predicted one drawn faintly over it and the GPU's room as a line.
-import { bytes, el } from '../format.js';
+import { bytes, el, gpuProblem } from '../format.js';
 import { fitCanvas, theme, onResize, byteTicks } from '../canvas.js';
 import { card } from './widgets.js';
 
@@ -102,21 +102,25 @@ export default {
       el('div', { class: 'toolbar' }, batch.node, seq.node, el('label', null, 'GPU ', gpuInput), gpuError),
       body, canvas);
     let seqNo = 0;
+    let fitAgain = () => Promise.resolve();  // set once the fit across files is on the page
     const render = async () => {
       const mine = ++seqNo;
       batch.value.textContent = `${batch.input.value}x`;
       seq.value.textContent = `${seq.input.value}x`;
-      let reply;
+      let reply, error = '';
       const gpu = gpuInput.value.trim();
+      const ask = (g) => ctx.call({ method: 'whatif', id: f.id, device, batch: Number(batch.input.value), seq: Number(seq.input.value), gpu: g, points: 1000 });
       try {
-        reply = await ctx.call({ method: 'whatif', id: f.id, device, batch: Number(batch.input.value), seq: Number(seq.input.value), gpu, points: 1000 });
+        reply = await ask(gpu);
       } catch (e) {
         if (!gpu) throw e;
-        gpuError.textContent = ` ${e.message}`;
-        return;
+        // Not a GPU: said beside the field, and the answer is given without one. The verdict for the GPU typed
+        // before stayed under the error (an audit).
+        error = ` ${gpuProblem(e)}`;
+        reply = await ask('');
       }
       if (mine !== seqNo) return;  // a newer slider position is on its way
-      gpuError.textContent = '';
+      gpuError.textContent = error;
       const r = reply.body;
       const fits = fitsWord(r);
       const verdict = !r.gpu ? 'Type a GPU to see whether it fits.' : verdictText(r);
@@ -160,6 +164,7 @@ export default {
       const out = el('div', { class: 'fit-result' });
       const table = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'file' }), el('th', { text: 'recorded at (batch size or sequence length)' })));
       files.forEach((x, i) => table.append(el('tr', null, el('td', { class: 'mono', text: x.name }), el('td', null, sizeInputs[i]))));
+      fitAgain = () => (out.childElementCount ? fit() : Promise.resolve());  // once fitted, a new GPU refits
       const fit = async () => {
         const sizes = sizeInputs.map((x) => Number(x.value));
         const gpu = gpuInput.value.trim();
@@ -167,7 +172,7 @@ export default {
         try {
           reply = await ctx.call({ method: 'whatif_fit', ids: files.map((x) => x.id), device, sizes, target: Number(target.value), gpu });
         } catch (e) {
-          out.replaceChildren(el('p', { class: 'verdict bad', 'data-fit-error': '', text: e.message }));
+          out.replaceChildren(el('p', { class: 'verdict bad', 'data-fit-error': '', text: gpuProblem(e) }));
           return;
         }
         const r = reply.body;
@@ -195,7 +200,8 @@ export default {
     const rerender = () => render().catch((e) => ctx.fail(e));
     batch.input.addEventListener('change', rerender);
     seq.input.addEventListener('change', rerender);
-    gpuInput.addEventListener('change', rerender);
+    // The fit across files answers for the GPU too: it kept answering for the one typed before (an audit).
+    gpuInput.addEventListener('change', () => { rerender(); fitAgain().catch((e) => ctx.fail(e)); });
     const off = onResize(canvas, () => drawChart(canvas, series.measured, series.predicted, series.room));
     render().then(() => ctx.painted()).catch((e) => ctx.fail(e));
     return { update() {}, destroy() { off(); } };
