@@ -8,8 +8,23 @@ export function bytes(n) {
   let u = 0;
   while (v >= 1024 && u < UNITS.length - 1) { v /= 1024; ++u; }
   // Bytes are whole numbers (an average of them, a median, is rounded as the CLI rounds it).
-  const s = u === 0 ? String(Math.round(v)) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+  const d = v >= 100 ? 0 : v >= 10 ? 1 : 2;
+  const s = u === 0 ? String(Math.round(v)) : fixedHalfEven(Math.abs(Number(n)), u, d);
   return `${neg ? '-' : ''}${s} ${UNITS[u]}`;
+}
+
+// n / 1024^u with d decimals, a value exactly halfway rounded to even, as the CLI's printf (and Python's format,
+// PyTorch's _format_size) round the exact binary value: toFixed rounds such ties up, and 12.25 MiB read 12.3 here
+// where the CLI says 12.2 (an audit).
+function fixedHalfEven(n, u, d) {
+  if (!Number.isSafeInteger(n)) return (n / 1024 ** u).toFixed(d);
+  const den = 1024n ** BigInt(u);
+  const scaled = BigInt(n) * 10n ** BigInt(d);
+  let q = scaled / den;
+  const r2 = 2n * (scaled % den);
+  if (r2 > den || (r2 === den && q % 2n === 1n)) q += 1n;
+  const t = q.toString().padStart(d + 1, '0');
+  return d ? `${t.slice(0, -d)}.${t.slice(-d)}` : t;
 }
 
 // A step as the CLI says it: step S is the state after S events (`state --step S`, "after 4 of 33 events"), while
