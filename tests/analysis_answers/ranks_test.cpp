@@ -493,6 +493,10 @@ TEST_F(PlantedRanks, UnreadableFilesAreListedNotFatal) {
   const CliRun bad_jobs = run({"ranks", dir_->string(), "--jobs", "0"});
   EXPECT_EQ(bad_jobs.code, 1);
   EXPECT_NE(bad_jobs.err.find("--jobs"), std::string::npos);
+  // A saved ranks report given back to `ranks` is said to be one (it read as "no \"devices\" list": an audit).
+  const CliRun report = run({"ranks", std::string(ALLOCSCOPE_FIXTURES) + "/ranks_ddp.json"});
+  EXPECT_NE(report.out.find("a ranks report (`allocscope ranks --json`), not one rank's summary"), std::string::npos)
+      << report.out << report.err;
 }
 
 }  // namespace

@@ -140,6 +140,10 @@ Result<RankRow> rank_row_from_summary_json(std::string_view text, std::string na
   using Json = nlohmann::json;
   const Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{"not JSON (expected the output of `allocscope summary --json`)"};
+  // A saved ranks report is not one rank's summary: said as such, not as an unreadable file (an audit).
+  if (j.is_object() && j.contains("kind") && j["kind"] == "allocscope.ranks")
+    return Error{"a ranks report (`allocscope ranks --json`), not one rank's summary: open it with `allocscope view`, "
+                 "or give the ranks' snapshots or `allocscope summary --json` files"};
   if (!j.is_object() || !j.contains("devices") || !j["devices"].is_array())
     return Error{"no \"devices\" list (expected the output of `allocscope summary --json`)"};
   // Other tools' JSON can have a "devices" list too (a folder of rank files may hold a job's own reports): a summary
