@@ -100,22 +100,32 @@ async function open(list) {
     if (state.files.length) unload(state.files.map((f) => f.id));
     state.ranksFile = null;
     const files = ids.map((id, i) => ({ id, name: list[i].name, info: infos[i] }));
-    const restored = readHash();
     state.files = files;
     state.file = 0;
-    const patch = { file: 0, device: null, window: null, pinned: null, step: null, view: defaultView() };
-    Object.assign(patch, restored);
-    if (!(patch.file >= 0 && patch.file < files.length)) patch.file = 0;
-    Object.assign(state, patch);
-    if (!views.some((v) => v.id === state.view && v.available(state))) state.view = defaultView();
-    if (!validDevice(state.device)) state.device = defaultDevice();
-    writeHash();
+    applyState(hashState(defaultView()));
     setupChrome();
     show('view');
     mountView();
   } catch (e) {
     showError(e.message || String(e), e.lost);
   }
+}
+
+// The view state a URL hash asks for, as a load reads it: keys it lacks take their defaults (view: `view`), and a
+// file the page does not have is the first. One rule for a load and for a hash changed on an open page.
+function hashState(view) {
+  const patch = { file: 0, device: null, window: null, step: null, axis: 'event', search: '', filterFrames: true, view,
+                  ...readHash() };
+  if (!(patch.file >= 0 && patch.file < state.files.length)) patch.file = 0;
+  return patch;
+}
+
+// Makes `patch` the state, with a view and device the file has (else the defaults), and the hash say so.
+function applyState(patch) {
+  Object.assign(state, patch, { pinned: null });
+  if (!views.some((v) => v.id === state.view && v.available(state))) state.view = defaultView();
+  if (!validDevice(state.device)) state.device = defaultDevice();
+  writeHash();
 }
 
 function defaultView() {
@@ -331,16 +341,9 @@ function wire() {
 // the view used to be read, and the rest was then overwritten with what was on screen.
 window.addEventListener('hashchange', () => {
   if (!state.files.length) return;
-  const patch = { file: 0, device: null, window: null, step: null, axis: 'event', search: '', filterFrames: true,
-                  view: state.view, ...readHash() };
-  if (!(patch.file >= 0 && patch.file < state.files.length)) patch.file = 0;
-  const keys = Object.keys(patch);
-  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
-  if (keys.every((k) => same(patch[k], state[k]))) return;
-  Object.assign(state, patch, { pinned: null });
-  if (!views.some((v) => v.id === state.view && v.available(state))) state.view = defaultView();
-  if (!validDevice(state.device)) state.device = defaultDevice();
-  writeHash();
+  const patch = hashState(state.view);
+  if (Object.keys(patch).every((k) => JSON.stringify(patch[k]) === JSON.stringify(state[k]))) return;
+  applyState(patch);
   setupChrome();
   mountView();
 });

@@ -30,13 +30,14 @@ class TooSlow extends Error {}
 
 // One matcher at a time, one question at a time: a stopped matcher takes its frame texts with it, and the questions
 // behind the slow one go to a fresh matcher, which is sent the texts again.
-const matcher = { worker: null, key: null, seq: 0, queue: [], busy: null };
+const matcher = { url: null, worker: null, key: null, seq: 0, queue: [], busy: null };
 
 function pump() {
   if (matcher.busy || !matcher.queue.length) return;
   const q = matcher.queue.shift();
   if (!matcher.worker) {
-    matcher.worker = new Worker(URL.createObjectURL(new Blob([MATCHER], { type: 'text/javascript' })));
+    if (!matcher.url) matcher.url = URL.createObjectURL(new Blob([MATCHER], { type: 'text/javascript' }));  // one blob
+    matcher.worker = new Worker(matcher.url);
     matcher.key = null;
   }
   const w = matcher.worker;
