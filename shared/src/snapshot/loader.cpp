@@ -105,10 +105,6 @@ Result<Snapshot> SnapshotStream::finish() {
 
 #if ALLOCSCOPE_HAVE_ZLIB || ALLOCSCOPE_HAVE_MMAP
 namespace {
-// Chunks of input made on a second thread (inflated, or read from a file) while this one parses them: inflating and
-// parsing take about as long each (1M events: 0.23 s and 0.22 s), so a .gz loads in about the time of one of them
-// on two cores, and a plain file's reads and page faults leave the parser's core. Chunks of 4 MB travel through a
-// queue of at most three, their buffers reused (memory stays bounded); an error on either side stops the other.
 // A chunk's bytes, left uninitialised when it grows: they are always written (read or inflated into) before they
 // are parsed, and zeroing a fresh 4 MB buffer first was a memset the parser waited for at the start of a load.
 template <class T>
@@ -131,6 +127,10 @@ struct UninitAllocator : std::allocator<T> {
 };
 using Chunk = std::vector<uint8_t, UninitAllocator<uint8_t>>;
 
+// Chunks of input made on a second thread (inflated, or read from a file) while this one parses them: inflating and
+// parsing take about as long each (1M events: 0.23 s and 0.22 s), so a .gz loads in about the time of one of them
+// on two cores, and a plain file's reads and page faults leave the parser's core. Chunks of 4 MB travel through a
+// queue of at most three, their buffers reused (memory stays bounded); an error on either side stops the other.
 class ChunkPipe {
  public:
   static constexpr size_t kChunk = 4u << 20, kQueued = 3;
