@@ -98,6 +98,44 @@ TEST(CliAnswers, Oom) {
   EXPECT_NE(none.out.find("no out-of-memory"), std::string::npos);
 }
 
+// Each listed stack carries its frames' ids beside their texts, and each site its id: the viewer marks search hits
+// by id (its search runs over the file's frame table). An id must name the frame whose text it stands beside.
+void expect_ids_name_the_frames(const Snapshot& s, const nlohmann::json& row) {
+  const auto& texts = row["frames"];
+  const auto& ids = row["frame_ids"];
+  ASSERT_EQ(texts.size(), ids.size()) << row.dump();
+  ASSERT_FALSE(ids.empty()) << row.dump();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const uint32_t id = ids[k].get<uint32_t>();
+    ASSERT_LT(id, s.frames.size());
+    const std::string text = texts[k].get<std::string>();
+    // "file:line:name", the file cut to its base name
+    EXPECT_NE(text.rfind(":" + std::string(s.str(s.frames[id].name))), std::string::npos) << text;
+    EXPECT_EQ(text.rfind(":" + std::string(s.str(s.frames[id].name))) + 1 + s.str(s.frames[id].name).size(), text.size()) << text;
+    EXPECT_NE(text.find(":" + std::to_string(s.frames[id].line) + ":"), std::string::npos) << text;
+  }
+  const uint32_t site = row["site"]["id"].get<uint32_t>();
+  ASSERT_LT(site, s.frames.size());
+  EXPECT_EQ(row["site"]["name"].get<std::string>(), s.str(s.frames[site].name));
+  EXPECT_EQ(row["site"]["filename"].get<std::string>(), s.str(s.frames[site].filename));
+  EXPECT_EQ(row["site"]["line"].get<int64_t>(), s.frames[site].line);
+}
+
+TEST(CliAnswers, StacksAndSitesCarryTheirFrameIds) {
+  const Loaded* leak = load("transformer_leak");
+  ASSERT_NE(leak, nullptr);
+  const nlohmann::json l = json_of(run({"leaks", "--json", fixture_path("transformer_leak")}));
+  expect_ids_name_the_frames(leak->s, l["devices"][0]["growing"][0]);
+  const Loaded* oom = load("oom");
+  ASSERT_NE(oom, nullptr);
+  const nlohmann::json o = json_of(run({"oom", "--json", fixture_path("oom")}));
+  for (const auto& row : o["ooms"][0]["largest_live"]) expect_ids_name_the_frames(oom->s, row);
+  const Loaded* seed = load("linear_seed");
+  ASSERT_NE(seed, nullptr);
+  const nlohmann::json p = json_of(run({"peak", "--json", fixture_path("linear_seed")}));
+  for (const auto& row : p["devices"][0]["largest"]) expect_ids_name_the_frames(seed->s, row);
+}
+
 TEST(CliAnswers, DiffRanks) {
   const CliRun t = run({"diff", fixture_path("ddp_rank0"), fixture_path("ddp_rank1")});
   ASSERT_EQ(t.code, 0) << t.err;

@@ -196,6 +196,19 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
   await page.waitForTimeout(300);
   ok(/step=/.test(await page.evaluate(() => location.hash)), 'arrow keys move the state and the hash follows');
   await page.screenshot({ path: path.join(artifacts, 'state-resnet50.png') });
+  // A card shown on a hover follows a search typed afterwards, without another hover (it used to wait for one).
+  const stateBox = await page.locator('#view canvas').boundingBox();
+  let hovered = '';
+  for (let x = 12; x < stateBox.width && !hovered; x += 6) {
+    await page.mouse.move(stateBox.x + x, stateBox.y + 19);
+    hovered = await page.waitForSelector('#detail:not(.hidden) .alloc-card .stack .fn', { timeout: 300 })
+      .then(() => page.textContent('#detail .stack .fn')).catch(() => '');
+  }
+  ok(hovered !== '', `a hover over a block shows its stack (${hovered})`);
+  await page.fill('#search', hovered.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+  const cardMarked = await page.waitForSelector("#detail .stack .hit", { timeout: 10000 }).then(() => true).catch(() => false);
+  ok(cardMarked, 'the hovered block\'s card marks the frame the new search matches, without another hover');
+  await page.fill('#search', '');
   eq(await open(['resnet50_train.pickle'], 'flame'), 'ready', 'flame graph reaches ready');
   await page.waitForTimeout(300);
   eq(Number(await attr('[data-total]', 'data-total')), golden('resnet50_train', 'memoryviz.json').devices['0'].peak_active_bytes,
@@ -216,6 +229,64 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     if (reason) eq(await attr('[data-leak]', 'data-reason'), reason, `${f}: why not judged`);
     if (want !== 'no') await page.screenshot({ path: path.join(artifacts, `leaks-${path.basename(f).replace(/\.pickle(\.gz)?$/, '')}.png`) });
   }
+  // The search box marks the answer views' stacks and rows (Peak, Leaks, OOM) by frame id, as the detail card does;
+  // they used to ignore it. The oracle is the regex itself on the texts shown: a stack line is marked exactly when
+  // its text matches, a row with a stack when its site or one of its lines does, a Peak site row when its site does.
+  const marksAgree = (src) => page.evaluate((src) => {
+    const rx = new RegExp(src, 'i');
+    const wrong = [];
+    let marked = 0, rows = 0;
+    for (const line of document.querySelectorAll('#view [data-frame]'))
+      if (line.classList.contains('hit') !== rx.test(line.textContent.trim())) wrong.push(`line ${line.textContent.trim()}`);
+    for (const row of document.querySelectorAll('#view tr[data-frames]')) {
+      rows += 1;
+      marked += row.classList.contains('hit') ? 1 : 0;
+      const lines = [...row.querySelectorAll('[data-frame]')].map((l) => l.textContent.trim());
+      const site = (row.querySelector('summary, td.mono') || {}).textContent || '';
+      if (!lines.length && row.classList.contains('clickable')) continue;  // Peak's largest: its stack is in the card
+      if (row.classList.contains('hit') !== (rx.test(site) || lines.some((t) => rx.test(t)))) wrong.push(`row ${site}`);
+    }
+    return { wrong, marked, rows, note: (document.querySelector('.peak-search, .leaks-search, .oom-search') || {}).textContent };
+  }, src);
+  const searchNoted = (sel) => page.waitForFunction((s) => /^search: /.test((document.querySelector(s) || {}).textContent || ''),
+                                                   sel, { timeout: 15000 }).catch(() => null);
+  for (const [f, view, sel, first, second] of [
+    ['external/pt26_cs336_html_padded.pickle.gz', 'peak', '.peak-search', 'swiglu', 'benchmark_model'],
+    ['external/pt26_cs336_html_padded.pickle.gz', 'leaks', '.leaks-search', 'swiglu', ':15:forward'],
+    ['oom_causes/oom_fragmentation_streams.pickle.gz', 'oom', '.oom-search', ':48:run_case', ':50:run_case']]) {
+    await page.goto('about:blank');
+    await page.goto(`${origin}/app/?url=${encodeURIComponent('/fixtures/' + f)}#view=${view}&search=${encodeURIComponent(first)}`);
+    eq(await waitState(page, ['ready', 'error'], 90000), 'ready', `${view}: a link with a search paints`);
+    await searchNoted(sel);
+    for (const src of [first, second]) {
+      if (src === second) {
+        await page.fill('#search', src);
+        await page.waitForFunction(([s, t]) => (document.querySelector(s) || {}).textContent !== t, [sel, (await marksAgree(first)).note],
+                                   { timeout: 15000 }).catch(() => null);
+      }
+      const m = await marksAgree(src);
+      ok(m.wrong.length === 0 && m.marked > 0 && m.marked < m.rows && m.note === `search: ${m.marked} of ${m.rows} rows list a matching frame (marked)`,
+         `${view}: /${src}/ marks the rows and lines that match, and only those (${m.marked} of ${m.rows}; ${m.note}; wrong: ${m.wrong.slice(0, 3).join(', ')})`);
+    }
+    if (view === 'peak') {
+      // Two largest allocations (sites linear.py:15:forward) list benchmark.py:117:benchmark_model in their stacks: their
+      // rows are marked though their sites do not match, and the card a click opens marks that frame.
+      const row = page.locator('#view tr.clickable.hit').filter({ hasNotText: /benchmark_model/ }).first();
+      eq(await row.count(), 1, 'peak: a largest allocation is marked by a frame deeper than its site');
+      await row.click();
+      await page.waitForSelector('#detail:not(.hidden) .stack', { timeout: 10000 }).catch(() => null);
+      const hits = await page.$$eval('#detail .stack .hit', (es) => es.map((e) => e.textContent));
+      ok(hits.length > 0 && hits.every((t) => /benchmark_model/.test(t)), `peak: its card marks the matching frame (${hits.slice(0, 2).join(' | ')})`);
+    }
+  }
+  // Segments are not searched: the toolbar says so rather than ignoring the box.
+  await page.goto('about:blank');
+  await page.goto(`${origin}/app/?url=${encodeURIComponent('/fixtures/resnet50_train.pickle')}#view=segments&search=conv`);
+  eq(await waitState(page, ['ready', 'error'], 60000), 'ready', 'segments: a link with a search paints');
+  const segInfo = await page.waitForFunction(() => /segments are not searched/.test(document.querySelector('.timeline-info').textContent),
+                                             null, { timeout: 15000 }).then(() => page.textContent('.timeline-info')).catch(() => '');
+  ok(/segments are not searched: Active memory \(1\) marks the allocations that match/.test(segInfo), `segments: the toolbar says the search does not apply (${segInfo.slice(-90)})`);
+
   eq(await open(['oom.pickle'], 'oom'), 'ready', 'OOM view reaches ready');
   eq(Number(await attr('[data-ooms]', 'data-ooms')), golden('oom', 'facts.json').actions.oom, 'OOM view lists every oom event');
   await page.screenshot({ path: path.join(artifacts, 'oom.png') });

@@ -2,7 +2,7 @@
 // stay alive across optimizer steps (held, not growing). Iterations come from optimizer annotations or the trace's
 // repeating pattern.
 import { bytes, count, el } from '../format.js';
-import { siteText, stackList, sparkline } from './widgets.js';
+import { markSearch, rowFrames, siteText, stackList, sparkline } from './widgets.js';
 
 // `unit` is what the boundaries are: 'iteration', or 'repeat' where they all run inside module forwards.
 function groupTable(groups, kind, st, unit) {
@@ -10,8 +10,8 @@ function groupTable(groups, kind, st, unit) {
     el('th', { class: 'num', text: kind === 'held' ? 'held' : `growth / ${unit}` }),
     el('th', { class: 'num', text: 'allocations' }), el('th', { text: `alive at each ${unit}` })));
   for (const g of groups) {
-    const frames = el('details', null, el('summary', { class: 'mono', text: siteText(g) }), stackList(g.frames, st));
-    t.append(el('tr', null, el('td', null, frames), el('td', { text: g.category }),
+    const frames = el('details', null, el('summary', { class: 'mono', text: siteText(g) }), stackList(g.frames, st, g.frame_ids));
+    t.append(el('tr', rowFrames(g), el('td', null, frames), el('td', { text: g.category }),
       el('td', { class: 'num', text: bytes(g.bytes_per_iteration) }), el('td', { class: 'num', text: count(g.allocations) }),
       el('td', { title: g.alive_bytes.map(bytes).join(' → ') }, sparkline(g.alive_bytes, 140, 26))));
   }
@@ -27,6 +27,9 @@ export default {
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();
+    const searchNote = el('p', { class: 'fine leaks-search' });
+    const search = markSearch(ctx, f, searchNote, () => [root]);
+    let drawn = false;
     (async () => {
       const r = (await ctx.call({ method: 'leaks', id: f.id, device })).body;
       root.append(el('h2', { text: `Leaks and held memory on cuda:${device}` }));
@@ -64,7 +67,7 @@ export default {
       } else {
         verdict = el('div', { class: 'verdict', 'data-leak': 'no', text: 'No leak: what each iteration leaves behind does not grow.' });
       }
-      root.append(verdict, el('p', { class: 'fine', text: itText + '.' }));
+      root.append(verdict, el('p', { class: 'fine', text: itText + '.' }), searchNote);
       if (r.library_reservations_left_out)
         root.append(el('p', { class: 'fine', text: `${count(r.library_reservations_left_out)} allocation(s) reserved by a library's own pool (PyTorch's caching allocator, NCCL) are not judged here: open PyTorch's own snapshot for its tensors.` }));
       if (r.total_at_boundary.length === 1) {
@@ -84,8 +87,10 @@ export default {
           el('td', { class: 'num', text: count(c) }), el('td', { class: 'num', text: bytes(r.survivor_bytes[i]) }))));
         root.append(el('h3', { text: `Allocations that outlive their ${unit}` }), t);
       }
+      drawn = true;
       ctx.painted();
+      search();
     })().catch((e) => ctx.fail(e));
-    return { update() {}, destroy() {} };
+    return { update(patch) { if ('search' in patch && drawn) search(); }, destroy() {} };
   },
 };

@@ -1,7 +1,7 @@
 // OOM: for each out-of-memory event, the request against what the driver and the allocator had, the cause (the same
 // decision as `allocscope oom`, made in the core) with what to do, and the largest live allocations.
 import { bytes, count, el, gpuProblem } from '../format.js';
-import { card, siteText, stackList } from './widgets.js';
+import { card, markSearch, rowFrames, siteText, stackList } from './widgets.js';
 
 const CAUSES = {
   request_too_large: 'The request alone is larger than the GPU',
@@ -23,10 +23,13 @@ export default {
     const gpuInput = el('input', { type: 'text', class: 'gpu-input', placeholder: 'h100, a100-40gb, 24gb, 79.18GiB',
       'aria-label': 'GPU', size: 22 });
     const gpuError = el('span', { class: 'muted' });
-    gpuInput.addEventListener('change', () => { gpu = gpuInput.value.trim(); render(); });
+    const searchNote = el('p', { class: 'fine oom-search' });
+    const search = markSearch(ctx, f, searchNote, () => [body]);
+    let drawn = false;
+    gpuInput.addEventListener('change', () => { gpu = gpuInput.value.trim(); render().then(search); });
     root.append(el('h2', { text: 'Out-of-memory events' }),
       el('div', { class: 'toolbar' }, el('label', null, 'GPU (the file does not record it; inferred when empty): ', gpuInput), gpuError),
-      body);
+      searchNote, body);
     const render = async () => {
       let reply, error = '';
       try {
@@ -90,12 +93,12 @@ export default {
           el('button', { type: 'button', onclick: () => ctx.go('flame', { device: o.device, step: o.event }) }, 'Flame graph of live memory')));
         const t = el('table', { class: 'table' }, el('tr', null, el('th', { class: 'num', text: 'size' }), el('th', { text: 'allocated at' })));
         for (const a of o.largest_live)
-          t.append(el('tr', null, el('td', { class: 'num', text: bytes(a.size) }),
-            el('td', null, el('details', null, el('summary', { class: 'mono', text: siteText(a) }), stackList(a.frames)))));
+          t.append(el('tr', rowFrames(a), el('td', { class: 'num', text: bytes(a.size) }),
+            el('td', null, el('details', null, el('summary', { class: 'mono', text: siteText(a) }), stackList(a.frames, null, a.frame_ids)))));
         body.append(el('h3', { text: 'Largest live allocations when it failed' }), t);
       }
     };
-    render().then(() => ctx.painted()).catch((e) => ctx.fail(e));
-    return { update() {}, destroy() {} };
+    render().then(() => { drawn = true; ctx.painted(); search(); }).catch((e) => ctx.fail(e));
+    return { update(patch) { if ('search' in patch && drawn) search(); }, destroy() {} };
   },
 };

@@ -1,7 +1,7 @@
 // Peak: when active memory was highest, what was alive then by category, by allocation site and by size, with
 // links to the flame graph and the allocator state at that moment.
 import { afterEvents, bytes, count, el, micros } from '../format.js';
-import { categoryBar, siteText, stackList, card } from './widgets.js';
+import { categoryBar, markSearch, rowFrames, siteText, stackList, card } from './widgets.js';
 
 export default {
   id: 'peak',
@@ -12,12 +12,16 @@ export default {
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();
+    const searchNote = el('p', { class: 'fine peak-search' });
+    let detailCard = null;  // the stack a click on a largest allocation opened, marked with the rest
+    const search = markSearch(ctx, f, searchNote, () => [root, detailCard]);
+    let drawn = false;
     (async () => {
       const p = (await ctx.call({ method: 'peak', id: f.id, device, top: 25 })).body;
       const ax = (await ctx.call({ method: 'axis', id: f.id, device })).body;
       // time_us is null where the trace records no times (PyTorch 2.0 and 2.1).
       const when = (us) => (us === null || us === undefined ? ' (no times recorded)' : ` at +${micros(us - ax.time_first_us)}`);
-      root.append(el('h2', { text: `Peak memory on cuda:${device}` }));
+      root.append(el('h2', { text: `Peak memory on cuda:${device}` }), searchNote);
       root.append(el('div', { class: 'cards' },
         card('Peak allocated (active)', bytes(p.allocated.bytes), `${afterEvents(p.allocated.step)}${when(p.allocated.time_us)}`,
              { 'data-peak-allocated': p.allocated.bytes, 'data-peak-step': p.allocated.step }),
@@ -35,28 +39,32 @@ export default {
       const sites = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'site (deepest user frame)' }),
         el('th', { class: 'num', text: 'bytes' }), el('th', { class: 'num', text: 'share' }), el('th', { class: 'num', text: 'allocations' })));
       for (const s of p.sites)
-        sites.append(el('tr', null, el('td', { class: 'mono', text: siteText(s) }),
+        sites.append(el('tr', rowFrames(s), el('td', { class: 'mono', text: siteText(s) }),
           el('td', { class: 'num', text: bytes(s.bytes) }), el('td', { class: 'num', text: `${(100 * s.bytes / Math.max(1, p.allocated.bytes)).toFixed(1)}%` }),
           el('td', { class: 'num', text: count(s.count) })));
       root.append(el('h3', { text: 'By allocation site' }), sites);
       const largest = el('table', { class: 'table' }, el('tr', null, el('th', { class: 'num', text: 'size' }),
         el('th', { text: 'alive' }), el('th', { text: 'category' }), el('th', { text: 'allocated at' })));
       p.largest.forEach((a, i) => {
-        const tr = el('tr', { class: 'clickable', title: 'show details' },
+        const tr = el('tr', Object.assign({ class: 'clickable', title: 'show details' }, rowFrames(a)),
           el('td', { class: 'num', text: bytes(a.size) }),
           el('td', { class: 'fine', text: `events ${a.birth_step === 0 ? 'before trace' : count(a.birth_step - 1)} – ${a.death_step === null ? 'end' : count(a.death_step - 1)}` }),
           el('td', { text: a.category || '' }),
           el('td', { class: 'mono', text: siteText(a) }));
         tr.addEventListener('click', async () => {
           const d = (await ctx.call({ method: 'allocation', id: f.id, device, row: p.largest_rows[i] })).body;
-          ctx.detail(el('div', null, el('h4', { text: `${bytes(d.size)} at ${d.address}` }),
-            el('div', { class: 'fine', text: `${d.category ? d.category + ' · ' : ''}${d.origin}` }), stackList(d.frames, ctx.state)));
+          detailCard = el('div', null, el('h4', { text: `${bytes(d.size)} at ${d.address}` }),
+            el('div', { class: 'fine', text: `${d.category ? d.category + ' · ' : ''}${d.origin}` }), stackList(d.frames, ctx.state));
+          ctx.detail(detailCard);
+          search();
         });
         largest.append(tr);
       });
       root.append(el('h3', { text: 'Largest allocations alive at the peak' }), largest);
+      drawn = true;
       ctx.painted();
+      search();
     })().catch((e) => ctx.fail(e));
-    return { update() {}, destroy() {} };
+    return { update(patch) { if ('search' in patch && drawn) search(); }, destroy() {} };
   },
 };

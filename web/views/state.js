@@ -160,6 +160,13 @@ export default {
       if (i === hover) return;
       hover = i;
       draw();
+      showCard(i);
+    }
+
+    // The card of block i (none for -1): on a hover, and again when the search or the frame filter changes under it.
+    let cardSeq = 0;
+    async function showCard(i) {
+      const my = ++cardSeq;  // a later card (another block, search or filter) replaces this one's late answer
       if (i < 0) { ctx.detail(null); return; }
       const row = data.blobs.blk_row[i];
       const sizeText = `${bytes(data.blobs.blk_size[i])} block, ${bytes(data.blobs.blk_requested[i])} requested`;
@@ -170,7 +177,7 @@ export default {
       }
       const a = await ctx.call({ method: 'allocation', id: f.id, device, row });
       const hits = await frameHits(ctx.call, f, st.search).catch(() => null);  // too slow or failed: no marks
-      if (hover !== i) return;
+      if (hover !== i || my !== cardSeq || destroyed) return;
       ctx.detail(allocationCard(Object.assign(a.body, { block_size: data.blobs.blk_size[i] }),
         { filter: st.filterFrames, hits, timeFirst, timed: deviceTimed(f.info, device),
           onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) }));
@@ -206,7 +213,7 @@ export default {
     const stop = onResize(wrap, draw);
     start().catch((e) => ctx.fail(e));
     return {
-      update() {},
+      update(patch) { if (('search' in patch || 'filterFrames' in patch) && data && hover >= 0) showCard(hover); },
       destroy() { destroyed = true; document.removeEventListener('keydown', onKey); stop(); },
     };
   },

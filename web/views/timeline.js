@@ -6,7 +6,7 @@ import { fitCanvas, theme, onResize } from '../canvas.js';
 import { Zoom, latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
 import { Strip } from '../annotations.js';
-import { knownHits, matchRows } from '../search.js';
+import { frameHits, knownHits, matchRows, searchFailure } from '../search.js';
 import { categoryColour, CATEGORIES } from './widgets.js';
 import { drawYGrid, drawBands, outlineRows, drawLife, drawXAxis, PlotSnapshot } from './bands.js';
 
@@ -339,9 +339,18 @@ export function timelineView(kind) {
       if (st.axis === 'time') x = (await ctx.call({ method: 'axis', id: f.id, device, steps: [peakStep] })).body.times[0];
       zoom.centre(x);
     }
+    // Segments are not marked (a segment holds many allocations, each with its own stack): the toolbar says so, and
+    // the card still marks the frames of the segment's own stack that match.
+    async function segmentSearch(text) {
+      text = (text || '').trim();
+      if (!text) return { mask: null, info: '' };
+      let failure = '';
+      try { await frameHits(ctx.call, f, text); } catch (e) { failure = ` (${searchFailure(f, e)})`; }
+      return { mask: null, info: `segments are not searched: Active memory (1) marks the allocations that match${failure}` };
+    }
     async function runSearch() {
       const text = st.search;
-      const m = K.search ? await matchRows(ctx.call, f, device, text) : { mask: null, info: '' };
+      const m = K.search ? await matchRows(ctx.call, f, device, text) : await segmentSearch(text);
       if (destroyed || text !== st.search) return;  // the box changed meanwhile: its own search answers
       mask = m.mask;
       searchInfo = m.info;

@@ -1,5 +1,6 @@
 // Small DOM pieces the answer views share: cards, a category bar with legend, a stack list.
 import { bytes, count, el, lineText } from '../format.js';
+import { frameHits, isAddress, searchFailure } from '../search.js';
 
 export function card(label, value, sub, attrs) {
   return el('div', Object.assign({ class: 'card' }, attrs || {}),
@@ -42,17 +43,72 @@ export function siteText(row) {
   return row && row.site ? row.site.text : '<no frames>';
 }
 
-// frames: ["file:line:name", ...] innermost first, or [[name, file, line, shown], ...]
-export function stackList(frames, st) {
+// frames: ["file:line:name", ...] innermost first, with ids (the answers' frame_ids) beside them, or
+// [[name, file, line, shown, id], ...] (the bridge's frames). Each line carries its frame id, for markSearch.
+export function stackList(frames, st, ids) {
   const box = el('div', { class: 'stack' });
   if (!frames || !frames.length) box.append(el('div', { class: 'fine', text: '(no frames recorded)' }));
-  for (const f of frames || []) {
+  (frames || []).forEach((f, i) => {
+    let line, id;
     if (Array.isArray(f)) {
-      if (st && st.filterFrames && !f[3]) continue;
-      box.append(el('div', null, el('span', { class: 'fn', text: f[0] }), el('span', { class: 'fine', text: `  ${f[1]}:${lineText(f[2])}` })));
-    } else box.append(el('div', { text: f }));
-  }
+      if (st && st.filterFrames && !f[3]) return;
+      line = el('div', null, el('span', { class: 'fn', text: f[0] }), el('span', { class: 'fine', text: `  ${f[1]}:${lineText(f[2])}` }));
+      id = f[4];
+    } else {
+      line = el('div', { text: f });
+      id = ids ? ids[i] : undefined;
+    }
+    if (Number.isInteger(id)) line.dataset.frame = String(id);
+    box.append(line);
+  });
   return box;
+}
+
+// The frame ids an answer's row lists (its site and its stack): the attribute markSearch reads to mark the row.
+export function rowFrames(row) {
+  const ids = (row.frame_ids || []).slice();
+  if (row.site && Number.isInteger(row.site.id)) ids.push(row.site.id);
+  return { 'data-frames': ids.join(' ') };
+}
+
+// Marks, under each node, the stack lines (data-frame) and rows (data-frames) that list a frame in `hits` (a Set of
+// frame ids, or null for none). -> {rows: rows under the nodes, marked: rows marked}.
+export function markHits(nodes, hits) {
+  let rows = 0, marked = 0;
+  for (const node of nodes) {
+    if (!node) continue;
+    for (const line of node.querySelectorAll('[data-frame]'))
+      line.classList.toggle('hit', !!hits && hits.has(Number(line.dataset.frame)));
+    for (const row of node.querySelectorAll('[data-frames]')) {
+      const on = !!hits && row.dataset.frames.split(' ').some((id) => id !== '' && hits.has(Number(id)));
+      row.classList.toggle('hit', on);
+      rows += 1;
+      marked += on ? 1 : 0;
+    }
+  }
+  return { rows, marked };
+}
+
+// The search box over an answer view's stacks and sites (Peak, Leaks, OOM): the frames it matches are marked, as in
+// the detail card and the flame graph, and `note` says how many rows list one. nodes() gives the nodes to mark (the
+// view's root, and a detail card it opened). -> apply(), to call when the view is drawn and when the search changes.
+export function markSearch(ctx, f, note, nodes) {
+  const st = ctx.state;
+  return async function apply() {
+    const text = (st.search || '').trim();
+    let hits = null, line = '';
+    if (text && isAddress(text)) line = 'an address search marks allocations in Active memory and Diff, not here';
+    else if (text) {
+      try {
+        hits = await frameHits(ctx.call, f, text);
+        if (!hits) line = 'invalid regular expression';
+      } catch (e) { line = searchFailure(f, e); }
+      if (text !== (st.search || '').trim()) return;  // the box changed meanwhile: its own search answers
+    }
+    const m = markHits(nodes(), hits);
+    if (hits) line = `search: ${count(m.marked)} of ${count(m.rows)} rows list a matching frame (marked)`;
+    note.textContent = line;
+  };
 }
 
 export function sparkline(values, width, height, colourCss) {

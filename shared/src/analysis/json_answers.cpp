@@ -12,15 +12,16 @@ using json_detail::Json;
 namespace {
 
 Json row(const Snapshot& s, const FrameFilter& ff, const DeviceLifetimes& lt, uint32_t i) {
-  return Json{{"row", i},
-              {"addr", lt.addr[i]},
-              {"addr_hex", json_detail::hex(lt.addr[i])},
-              {"size", lt.size[i]},
-              {"stream", lt.stream[i]},
-              {"birth_step", lt.birth_step(i)},
-              {"death_step", lt.free_event[i] == kNoEvent ? Json(nullptr) : Json(lt.death_step(i))},
-              {"site", json_detail::frame(s, ff.site(lt.stack[i]))},
-              {"frames", json_detail::stack(s, lt.stack[i])}};
+  Json o{{"row", i},
+         {"addr", lt.addr[i]},
+         {"addr_hex", json_detail::hex(lt.addr[i])},
+         {"size", lt.size[i]},
+         {"stream", lt.stream[i]},
+         {"birth_step", lt.birth_step(i)},
+         {"death_step", lt.free_event[i] == kNoEvent ? Json(nullptr) : Json(lt.death_step(i))},
+         {"site", json_detail::frame(s, ff.site(lt.stack[i]))}};
+  json_detail::add_stack(o, s, lt.stack[i]);
+  return o;
 }
 
 Json categories_obj(const std::array<uint64_t, kCategoryCount>& bytes, const std::array<uint32_t, kCategoryCount>& count) {
@@ -31,13 +32,14 @@ Json categories_obj(const std::array<uint64_t, kCategoryCount>& bytes, const std
 }
 
 Json group(const Snapshot& s, const LeakGroup& g) {
-  return Json{{"site", json_detail::frame(s, g.site)},
-              {"category", std::string(category_name(g.category))},
-              {"bytes_per_iteration", g.bytes_per_iteration},
-              {"allocations", g.allocations},
-              {"alive_count", g.alive_count},
-              {"alive_bytes", g.alive_bytes},
-              {"frames", json_detail::stack(s, g.stack)}};
+  Json o{{"site", json_detail::frame(s, g.site)},
+         {"category", std::string(category_name(g.category))},
+         {"bytes_per_iteration", g.bytes_per_iteration},
+         {"allocations", g.allocations},
+         {"alive_count", g.alive_count},
+         {"alive_bytes", g.alive_bytes}};
+  json_detail::add_stack(o, s, g.stack);
+  return o;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "allocscope/frame_filter.h"
 #include "allocscope/memviz.h"
@@ -19,7 +20,8 @@ inline Json line_json(const Frame& fr) {
   return fr.line_unsigned ? Json(line_text(fr)) : Json(fr.line);
 }
 
-// A frame as {"name", "filename", "line", "text"} (null for kNoFrame).
+// A frame as {"name", "filename", "line", "text", "id"} (null for kNoFrame). The id is the frame's index in the
+// file's frame table: the viewer marks search hits by it (its search ran over that table's texts).
 inline Json frame(const Snapshot& s, FrameId f) {
   if (f >= s.frames.size()) return nullptr;
   const Frame& fr = s.frames[f];
@@ -27,20 +29,33 @@ inline Json frame(const Snapshot& s, FrameId f) {
               {"filename", std::string(s.str(fr.filename))},
               // A line above 2^63 (torch.compile's 2^64-1) as its exact text: JSON readers would round the number.
               {"line", line_json(fr)},
-              {"text", FrameFilter::site_text(s, f)}};
+              {"text", FrameFilter::site_text(s, f)},
+              {"id", f}};
 }
 
-// A stack as its frames' "file:line:name" texts, innermost first (PyTorch's order), without the frames PyTorch's
-// flame graphs hide (the unwinder's own, the interpreter loop, dispatcher glue).
-inline Json stack(const Snapshot& s, StackId id, size_t max_frames = 64) {
-  Json a = Json::array();
+// The frames a stack lists, innermost first (PyTorch's order), without the frames PyTorch's flame graphs hide (the
+// unwinder's own, the interpreter loop, dispatcher glue), at most max_frames of them.
+inline std::vector<FrameId> listed_frames(const Snapshot& s, StackId id, size_t max_frames = 64) {
+  std::vector<FrameId> out;
   for (FrameId f : s.stack(id)) {
-    if (a.size() >= max_frames) break;
+    if (out.size() >= max_frames) break;
     if (f >= s.frames.size()) continue;
     const Frame& fr = s.frames[f];
-    if (memviz::frame_filter(s.str(fr.name), s.str(fr.filename))) a.push_back(FrameFilter::format(s, f));
+    if (memviz::frame_filter(s.str(fr.name), s.str(fr.filename))) out.push_back(f);
   }
-  return a;
+  return out;
+}
+
+// A stack's listed frames as two keys of `o`: "frames", their "file:line:name" texts, and "frame_ids", their ids in
+// the file's frame table (as in frame() above), in the same order.
+inline void add_stack(Json& o, const Snapshot& s, StackId id) {
+  Json texts = Json::array(), ids = Json::array();
+  for (FrameId f : listed_frames(s, id)) {
+    texts.push_back(FrameFilter::format(s, f));
+    ids.push_back(f);
+  }
+  o["frames"] = std::move(texts);
+  o["frame_ids"] = std::move(ids);
 }
 
 // An address as "0x..." text: JSON numbers above 2^53 lose precision in JavaScript, so every address also goes out

@@ -17,9 +17,12 @@ std::string to_json(const Snapshot& s, const Lifetimes& lifetimes, const std::ve
   for (const OomReport& o : reports) {
     Json top = Json::array();
     if (const DeviceLifetimes* lt = lifetimes.device(o.device)) {
-      for (uint32_t i : o.top_rows)
-        top.push_back({{"addr", lt->addr[i]}, {"addr_hex", json_detail::hex(lt->addr[i])}, {"size", lt->size[i]},
-                       {"site", json_detail::frame(s, ff.site(lt->stack[i]))}, {"frames", json_detail::stack(s, lt->stack[i])}});
+      for (uint32_t i : o.top_rows) {
+        Json row{{"addr", lt->addr[i]}, {"addr_hex", json_detail::hex(lt->addr[i])}, {"size", lt->size[i]},
+                 {"site", json_detail::frame(s, ff.site(lt->stack[i]))}};
+        json_detail::add_stack(row, s, lt->stack[i]);
+        top.push_back(std::move(row));
+      }
     }
     a.push_back({{"device", o.device},
                  {"event", o.event},
