@@ -28,6 +28,15 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     await page.screenshot({ path: path.join(artifacts, `timeline-${base}.png`) });
   }
 
+  // A page PyTorch's trace_plot wrote (tests/fixtures/pages) opens as the snapshot it carries, streamed like any file,
+  // and a gzipped one too: the same peak as PyTorch's for that snapshot.
+  for (const [page, base] of [['pages/linear_seed.trace_plot.html', 'linear_seed'], ['pages/gpt2_cpp.trace_plot.html.gz', 'gpt2_cpp']]) {
+    const mv = golden(base, 'memoryviz.json');
+    eq(await open([page], 'timeline'), 'ready', `${page}: PyTorch's trace_plot page opens`);
+    eq(Number(await attr('[data-peak-bytes]', 'data-peak-bytes')), mv.devices[Object.keys(mv.devices)[0]].peak_active_bytes,
+       `${page}: the timeline's peak equals PyTorch's for the snapshot it carries`);
+  }
+
   // Interactions on resnet50: hover shows a stack, click pins, keys zoom, t toggles the axis, search marks hits.
   await open(['resnet50_train.pickle'], 'timeline');
   await page.waitForTimeout(300);

@@ -96,6 +96,31 @@ TEST(Binary, NotASnapshot) {
   expect_one_line_error(clitest::run_cli({"stats", clitest::temp_path("missing.pickle")}), "missing file");
 }
 
+// A page written by PyTorch's trace_plot or segment_plot (tests/fixtures/pages, PyTorch 2.11) is the snapshot it
+// carries: the drop-ins print what PyTorch prints for that snapshot, from a file, gzipped, or on stdin. A torch.save
+// zip is named as one.
+TEST(Binary, PyTorchsPagesOpenAsTheirSnapshot) {
+  const std::string pages = clitest::fixtures_dir() + "/pages/";
+  for (const char* page : {"linear_seed.trace_plot.html", "linear_seed.segment_plot.html"}) {
+    const auto r = clitest::run_cli({"stats", pages + page});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, clitest::read_text(clitest::expected_path("linear_seed", "stats.txt"))) << page;
+  }
+  const auto gz = clitest::run_cli({"segments", pages + "gpt2_cpp.trace_plot.html.gz"});
+  ASSERT_EQ(gz.exit_code, 0) << gz.err;
+  EXPECT_EQ(gz.out, clitest::read_text(clitest::expected_path("gpt2_cpp", "segments.folded")));
+  const auto piped = clitest::run_cli({"trace", "-"}, pages + "expandable_segments.trace_plot.html");
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  const std::string golden = clitest::read_text(clitest::expected_path("expandable_segments", "trace.txt"));
+  EXPECT_EQ(piped.out.substr(0, piped.out.rfind("TOTAL MEM")), golden.substr(0, golden.rfind("TOTAL MEM")));
+  const std::string zip = clitest::temp_path("snapshot.pt");
+  clitest::write_bytes(zip, std::string("PK\x03\x04", 4) + std::string(200, '\0'));
+  const auto refused = clitest::run_cli({"summary", zip});
+  expect_one_line_error(refused, "torch.save zip");
+  EXPECT_NE(refused.err.find("a zip archive (torch.save writes these)"), std::string::npos) << refused.err;
+  std::remove(zip.c_str());
+}
+
 // "-" reads the snapshot from stdin, as `_memory_viz.py` allows; gzip is detected there too.
 TEST(Binary, DashReadsStdin) {
   const auto plain = clitest::run_cli({"stats", "-"}, clitest::snapshot_path("oom"));

@@ -102,6 +102,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  // A page PyTorch's trace_plot wrote (it carries the snapshot as base64 in a JSON list): the loader opens it.
+  if (auto page = allocscope::read_file((fixtures / "pages/linear_seed.trace_plot.html").string()); page.ok())
+    put_both("page_trace_plot", page.value());
+
   // Hand-made pickles for opcodes the fixtures do not use (protocol 0 text, protocol 5 buffers, sets, tuples).
   put_both("p0_dict", lit("(dp0\nVdevice_traces\np1\n(lp2\n(lp3\n(dp4\nVaction\np5\nValloc\np6\nsVsize\np7\nI512\n"
                           "sVaddr\np8\nL140207261220864L\nsVtime_us\np9\nF1.5\nsVframes\np10\n(lp11\n(dp12\nVname\n"

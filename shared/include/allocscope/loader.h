@@ -52,7 +52,8 @@ Status gunzip_chunks(std::span<const uint8_t> bytes, uint64_t max_out,
                      const std::function<Status(std::span<const uint8_t>)>& sink, size_t chunk = 4u << 20,
                      const std::function<void(uint64_t, uint64_t)>& progress = {});
 
-// Parses a snapshot pickle. gzip input is inflated as it is parsed (natively).
+// Parses a snapshot pickle. gzip input is inflated as it is parsed (natively); a page written by PyTorch's trace_plot
+// or segment_plot opens as the snapshot it carries.
 Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions& options = {});
 
 // Loads a snapshot from raw pickle bytes fed in order, in chunks of any size (as a browser's DecompressionStream
@@ -73,13 +74,14 @@ class SnapshotStream {
   std::unique_ptr<State> s_;
 };
 
-// A snapshot's first byte is gzip's (0x1f) or a pickle opcode: anything else is refused at byte 0 before a stream
-// without end (/dev/zero, a device, a pipe of something else) is read until memory runs out.
-Status check_first_byte(uint8_t first);
+// A snapshot starts as gzip (0x1f), a pickle opcode, or a PyTorch trace_plot / segment_plot page (which carries
+// one): anything else is refused at byte 0 before a stream without end (/dev/zero, a device, a pipe of something
+// else) is read until memory runs out, and a zip archive (torch.save) or JSON is named, with what to do.
+Status check_snapshot_start(std::span<const uint8_t> head);
 
 // Reads a whole file (errors name the path).
 Result<std::vector<uint8_t>> read_file(const std::string& path);
-// The same for a snapshot: a first byte check_first_byte refuses stops the read there.
+// The same for a snapshot: a start check_snapshot_start refuses stops the read there.
 Result<std::vector<uint8_t>> read_snapshot_bytes(const std::string& path);
 Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& options = {});
 

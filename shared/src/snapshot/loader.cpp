@@ -10,6 +10,7 @@
 #include <new>
 
 #include "snapshot/builder.h"
+#include "snapshot/page.h"
 #include "util/parallel.h"
 
 // Native builds map files; WebAssembly never reads files (the browser hands it bytes).
@@ -63,6 +64,17 @@ uint64_t inflated_size_hint(std::span<const uint8_t> gz) {
   return gz.size() * 4;
 }
 
+// A trace_plot / segment_plot page opens as the snapshot it carries; an error inside that snapshot says so.
+Result<Snapshot> load_page(std::span<const uint8_t> page, const LoadOptions& options) {
+  auto inner = detail::snapshot_in_page(page);
+  if (!inner.ok()) return inner.error();
+  if (detail::starts_as_page(inner.value()))
+    return Error{"the snapshot this page carries is another page, not a pickle", 0};
+  auto snap = load_snapshot(inner.value(), options);
+  if (!snap.ok()) return Error{"in the snapshot this trace_plot / segment_plot page carries, " + snap.error().describe()};
+  return snap;
+}
+
 }  // namespace
 
 struct SnapshotStream::State {
@@ -72,6 +84,9 @@ struct SnapshotStream::State {
   detail::Builder builder;
   pickle::Reader reader;
   uint64_t fed = 0;
+  // A trace_plot / segment_plot page is kept whole and opened at finish(): its snapshot is one base64 string.
+  bool page = false;
+  std::vector<uint8_t> page_bytes;
 };
 
 SnapshotStream::SnapshotStream(const LoadOptions& options, uint64_t size_hint) : s_(new State(options)) {
@@ -84,14 +99,23 @@ SnapshotStream::~SnapshotStream() = default;
 uint64_t SnapshotStream::bytes_fed() const { return s_->fed; }
 
 Status SnapshotStream::feed(std::span<const uint8_t> chunk) {
-  if (s_->fed == 0 && is_gzip(chunk))
-    return Error{"this is gzip data; inflate it before feeding the stream (load_snapshot does it)", 0};
+  if (s_->fed == 0 && !chunk.empty()) {
+    if (is_gzip(chunk))
+      return Error{"this is gzip data; inflate it before feeding the stream (load_snapshot does it)", 0};
+    ALLOCSCOPE_RETURN_IF_ERROR(detail::refuse_known_non_snapshots(chunk));
+    if ((s_->page = detail::starts_as_page(chunk))) s_->snap = Snapshot();  // columns reserved for a pickle: unused
+  }
   s_->fed += chunk.size();
+  if (s_->page) {
+    s_->page_bytes.insert(s_->page_bytes.end(), chunk.begin(), chunk.end());
+    return {};
+  }
   return s_->reader.feed(chunk);
 }
 
 Result<Snapshot> SnapshotStream::finish() {
   if (s_->fed == 0) return Error{"the file is empty; expected a pickled memory snapshot", 0};
+  if (s_->page) return load_page(std::exchange(s_->page_bytes, {}), s_->options);
   auto root = s_->reader.finish();
   if (!root.ok()) return root.error();
   ALLOCSCOPE_RETURN_IF_ERROR(s_->builder.finish(s_->reader, root.value()));
@@ -286,6 +310,8 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
     return done;
   }
   if (bytes.empty()) return Error{"the file is empty; expected a pickled memory snapshot", 0};
+  ALLOCSCOPE_RETURN_IF_ERROR(detail::refuse_known_non_snapshots(bytes));
+  if (detail::starts_as_page(bytes)) return load_page(bytes, options);
   Snapshot snap;
   snap.source_bytes = bytes.size();
   reserve_columns(snap.events, bytes.size());
@@ -303,9 +329,11 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   return snap;
 }
 
-Status check_first_byte(uint8_t first) {
-  if (first == 0x1f || pickle::opcode_name(first) != nullptr) return {};
-  return Error{"not a snapshot: its first byte " + pickle::opcode_label(first) +
+Status check_snapshot_start(std::span<const uint8_t> head) {
+  if (head.empty() || is_gzip(head) || detail::starts_as_page(head)) return {};
+  ALLOCSCOPE_RETURN_IF_ERROR(detail::refuse_known_non_snapshots(head));
+  if (pickle::opcode_name(head[0]) != nullptr) return {};
+  return Error{"not a snapshot: its first byte " + pickle::opcode_label(head[0]) +
                    " is neither gzip's nor a pickle opcode",
                0};
 }
@@ -327,7 +355,7 @@ Result<std::vector<uint8_t>> read_whole(const std::string& path, bool snapshot) 
     // A stream without end (/dev/zero, a device) would be read until memory runs out before the parser saw its
     // first byte: a first byte that is neither gzip's nor a pickle opcode is refused at once.
     if (snapshot && at == 0 && !data.empty())
-      if (Status first = check_first_byte(data[0]); !first.ok()) return first.error();
+      if (Status first = check_snapshot_start(data); !first.ok()) return first.error();
     if (f.eof()) break;
     if (!f) return Error{"cannot read '" + path + "'" + (data.empty() ? " (is it a directory?)" : ""), data.size()};
   }

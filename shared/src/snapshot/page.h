@@ -1,0 +1,26 @@
+// Files that are not a snapshot pickle, told apart by their first bytes: PyTorch's trace_plot and segment_plot pages,
+// which carry the snapshot they draw and open as it, and the kinds users open by mistake (torch.save's zip, JSON),
+// refused with what to do instead of a pickle opcode error.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "allocscope/result.h"
+
+namespace allocscope::detail {
+
+// '<' first, after spaces and a UTF-8 byte order mark: an HTML page (no pickle starts so: none of these is an opcode).
+bool starts_as_page(std::span<const uint8_t> head);
+
+// The snapshot a page written by PyTorch's trace_plot or segment_plot carries (`_memory_viz._format_viz`): the
+// pickle, padded with zero bytes to a multiple of 3 (they follow its STOP and are never read). Errors name the byte
+// offset in the page.
+Result<std::vector<uint8_t>> snapshot_in_page(std::span<const uint8_t> page);
+
+// A zip archive (torch.save) or JSON (a profiler trace, a memory timeline export), refused with what to do; ok for
+// anything else.
+Status refuse_known_non_snapshots(std::span<const uint8_t> head);
+
+}  // namespace allocscope::detail
