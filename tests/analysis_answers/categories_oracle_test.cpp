@@ -35,6 +35,7 @@ struct Agreement {
   // bytes (summed over the points) by profiler category -> our category, for the failure message
   std::map<std::string, std::map<std::string, uint64_t>> confusion;
   std::map<std::string, std::map<std::string, uint64_t>> confusion_at_peak;  // tensors only, bytes
+  std::map<std::string, std::map<std::string, uint64_t>> confusion_at_peak_raw;  // what the profiler saw as no tensor
 };
 
 struct Oracle {
@@ -130,7 +131,10 @@ Agreement agreement(const Oracle& o) {
     const bool agree = category_name(o.c.category[i]) == o.label[i];
     total += o.lt.size[i];
     if (agree) same += o.lt.size[i];
-    if (!o.tensor[i]) continue;
+    if (!o.tensor[i]) {
+      a.confusion_at_peak_raw[o.label[i]][std::string(category_name(o.c.category[i]))] += o.lt.size[i];
+      continue;
+    }
     total_t += o.lt.size[i];
     if (agree) same_t += o.lt.size[i];
     a.confusion_at_peak[o.label[i]][std::string(category_name(o.c.category[i]))] += o.lt.size[i];
@@ -149,6 +153,10 @@ std::string describe(const Agreement& a) {
   for (const auto& [theirs, row] : a.confusion_at_peak)
     for (const auto& [ours, bytes] : row)
       if (theirs != ours) s += "  at the peak: profiler " + theirs + " -> ours " + ours + ": " + std::to_string(bytes) + " bytes\n";
+  for (const auto& [theirs, row] : a.confusion_at_peak_raw)
+    for (const auto& [ours, bytes] : row)
+      if (theirs != ours)
+        s += "  at the peak, no tensor: profiler " + theirs + " -> ours " + ours + ": " + std::to_string(bytes) + " bytes\n";
   return s;
 }
 
@@ -194,7 +202,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Loop{"transformer_adamw", 0.9}, Loop{"amp_bf16_adamw", 0.9}, Loop{"grad_accum_adamw", 0.9},
                     Loop{"zero_grad_keep_sgd_momentum", 0.9}, Loop{"mlp_sgd_pystacks", 0.9},
                     Loop{"params_before_record_adamw", 0.9}, Loop{"inference_no_grad", 0.9},
-                    Loop{"warm_start_adamw_pystacks", 0.9}),
+                    Loop{"warm_start_adamw_pystacks", 0.9}, Loop{"mlp_adamw_fused", 0.9},
+                    Loop{"mlp_sgd_expandable", 0.9}, Loop{"transformer_adamw_compiled", 0.9},
+                    Loop{"transformer_larger_adamw", 0.9}),
     [](const testing::TestParamInfo<Loop>& i) { return std::string(i.param.name); });
 
 }  // namespace
