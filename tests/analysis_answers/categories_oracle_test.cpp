@@ -160,6 +160,8 @@ std::string describe(const Agreement& a) {
   return s;
 }
 
+// ddp_mlp_adamw's floor is 0.7: the profiler has no category for DistributedDataParallel's gradient buckets (it says
+// unknown), which we call gradients; Categories.DdpBucketsAreOneCopyOfTheGradients checks them against the program.
 struct Loop {
   const char* name;
   double floor;  // the agreement this loop must keep, with and without workspaces (measured: docs/analyses.md)
@@ -204,7 +206,7 @@ INSTANTIATE_TEST_SUITE_P(
                     Loop{"params_before_record_adamw", 0.9}, Loop{"inference_no_grad", 0.9},
                     Loop{"warm_start_adamw_pystacks", 0.9}, Loop{"mlp_adamw_fused", 0.9},
                     Loop{"mlp_sgd_expandable", 0.9}, Loop{"transformer_adamw_compiled", 0.9},
-                    Loop{"transformer_larger_adamw", 0.9}),
+                    Loop{"transformer_larger_adamw", 0.9}, Loop{"ddp_mlp_adamw", 0.7}),
     [](const testing::TestParamInfo<Loop>& i) { return std::string(i.param.name); });
 
 }  // namespace

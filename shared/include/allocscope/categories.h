@@ -46,6 +46,7 @@ enum class CategoryReason : uint8_t {
   kLifetime,        // only the lifetime spoke (freed within its iteration)
   kNoEvidence,
   kReservation,     // a capture's allocation: an allocator's or library's reservation, not one tensor (owners.h)
+  kDdpBucket,       // DistributedDataParallel's gradient buckets (c10d::Reducer): one copy of the gradients
 };
 std::string_view category_reason_name(CategoryReason r);
 

@@ -59,6 +59,7 @@ std::string_view category_reason_name(CategoryReason r) {
     case CategoryReason::kBeforeForward: return "made before the forward pass";
     case CategoryReason::kLifetime: return "lifetime";
     case CategoryReason::kReservation: return "a capture's reservation, not a tensor (see owners)";
+    case CategoryReason::kDdpBucket: return "DDP gradient bucket";
     default: return "no evidence";
   }
 }
@@ -76,7 +77,7 @@ Result<CategoryRule> parse_category_rule(std::string_view text) {
 
 namespace {
 
-enum FrameBits : uint8_t { kOpt = 1, kBwd = 2, kParam = 4, kFwd = 8, kWs = 16, kCpp = 32 };
+enum FrameBits : uint8_t { kOpt = 1, kBwd = 2, kParam = 4, kFwd = 8, kWs = 16, kCpp = 32, kDdp = 64 };
 
 // Sizes of the workspaces cuBLAS and cuBLASLt get from PyTorch's allocator, for stacks without C++ frames: 32 MiB
 // (cuBLAS on Hopper and later, CUBLAS_WORKSPACE_CONFIG ":4096:8"), 4096 KiB * 2 + 16 KiB * 8 (the default before
@@ -103,6 +104,13 @@ uint8_t frame_bits(std::string_view name, std::string_view file_as_written) {
       name == "_init_weights" || name == "post_init" || name == "from_pretrained" || name == "tie_weights")
     b |= kParam;
   if (name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl") b |= kFwd;
+  // DistributedDataParallel's gradient buckets: made when its Reducer is built (in DDP's __init__, which the
+  // module-construction rule above would take for parameters) and rebuilt in the first forward after it (which the
+  // forward rule would take for an activation); a bucket is as large as the gradients it carries (ddp_rank0: 128 MiB
+  // read as activations). The Python frames name the two places for stacks without C++ frames.
+  if (has(name, "c10d::Reducer::initialize_buckets") ||
+      (has(file, "/torch/nn/parallel/distributed.py") && (name == "_ddp_init_helper" || name == "_pre_forward")))
+    b |= kDdp;
   if (workspace_frame(name) != WorkspaceKind::kNone) b |= kWs;
   if (!has(file, ".py")) b |= kCpp;
   return b;
@@ -438,6 +446,10 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
       // With C++ frames the library's function names it; with Python stacks only, a never-freed block of a
       // workspace's size made inside a forward call or on the engine's thread.
       why = CategoryReason::kWorkspace;
+    } else if (bits & kDdp) {
+      // A bucket lives as long as its Reducer; what DDP frees at once there (rebuild_buckets' index lists) is scratch.
+      c = outlives_region ? Category::kGradient : Category::kTemporary;
+      why = CategoryReason::kDdpBucket;
     } else if ((bits & kBwd) || frameless_engine) {
       undecided.push_back(i);  // a gradient only if it has a parameter's size: decided below
       continue;

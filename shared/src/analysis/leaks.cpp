@@ -173,7 +173,10 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
     // lives from its first backward to the end; a healthy one lives across one step. Two optimizers of one class
     // (a GAN's two Adams) share the annotation's name, so there are two boundaries per loop and each model's
     // gradients, freed once per loop, span two of them: that is not held (tests/fixtures/leak_shapes/gan_same).
-    if (c.category[i] == Category::kGradient && last - first >= std::min<uint32_t>(3, m)) add(held_grads[site]);
+    // DDP's buckets are gradients meant to live as long as the model (ddp_rank0 read "held: zero_grad() missing").
+    if (c.category[i] == Category::kGradient && c.reason[i] != CategoryReason::kDdpBucket &&
+        last - first >= std::min<uint32_t>(3, m))
+      add(held_grads[site]);
   }
 
   const bool guessed = it.source == Iterations::Source::kPeriodic;
