@@ -47,6 +47,7 @@ enum class CategoryReason : uint8_t {
   kNoEvidence,
   kReservation,     // a capture's allocation: an allocator's or library's reservation, not one tensor (owners.h)
   kDdpBucket,       // DistributedDataParallel's gradient buckets (c10d::Reducer): one copy of the gradients
+  kFsdp,            // FullyShardedDataParallel's all-gathers (parameters) and reduce-scatters (gradients)
 };
 std::string_view category_reason_name(CategoryReason r);
 

@@ -60,6 +60,7 @@ std::string_view category_reason_name(CategoryReason r) {
     case CategoryReason::kLifetime: return "lifetime";
     case CategoryReason::kReservation: return "a capture's reservation, not a tensor (see owners)";
     case CategoryReason::kDdpBucket: return "DDP gradient bucket";
+    case CategoryReason::kFsdp: return "FSDP all-gather or reduce-scatter";
     default: return "no evidence";
   }
 }
@@ -77,7 +78,10 @@ Result<CategoryRule> parse_category_rule(std::string_view text) {
 
 namespace {
 
-enum FrameBits : uint8_t { kOpt = 1, kBwd = 2, kParam = 4, kFwd = 8, kWs = 16, kCpp = 32, kDdp = 64 };
+enum FrameBits : uint16_t {
+  kOpt = 1, kBwd = 2, kParam = 4, kFwd = 8, kWs = 16, kCpp = 32, kDdp = 64, kFsdpParam = 128, kFsdpGrad = 256
+};
+using Bits = uint16_t;
 
 // Sizes of the workspaces cuBLAS and cuBLASLt get from PyTorch's allocator, for stacks without C++ frames: 32 MiB
 // (cuBLAS on Hopper and later, CUBLAS_WORKSPACE_CONFIG ":4096:8"), 4096 KiB * 2 + 16 KiB * 8 (the default before
@@ -86,10 +90,10 @@ bool workspace_size(uint64_t b) { return b == (32ull << 20) || b == (8ull << 20)
 
 bool has(std::string_view s, std::string_view w) { return s.find(w) != std::string_view::npos; }
 
-uint8_t frame_bits(std::string_view name, std::string_view file_as_written) {
+Bits frame_bits(std::string_view name, std::string_view file_as_written) {
   std::string buf;
   const std::string_view file = posix_path(file_as_written, &buf);
-  uint8_t b = 0;
+  Bits b = 0;
   if (has(file, "/torch/optim/")) b |= kOpt;
   if (has(name, "AccumulateGrad") || has(name, "accumulate_grad") || has(name, "autograd::Engine") ||
       has(name, "_engine_run_backward") ||
@@ -111,6 +115,19 @@ uint8_t frame_bits(std::string_view name, std::string_view file_as_written) {
   if (has(name, "c10d::Reducer::initialize_buckets") ||
       (has(file, "/torch/nn/parallel/distributed.py") && (name == "_ddp_init_helper" || name == "_pre_forward")))
     b |= kDdp;
+  // FullyShardedDataParallel (FSDP2's fully_shard and FSDP1): what its all-gathers make is the unsharded parameters
+  // (and the buffers they are gathered through); what its reduce-scatters make is the gradients' shards (and their
+  // staging). Inside forward and backward calls, the rules below took them for activations and autograd buffers;
+  // PyTorch's profiler calls them parameters and gradients (categories_oracle/fsdp2_mlp_adamw).
+  if (has(file, "/torch/distributed/fsdp/")) {
+    if (name == "foreach_all_gather" || name == "foreach_all_gather_copy_out" || name == "alloc_all_gather_outputs" ||
+        name == "init_all_gather_outputs" || name == "_alloc_padded_unsharded_flat_param" ||
+        name == "_all_gather_flat_param")
+      b |= kFsdpParam;
+    if (name == "foreach_reduce" || name == "foreach_reduce_scatter_copy_in" || name == "_reduce_grad" ||
+        name == "_reduce_grad_no_shard")
+      b |= kFsdpGrad;
+  }
   if (workspace_frame(name) != WorkspaceKind::kNone) b |= kWs;
   if (!has(file, ".py")) b |= kCpp;
   return b;
@@ -312,27 +329,27 @@ namespace {
 namespace {
 
 // Per frame, its FrameBits: snapshots share few distinct frames.
-std::vector<uint8_t> bits_of_frames(const Snapshot& s) {
-  std::vector<uint8_t> fbits(s.frames.size());
+std::vector<Bits> bits_of_frames(const Snapshot& s) {
+  std::vector<Bits> fbits(s.frames.size());
   for (size_t i = 0; i < fbits.size(); ++i) fbits[i] = frame_bits(s.str(s.frames[i].name), s.str(s.frames[i].filename));
   return fbits;
 }
 
 // A stack's evidence is the union of its frames'.
-uint8_t bits_of_stack(const Snapshot& s, const std::vector<uint8_t>& fbits, StackId id) {
-  uint8_t bits = 0;
+Bits bits_of_stack(const Snapshot& s, const std::vector<Bits>& fbits, StackId id) {
+  Bits bits = 0;
   for (FrameId f : s.stack(id))
     if (f < fbits.size()) bits |= fbits[f];
   return bits;
 }
 
 // Inside a module's forward and in no backward or optimizer frame: the forward pass proper.
-bool forward_pass(uint8_t bits) { return (bits & kFwd) && !(bits & (kBwd | kOpt)); }
+bool forward_pass(Bits bits) { return (bits & kFwd) && !(bits & (kBwd | kOpt)); }
 
 }  // namespace
 
 std::vector<uint8_t> forward_stacks(const Snapshot& s) {
-  const std::vector<uint8_t> fbits = bits_of_frames(s);
+  const std::vector<Bits> fbits = bits_of_frames(s);
   std::vector<uint8_t> out(s.stacks.size(), 0);
   for (StackId id = 0; id < out.size(); ++id) out[id] = forward_pass(bits_of_stack(s, fbits, id));
   return out;
@@ -355,7 +372,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
 
   // Frame evidence, then stack evidence: snapshots share few distinct frames and stacks, rows share stacks.
   const size_t nf = s.frames.size();
-  const std::vector<uint8_t> fbits = bits_of_frames(s);
+  const std::vector<Bits> fbits = bits_of_frames(s);
   std::vector<int16_t> frule(nf, -1);
   for (size_t i = 0; i < nf && !rules.empty(); ++i) {
     // A rule sees a frame's first 2,048 characters: std::regex recurses per character matched, and a 40,000-character
@@ -369,7 +386,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
       }
   }
   const uint32_t ns = s.stacks.size();
-  std::vector<uint8_t> sbits(ns, 0);
+  std::vector<Bits> sbits(ns, 0);
   std::vector<int16_t> srule(ns, -1);
   std::vector<uint8_t> stack_seen(ns, 0);
   auto stack_info = [&](StackId id) {
@@ -389,7 +406,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
     if (lt.stack[i] != 0) python_stacks = true;
     if (lt.stack[i] < ns && (sbits[lt.stack[i]] & kCpp)) cpp_stacks = true;
   }
-  auto bits_of = [&](uint32_t i) -> uint8_t { return lt.stack[i] < ns ? sbits[lt.stack[i]] : 0; };
+  auto bits_of = [&](uint32_t i) -> Bits { return lt.stack[i] < ns ? sbits[lt.stack[i]] : 0; };
 
   // Per region: the first step of the forward pass and of the backward pass (a backward frame, or the engine's
   // frameless threads once the region has seen a forward). What the forward leaves alive until the backward is
@@ -408,7 +425,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
     if (lt.alloc_event[i] == kNoEvent) continue;
     const uint32_t b = lt.birth_step(i);
     const uint32_t r = index.region_of(b);
-    const uint8_t bits = bits_of(i);
+    const Bits bits = bits_of(i);
     if (forward_pass(bits) && forward_start[r] == UINT32_MAX) forward_start[r] = b;
     const bool bwd = (bits & kBwd) || (python_stacks && lt.stack[i] == 0 && forward_start[r] != UINT32_MAX);
     if (bwd && backward_start[r] == UINT32_MAX) backward_start[r] = b;
@@ -423,9 +440,13 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   std::unordered_set<uint64_t> param_sizes;
   std::vector<uint32_t> undecided;  // backward-pass rows: gradient or not depends on parameter sizes
   std::vector<uint32_t> pretrace;   // alive before the trace, never freed, no frame evidence
+  // Sizes the trace shows to be a parameter's besides the backward's gradients: FSDP's gradient shards and the
+  // optimizer's state (FSDP shards: fsdp2_mlp_adamw's weights, made before the trace, read "unknown").
+  std::unordered_set<uint64_t> param_shaped;
+  bool fsdp_backward = false;
   for (uint32_t i = 0; i < n; ++i) {
     const StackId st = lt.stack[i];
-    const uint8_t bits = bits_of(i);
+    const Bits bits = bits_of(i);
     const uint32_t birth = lt.birth_step(i), death = lt.death_step(i);
     const uint32_t region = index.region_of(birth);
     const bool outlives_region = outlives(i);
@@ -450,11 +471,21 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
       // A bucket lives as long as its Reducer; what DDP frees at once there (rebuild_buckets' index lists) is scratch.
       c = outlives_region ? Category::kGradient : Category::kTemporary;
       why = CategoryReason::kDdpBucket;
+    } else if (bits & kFsdpParam) {
+      c = Category::kParameter;  // an unsharded copy, freed after its module's forward or backward: still weights
+      why = CategoryReason::kFsdp;
+    } else if (bits & kFsdpGrad) {
+      // The gradients' shards outlive the backward; the unsharded gradients staged for the reduce-scatter do not.
+      c = outlives_region ? Category::kGradient : Category::kAutogradDetail;
+      why = CategoryReason::kFsdp;
+      fsdp_backward = true;
+      if (outlives_region) param_shaped.insert(lt.size[i]);  // a shard's gradient has the shard's size
     } else if ((bits & kBwd) || frameless_engine) {
       undecided.push_back(i);  // a gradient only if it has a parameter's size: decided below
       continue;
     } else if (bits & kOpt) {
       c = outlives_region ? Category::kOptimizerState : Category::kTemporary;
+      if (outlives_region) param_shaped.insert(lt.size[i]);  // momentum, Adam's moments: their parameter's shape
       why = CategoryReason::kOptimizerFrame;
     } else if (bits & kParam) {
       c = Category::kParameter;
@@ -488,11 +519,25 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   std::unordered_set<uint64_t> long_backward_sizes;
   for (uint32_t i : undecided)
     if (outlives(i)) long_backward_sizes.insert(lt.size[i]);
+  long_backward_sizes.insert(param_shaped.begin(), param_shaped.end());
+  // A CUDA graph's memory (a private pool) made before the trace is the graph's static inputs, outputs and gradients,
+  // not the weights, even where it has a weight's size (graphed_mlp_sgd: its gradients read as parameters).
+  std::vector<std::pair<uint64_t, uint64_t>> private_pools;
+  for (const Segment& seg : s.segments)
+    if (seg.device == lt.device && (seg.pool_id[0] != 0 || seg.pool_id[1] != 0))
+      private_pools.push_back({seg.address, seg.address + seg.total_size});
+  std::sort(private_pools.begin(), private_pools.end());
+  auto in_private_pool = [&](uint64_t addr) {
+    auto it = std::upper_bound(private_pools.begin(), private_pools.end(), std::make_pair(addr, UINT64_MAX));
+    return it != private_pools.begin() && addr < std::prev(it)->second;
+  };
   // Without a trace there is neither a backward pass nor an inference to read: a file of segments alone (memory
   // history off) says nothing of what its frameless blocks are (a benchmark's inputs read as 22 MiB of parameters).
   if (lt.event_count == 0) pretrace.clear();
   for (uint32_t i : pretrace) {
-    if (!undecided.empty() && !long_backward_sizes.count(lt.size[i])) continue;
+    if (in_private_pool(lt.addr[i])) continue;
+    const bool backward_pass = !undecided.empty() || fsdp_backward;
+    if (backward_pass && !long_backward_sizes.count(lt.size[i])) continue;
     out.category[i] = Category::kParameter;
     out.reason[i] = CategoryReason::kBeforeTrace;
     param_sizes.insert(lt.size[i]);
