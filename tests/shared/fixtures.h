@@ -1,10 +1,14 @@
 // Fixture paths shared by the core tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "allocscope/loader.h"
 
 namespace allocscope::testing {
 
@@ -29,6 +33,31 @@ inline std::vector<std::pair<std::string, std::string>> external_fixtures() {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// A fixture's pickle bytes, gzip inflated.
+inline std::vector<uint8_t> raw_fixture(const std::string& name) {
+  auto f = read_file(fixture(name));
+  EXPECT_TRUE(f.ok()) << name;
+  if (!f.ok()) return {};
+  if (is_gzip(f.value())) return gunzip(f.value()).value();
+  return f.value();
+}
+
+// Two loads of one snapshot (whole and streamed, or a pickle and a page that carries it) built the same model.
+inline void expect_same_model(const Snapshot& a, const Snapshot& b) {
+  EXPECT_EQ(a.events.action, b.events.action);
+  EXPECT_EQ(a.events.addr, b.events.addr);
+  EXPECT_EQ(a.events.size, b.events.size);
+  EXPECT_EQ(a.events.time_us, b.events.time_us);
+  EXPECT_EQ(a.events.stack, b.events.stack);  // interning order is the same, so ids are too
+  EXPECT_EQ(a.frames.size(), b.frames.size());
+  EXPECT_EQ(a.stacks.size(), b.stacks.size());
+  ASSERT_EQ(a.segments.size(), b.segments.size());
+  for (size_t i = 0; i < a.segments.size(); ++i) EXPECT_EQ(a.segments[i].address, b.segments[i].address);
+  EXPECT_EQ(a.blocks.size(), b.blocks.size());
+  EXPECT_EQ(a.allocator_settings, b.allocator_settings);
+  EXPECT_EQ(a.annotations.size(), b.annotations.size());
 }
 
 // Every fixture with a facts file: the PyTorch 2.11 ones we recorded, then the external ones.

@@ -13,24 +13,7 @@ namespace {
 
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
 
-std::vector<uint8_t> raw(const std::string& name) {
-  auto f = read_file(testing::fixture(name));
-  EXPECT_TRUE(f.ok()) << name;
-  if (is_gzip(f.value())) return gunzip(f.value()).value();
-  return f.value();
-}
-
-void expect_same_model(const Snapshot& a, const Snapshot& b) {
-  EXPECT_EQ(a.events.action, b.events.action);
-  EXPECT_EQ(a.events.addr, b.events.addr);
-  EXPECT_EQ(a.events.size, b.events.size);
-  EXPECT_EQ(a.events.stack, b.events.stack);
-  EXPECT_EQ(a.frames.size(), b.frames.size());
-  EXPECT_EQ(a.stacks.size(), b.stacks.size());
-  ASSERT_EQ(a.segments.size(), b.segments.size());
-  for (size_t i = 0; i < a.segments.size(); ++i) EXPECT_EQ(a.segments[i].address, b.segments[i].address);
-  EXPECT_GT(a.events.size.size() + a.segments.size(), 0u);
-}
+using testing::expect_same_model;
 
 TEST(Pages, EachPyTorchPageOpensAsTheSnapshotItCarries) {
   for (const auto& [page, pickle] : std::vector<std::pair<std::string, std::string>>{
@@ -45,7 +28,7 @@ TEST(Pages, EachPyTorchPageOpensAsTheSnapshotItCarries) {
     ASSERT_TRUE(from_pickle.ok());
     expect_same_model(from_page.value(), from_pickle.value());
     // The viewer's way: the page streamed in chunks as a browser reads a file.
-    const std::vector<uint8_t> bytes = raw(page);
+    const std::vector<uint8_t> bytes = testing::raw_fixture(page);
     for (size_t chunk : {size_t{1} << 16, size_t{977}}) {
       SnapshotStream s({}, bytes.size());
       for (size_t at = 0; at < bytes.size(); at += chunk)
@@ -58,7 +41,7 @@ TEST(Pages, EachPyTorchPageOpensAsTheSnapshotItCarries) {
 }
 
 TEST(Pages, ABrokenPageSaysWhatIsWrongWithIt) {
-  const std::vector<uint8_t> file = raw("pages/linear_seed.trace_plot.html");
+  const std::vector<uint8_t> file = testing::raw_fixture("pages/linear_seed.trace_plot.html");
   const std::string page(file.begin(), file.end());
   const size_t b64 = page.find("\"base64\": \"") + 11;
   ASSERT_NE(b64, std::string::npos + 11);
@@ -105,7 +88,7 @@ TEST(Pages, FilesThatAreNotSnapshotsAreNamedAtByteZero) {
   }
   EXPECT_FALSE(check_snapshot_start(zip).ok());
   EXPECT_TRUE(check_snapshot_start(bytes_of("  <html>")).ok());
-  EXPECT_TRUE(check_snapshot_start(raw("linear_seed.pickle")).ok());
+  EXPECT_TRUE(check_snapshot_start(testing::raw_fixture("linear_seed.pickle")).ok());
 }
 
 }  // namespace

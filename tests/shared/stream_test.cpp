@@ -12,13 +12,6 @@
 namespace allocscope {
 namespace {
 
-std::vector<uint8_t> raw_fixture(const std::string& name) {
-  auto f = read_file(testing::fixture(name));
-  EXPECT_TRUE(f.ok());
-  if (is_gzip(f.value())) return gunzip(f.value()).value();
-  return f.value();
-}
-
 Result<Snapshot> load_in_chunks(const std::vector<uint8_t>& bytes, size_t chunk) {
   SnapshotStream s({}, bytes.size());
   for (size_t at = 0; at < bytes.size(); at += chunk) {
@@ -28,29 +21,14 @@ Result<Snapshot> load_in_chunks(const std::vector<uint8_t>& bytes, size_t chunk)
   return s.finish();
 }
 
-void expect_same_model(const Snapshot& a, const Snapshot& b) {
-  EXPECT_EQ(a.events.action, b.events.action);
-  EXPECT_EQ(a.events.addr, b.events.addr);
-  EXPECT_EQ(a.events.size, b.events.size);
-  EXPECT_EQ(a.events.time_us, b.events.time_us);
-  EXPECT_EQ(a.events.stack, b.events.stack);  // interning order is the same, so ids are too
-  EXPECT_EQ(a.frames.size(), b.frames.size());
-  EXPECT_EQ(a.stacks.size(), b.stacks.size());
-  ASSERT_EQ(a.segments.size(), b.segments.size());
-  for (size_t i = 0; i < a.segments.size(); ++i) EXPECT_EQ(a.segments[i].address, b.segments[i].address);
-  EXPECT_EQ(a.blocks.size(), b.blocks.size());
-  EXPECT_EQ(a.allocator_settings, b.allocator_settings);
-  EXPECT_EQ(a.annotations.size(), b.annotations.size());
-}
-
 TEST(Stream, AnyChunkSizeGivesTheSameModel) {
-  const auto bytes = raw_fixture("oom.pickle");
+  const auto bytes = testing::raw_fixture("oom.pickle");
   auto whole = load_snapshot(bytes);
   ASSERT_TRUE(whole.ok()) << whole.error().describe();
   for (size_t chunk : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{64}, size_t{1000}, bytes.size()}) {
     auto r = load_in_chunks(bytes, chunk);
     ASSERT_TRUE(r.ok()) << "chunk " << chunk << ": " << r.error().describe();
-    expect_same_model(whole.value(), r.value());
+    testing::expect_same_model(whole.value(), r.value());
   }
 }
 
@@ -59,12 +37,12 @@ TEST(Stream, LargerFixturesInOddChunks) {
   // SETITEMS that counted an entry into its list and the BINPUT that stores it (Reader::Impl::absorbed_end).
   for (const char* name : {"resnet50_train.pickle", "expandable_segments.pickle", "gpt2_cpp.pickle.gz",
                            "torch211_cpp_pickler.pickle.gz"}) {
-    const auto bytes = raw_fixture(name);
+    const auto bytes = testing::raw_fixture(name);
     auto whole = load_snapshot(bytes);
     ASSERT_TRUE(whole.ok());
     auto r = load_in_chunks(bytes, 4093);  // a prime: cuts land inside every kind of opcode
     ASSERT_TRUE(r.ok()) << name << ": " << r.error().describe();
-    expect_same_model(whole.value(), r.value());
+    testing::expect_same_model(whole.value(), r.value());
     EXPECT_EQ(r->source_bytes, bytes.size());
   }
 }
@@ -115,11 +93,11 @@ TEST(Stream, GzipLoadInflatesWhileParsing) {
   auto a = load_snapshot(gz.value());
   auto b = load_snapshot(gunzip(gz.value()).value());
   ASSERT_TRUE(a.ok() && b.ok());
-  expect_same_model(a.value(), b.value());
+  testing::expect_same_model(a.value(), b.value());
 }
 
 TEST(Stream, TruncationIsReportedAtFinishWithTheOffset) {
-  const auto bytes = raw_fixture("linear_seed.pickle");
+  const auto bytes = testing::raw_fixture("linear_seed.pickle");
   for (size_t cut : {size_t{1}, size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
     std::vector<uint8_t> part(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(cut));
     SnapshotStream s;
