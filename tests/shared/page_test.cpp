@@ -40,6 +40,31 @@ TEST(Pages, EachPyTorchPageOpensAsTheSnapshotItCarries) {
   }
 }
 
+// The stream decides "page or pickle" by the rule load_snapshot applies to the whole input, however the first bytes
+// are split: a byte order mark and spaces fed one byte at a time, and a page behind more spaces than the rule reads.
+TEST(Pages, TheStreamDecidesAsTheWholeLoadDoes) {
+  const std::vector<uint8_t> page = testing::raw_fixture("pages/linear_seed.trace_plot.html");
+  auto streamed = [](const std::vector<uint8_t>& bytes, size_t chunk) -> Result<Snapshot> {
+    SnapshotStream s;
+    for (size_t at = 0; at < bytes.size(); at += chunk)
+      ALLOCSCOPE_RETURN_IF_ERROR(s.feed({bytes.data() + at, std::min(chunk, bytes.size() - at)}));
+    return s.finish();
+  };
+  std::vector<uint8_t> marked = bytes_of("\xef\xbb\xbf \n\t");
+  marked.insert(marked.end(), page.begin(), page.end());
+  std::vector<uint8_t> far = std::vector<uint8_t>(70000, ' ');
+  far.insert(far.end(), page.begin(), page.end());
+  for (const auto& [bytes, loads] : std::vector<std::pair<std::vector<uint8_t>, bool>>{
+           {marked, true}, {far, false}, {bytes_of("   \n "), false}, {bytes_of("\xef\xbb"), false}}) {
+    const auto whole = load_snapshot(bytes);
+    EXPECT_EQ(whole.ok(), loads) << bytes.size() << (whole.ok() ? "" : ": " + whole.error().describe());
+    for (size_t chunk : {size_t{1}, size_t{2}, size_t{4096}}) {
+      const auto r = streamed(bytes, chunk);
+      EXPECT_EQ(r.ok(), loads) << bytes.size() << " in chunks of " << chunk << (r.ok() ? "" : ": " + r.error().describe());
+    }
+  }
+}
+
 TEST(Pages, ABrokenPageSaysWhatIsWrongWithIt) {
   const std::vector<uint8_t> file = testing::raw_fixture("pages/linear_seed.trace_plot.html");
   const std::string page(file.begin(), file.end());

@@ -85,7 +85,8 @@ struct SnapshotStream::State {
   pickle::Reader reader;
   uint64_t fed = 0;
   // A trace_plot / segment_plot page is kept whole and opened at finish(): its snapshot is one base64 string.
-  bool page = false;
+  // Until a byte other than a space says which (detail::page_start), the bytes wait in page_bytes.
+  detail::PageStart start = detail::PageStart::kUndecided;
   std::vector<uint8_t> page_bytes;
 };
 
@@ -99,23 +100,30 @@ SnapshotStream::~SnapshotStream() = default;
 uint64_t SnapshotStream::bytes_fed() const { return s_->fed; }
 
 Status SnapshotStream::feed(std::span<const uint8_t> chunk) {
-  if (s_->fed == 0 && !chunk.empty()) {
-    if (is_gzip(chunk))
-      return Error{"this is gzip data; inflate it before feeding the stream (load_snapshot does it)", 0};
-    ALLOCSCOPE_RETURN_IF_ERROR(detail::refuse_known_non_snapshots(chunk));
-    if ((s_->page = detail::starts_as_page(chunk))) s_->snap = Snapshot();  // columns reserved for a pickle: unused
-  }
+  if (s_->fed == 0 && is_gzip(chunk))
+    return Error{"this is gzip data; inflate it before feeding the stream (load_snapshot does it)", 0};
   s_->fed += chunk.size();
-  if (s_->page) {
-    s_->page_bytes.insert(s_->page_bytes.end(), chunk.begin(), chunk.end());
+  if (s_->start == detail::PageStart::kNotPage) return s_->reader.feed(chunk);
+  s_->page_bytes.insert(s_->page_bytes.end(), chunk.begin(), chunk.end());
+  if (s_->start == detail::PageStart::kPage) return {};
+  // Still deciding: the same rule load_snapshot applies to the whole input, on what has come so far.
+  s_->start = detail::page_start(s_->page_bytes);
+  if (s_->start == detail::PageStart::kUndecided) return {};
+  ALLOCSCOPE_RETURN_IF_ERROR(detail::refuse_known_non_snapshots(s_->page_bytes));
+  if (s_->start == detail::PageStart::kPage) {
+    s_->snap = Snapshot();  // the columns reserved for a pickle of this size are not needed
     return {};
   }
-  return s_->reader.feed(chunk);
+  const std::vector<uint8_t> head = std::exchange(s_->page_bytes, {});
+  return s_->reader.feed(head);
 }
 
 Result<Snapshot> SnapshotStream::finish() {
   if (s_->fed == 0) return Error{"the file is empty; expected a pickled memory snapshot", 0};
-  if (s_->page) return load_page(std::exchange(s_->page_bytes, {}), s_->options);
+  if (s_->start == detail::PageStart::kPage) return load_page(std::exchange(s_->page_bytes, {}), s_->options);
+  if (s_->start == detail::PageStart::kUndecided) {  // spaces only (or part of a byte order mark): a pickle's error
+    ALLOCSCOPE_RETURN_IF_ERROR(s_->reader.feed(std::exchange(s_->page_bytes, {})));
+  }
   auto root = s_->reader.finish();
   if (!root.ok()) return root.error();
   ALLOCSCOPE_RETURN_IF_ERROR(s_->builder.finish(s_->reader, root.value()));

@@ -57,9 +57,13 @@ Result<std::vector<uint8_t>> from_base64(std::string_view text, uint64_t at) {
 
 }  // namespace
 
-bool starts_as_page(std::span<const uint8_t> head) {
+PageStart page_start(std::span<const uint8_t> head) {
+  static constexpr uint8_t kMark[] = {0xef, 0xbb, 0xbf};
+  if (head.size() < 3 && std::equal(head.begin(), head.end(), kMark)) return PageStart::kUndecided;
   const size_t i = first_content(head);
-  return i < head.size() && head[i] == '<';
+  if (i >= kPageStartLimit) return PageStart::kNotPage;
+  if (i >= head.size()) return PageStart::kUndecided;
+  return head[i] == '<' ? PageStart::kPage : PageStart::kNotPage;
 }
 
 Result<std::vector<uint8_t>> snapshot_in_page(std::span<const uint8_t> page) {

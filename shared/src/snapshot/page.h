@@ -11,8 +11,13 @@
 
 namespace allocscope::detail {
 
-// '<' first, after spaces and a UTF-8 byte order mark: an HTML page (no pickle starts so: none of these is an opcode).
-bool starts_as_page(std::span<const uint8_t> head);
+// How a file's first bytes start: '<' after spaces and a UTF-8 byte order mark is an HTML page (no pickle starts so:
+// none of these is an opcode). Undecided while `head` holds only spaces (or part of the mark), up to
+// kPageStartLimit bytes: past that it is not a page, so a stream of spaces is never held whole.
+enum class PageStart { kUndecided, kPage, kNotPage };
+constexpr size_t kPageStartLimit = 64u << 10;
+PageStart page_start(std::span<const uint8_t> head);
+inline bool starts_as_page(std::span<const uint8_t> head) { return page_start(head) == PageStart::kPage; }
 
 // The snapshot a page written by PyTorch's trace_plot or segment_plot carries (`_memory_viz._format_viz`): the
 // pickle, padded with zero bytes to a multiple of 3 (they follow its STOP and are never read). Errors name the byte
