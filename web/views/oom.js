@@ -26,7 +26,7 @@ export default {
     const searchNote = el('p', { class: 'fine oom-search' });
     const search = markSearch(ctx, f, searchNote, () => [body]);
     let drawn = false;
-    gpuInput.addEventListener('change', () => { gpu = gpuInput.value.trim(); render().then(search); });
+    gpuInput.addEventListener('change', () => { gpu = gpuInput.value.trim(); render().then(search).catch((e) => ctx.fail(e)); });
     root.append(el('h2', { text: 'Out-of-memory events' }),
       el('div', { class: 'toolbar' }, el('label', null, 'GPU (the file does not record it; inferred when empty): ', gpuInput), gpuError),
       searchNote, body);
