@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "allocscope/loader.h"
+#include "allocscope/writer.h"
 #include "fixtures.h"
 
 namespace allocscope {
@@ -26,6 +28,24 @@ std::vector<uint8_t> file(const std::string& name) {
   EXPECT_TRUE(f.ok());
   return f.ok() ? f.value() : std::vector<uint8_t>{};
 }
+
+// A file in the temporary directory, removed when the test ends.
+struct TempFile {
+  std::string path = (std::filesystem::temp_directory_path() / "allocscope_loader_threads_XXXXXX").string();
+  TempFile() {
+    const int fd = ::mkstemp(path.data());
+    if (fd < 0) path.clear();
+    else ::close(fd);
+  }
+  ~TempFile() {
+    if (!path.empty()) std::remove(path.c_str());
+  }
+  bool write(const std::vector<uint8_t>& b) const {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    return static_cast<bool>(out);
+  }
+};
 
 TEST(LoaderThreads, GzipEqualsInflatedBytes) {
   for (const char* name : {"gpt2_cpp.pickle.gz", "external/pt26_cs336_fullstep.pickle.gz"}) {
@@ -67,28 +87,21 @@ TEST(LoaderThreads, ManyChunksAndAPickleErrorMidway) {
   EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();
 }
 
-// A plain pickle over 64 MB is read from its file on a second thread while this one parses (loader.cpp read_beside):
+// A plain pickle over 64 MB is read from its file on a second thread while this one parses (loader.cpp read_beside,
+// where no second core decodes ahead):
 // the same model as parsing its bytes in memory, progress to the last byte, and a bad byte early on stops the reader
 // too, with the offset of the bad byte.
 TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
   auto raw = gunzip(file("gpt2_big_1M.pickle.gz"));
   ASSERT_TRUE(raw.ok());
-  std::string path = (std::filesystem::temp_directory_path() / "allocscope_read_beside_XXXXXX").string();
-  const int fd = ::mkstemp(path.data());
-  ASSERT_GE(fd, 0);
-  ::close(fd);
-  struct Remove {
-    std::string p;
-    ~Remove() { std::remove(p.c_str()); }
-  } remove{path};
-  auto write_file = [&](const std::vector<uint8_t>& b) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-    return static_cast<bool>(out);
-  };
+  TempFile tmp;
+  const std::string& path = tmp.path;
+  ASSERT_FALSE(path.empty());
+  auto write_file = [&](const std::vector<uint8_t>& b) { return tmp.write(b); };
   ASSERT_TRUE(write_file(raw.value()));
   uint64_t last_done = 0, last_total = 0;
   LoadOptions opt;
+  opt.decode_ahead = LoadOptions::Ahead::kNever;  // read beside, not mapped (LargeFileIsMappedAndDecodedAhead)
   opt.progress = [&](std::string_view phase, uint64_t done, uint64_t total) {
     if (phase == "parse") last_done = done, last_total = total;
   };
@@ -120,6 +133,7 @@ TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
   // reading thread, or leaving the parser while the reader still ran, ended the process with std::terminate.
   for (const bool on_reader : {true, false}) {
     LoadOptions failing;
+    failing.decode_ahead = LoadOptions::Ahead::kNever;
     std::atomic<int> calls{0};
     if (on_reader) {
       failing.spare_time = [&]() -> bool {
@@ -138,7 +152,81 @@ TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
   const size_t at = 20u << 20;  // in the 6th chunk: the reader is still ahead, with most of the file to go
   std::fill(bad.begin() + at, bad.begin() + at + 4096, 0xff);
   ASSERT_TRUE(write_file(bad));
-  auto r = load_snapshot_file(path);
+  LoadOptions beside;
+  beside.decode_ahead = LoadOptions::Ahead::kNever;
+  auto r = load_snapshot_file(path, beside);
+  ASSERT_FALSE(r.ok());
+  EXPECT_LE(r.error().offset, at + 4096) << r.error().describe();
+  EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();
+}
+
+// With a second core, a plain pickle over 64 MB is mapped instead, and its trace entries are decoded ahead on the
+// second core (Reader::decode_ahead, pickle/predecoder.h): the same model as parsing its bytes alone, progress to
+// the last byte, the pages behind the parser dropped, an exception on either thread reaching the caller after the
+// other stopped, and a bad byte reported at its offset.
+TEST(LoaderThreads, LargeFileIsMappedAndDecodedAhead) {
+  auto raw = gunzip(file("gpt2_big_1M.pickle.gz"));
+  ASSERT_TRUE(raw.ok());
+  TempFile tmp;
+  ASSERT_FALSE(tmp.path.empty());
+  ASSERT_TRUE(tmp.write(raw.value()));
+  LoadOptions alone;
+  alone.decode_ahead = LoadOptions::Ahead::kNever;
+  auto from_bytes = load_snapshot(raw.value(), alone);
+  ASSERT_TRUE(from_bytes.ok());
+
+  LoadOptions opt;
+  opt.decode_ahead = LoadOptions::Ahead::kAlways;  // whatever the cores: the thread then shares one
+  LoadOptions::PickleFacts facts;
+  opt.facts = &facts;
+  uint64_t last_done = 0, reports = 0;
+  const std::thread::id parser = std::this_thread::get_id();
+  std::atomic<uint64_t> spare_calls{0};
+  std::atomic<bool> spare_on_parser{false};
+  opt.progress = [&](std::string_view phase, uint64_t done, uint64_t) {
+    if (phase != "parse") return;
+    last_done = done;
+    // A slow parser now and then, so that the ring fills and the thread is offered the spare time.
+    if (++reports % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  opt.spare_time = [&] {
+    if (std::this_thread::get_id() == parser) spare_on_parser = true;
+    return ++spare_calls % 8 != 0;
+  };
+  auto from_file = load_snapshot_file(tmp.path, opt);
+  ASSERT_TRUE(from_file.ok()) << from_file.error().describe();
+  EXPECT_TRUE(write_snapshot(from_file.value()) == write_snapshot(from_bytes.value()));
+  EXPECT_EQ(from_file->source_bytes, raw->size());
+  EXPECT_EQ(last_done, raw->size());
+  EXPECT_GT(facts.ahead_dicts, 0u) << "no entry was decoded ahead";
+  EXPECT_GT(spare_calls.load(), 0u);
+  EXPECT_FALSE(spare_on_parser.load());
+
+  for (const bool on_thread : {true, false}) {
+    LoadOptions failing;
+    failing.decode_ahead = LoadOptions::Ahead::kAlways;
+    std::atomic<int> calls{0};
+    if (on_thread) {  // the spare-time work throws on the second thread
+      failing.progress = [&](std::string_view, uint64_t, uint64_t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      };
+      failing.spare_time = [&]() -> bool {
+        if (++calls == 3) throw std::bad_alloc();
+        return true;
+      };
+    } else {
+      failing.progress = [&](std::string_view phase, uint64_t, uint64_t) {
+        if (phase == "parse" && ++calls == 3) throw std::bad_alloc();
+      };
+    }
+    EXPECT_THROW((void)load_snapshot_file(tmp.path, failing), std::bad_alloc) << (on_thread ? "thread" : "parser");
+  }
+
+  std::vector<uint8_t> bad = raw.value();
+  const size_t at = 20u << 20;
+  std::fill(bad.begin() + at, bad.begin() + at + 4096, 0xff);
+  ASSERT_TRUE(tmp.write(bad));
+  auto r = load_snapshot_file(tmp.path, opt);
   ASSERT_FALSE(r.ok());
   EXPECT_LE(r.error().offset, at + 4096) << r.error().describe();
   EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();

@@ -25,6 +25,7 @@ struct LoadOptions {
     uint64_t memo_slots = 0;    // memo slots the pickle used
     bool root_is_dict = false;  // its top-level object is a dict (PyTorch 2.1+), not a bare list of segments
     uint64_t fast_dicts = 0;    // trace entries and frames the reader's fast path decoded (pickle.h)
+    uint64_t ahead_dicts = 0;   // of those, the ones decoded ahead on a second core (decode_ahead)
     uint64_t pickle_end = 0;    // bytes through the STOP opcode: any after it are not the pickle's (Python ignores them)
   };
   PickleFacts* facts = nullptr;
@@ -34,6 +35,11 @@ struct LoadOptions {
   // It runs beside the parse, so it must not touch the model. The CLI faults in the heap pages the parse is about
   // to use (native/cli/memory_policy.cpp).
   std::function<bool()> spare_time;
+  // Trace entries decoded ahead of the parser on a second core (natively, for a pickle held whole: load_snapshot of
+  // bytes, a mapped file). kAuto does it for pickles of 8 MB or more when a second core is there. The model is the
+  // same either way; kAlways exists so that tests can check that on every file.
+  enum class Ahead { kAuto, kNever, kAlways };
+  Ahead decode_ahead = Ahead::kAuto;
 };
 
 // True when `bytes` starts with the gzip magic (1f 8b).

@@ -95,6 +95,13 @@ class Reader {
   // `progress(done_bytes, total_bytes)` is called about every 4 MiB.
   Result<Value> run(std::span<const uint8_t> input, Consumer* consumer = nullptr,
                     const std::function<void(uint64_t, uint64_t)>& progress = {});
+  // Makes the next run() decode trace entries ahead on a second thread (natively; the answer is the same either
+  // way). `spare_time`, if set, is work for that thread while it waits (LoadOptions::spare_time); it must outlive
+  // the run.
+  void decode_ahead(const std::function<bool()>* spare_time = nullptr) {
+    ahead_ = true;
+    spare_time_ = spare_time;
+  }
 
   // The same, streamed: begin(), feed() the bytes in order in chunks of any size, then finish(). An opcode cut at a
   // chunk boundary waits for the next chunk, so the whole input never has to be in memory at once. `size_hint`
@@ -124,6 +131,8 @@ class Reader {
   uint64_t memo_size() const;
   // Dicts decoded by the fast path (Consumer::consume_items) rather than built: how often it applied.
   uint64_t fast_dicts() const;
+  // Of those, the ones decoded ahead on a second thread (decode_ahead).
+  uint64_t ahead_dicts() const;
   // The bytes the pickle took, through its STOP (after finish): bytes fed after it are ignored, as Python ignores them.
   uint64_t pickle_end() const;
 
@@ -133,6 +142,8 @@ class Reader {
   StringTable* strings_;
   Limits limits_;
   uint64_t pos_ = 0;
+  bool ahead_ = false;
+  const std::function<bool()>* spare_time_ = nullptr;
   Impl* impl_;
 };
 

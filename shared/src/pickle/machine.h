@@ -7,7 +7,9 @@
 #include <string>
 
 #include "allocscope/pickle.h"
+#include "pickle/entry_decode.h"
 #include "pickle/opcodes.h"
+#include "pickle/predecoder.h"
 #include "pickle/run_cache.h"
 #include "pickle/utf8.h"
 #include "pickle/value_vec.h"
@@ -67,6 +69,11 @@ struct Reader::Impl {
   std::vector<size_t> marks;
   detail::MemoTable memo;
   detail::RunCache runs;
+  // Trace entries decoded ahead on a second thread (Reader::run of a large input), and which of this reader's cached
+  // runs each of that thread's run ids names (RunCache::kNone: not looked up yet).
+  detail::Predecoder* pre = nullptr;
+  std::vector<uint32_t> pre_runs;
+  uint64_t ahead_dicts = 0;  // of fast_dicts, those the predecoder decoded
   uint64_t fast_dicts = 0;  // dicts Machine::entry_fast decoded
   // A trace entry absorbed at SETITEMS leaves the stack, but PyTorch's C++ pickler memoizes a shared dict after its
   // items ("EMPTY_DICT MARK ... SETITEMS BINPUT n"): a memo store at exactly this input offset stores the entry's
@@ -531,15 +538,6 @@ class Machine {
     return Value{tag, 0, id};
   }
 
-  // A LONG1 of 1..8 bytes (addresses, times): little-endian two's complement, sign-extended. With 8 bytes `avail`
-  // it is one load and the shifts drop what lies past the number; a variable-length copy stalls the load after it.
-  static int64_t small_long(const uint8_t* b, size_t n, size_t avail) {
-    uint64_t w = 0;
-    std::memcpy(&w, b, avail >= 8 ? 8 : n);
-    const int shift = static_cast<int>(64 - 8 * n);
-    return static_cast<int64_t>(w << shift) >> shift;
-  }
-
   bool push_long(const uint8_t* b, size_t n) {
     if (n == 0) return push(Value::integer(0));
     uint64_t low = 0;
@@ -597,24 +595,6 @@ class Machine {
   }
 
   bool step();
-
-  // Decodes a BINGET or LONG_BINGET at q (complete within the buffer) into its memo index and moves q past it;
-  // false for anything else.
-  static bool memo_ref(const uint8_t*& q, const uint8_t* end, uint64_t* idx) {
-    if (end - q >= 2 && *q == kBINGET) {
-      *idx = q[1];
-      q += 2;
-      return true;
-    }
-    if (end - q >= 5 && *q == kLONG_BINGET) {
-      uint32_t i32;
-      std::memcpy(&i32, q + 1, 4);
-      *idx = i32;
-      q += 5;
-      return true;
-    }
-    return false;
-  }
 
   // The cached run of memo references that starts at `p` and ends at an APPENDS (at *run_end), or kNone.
   uint32_t cached_run(const uint8_t* p, const uint8_t** run_end) const {
@@ -696,10 +676,48 @@ class Machine {
   // from EMPTY_DICT. A consumer error, or a row out of stream order, also falls back after the consumer counted
   // the row: the general path then fails with the same error, so nothing of that load survives. A 1M-event
   // snapshot is 1M of these.
-  static constexpr size_t kPairs = 16;  // trace entries have at most 9 keys, frames 3
+  // The decode looks only at bytes (entry_decode.h); a predecoder thread may have done it already for this offset.
+  static constexpr size_t kPairs = DecodedEntry::kPairs;
   bool entry_fast() {
+    if (im_.pre) {
+      if (const DecodedEntry* d = im_.pre->take(static_cast<uint64_t>(p_ - begin_))) {
+        if (!apply_entry(*d, true)) return false;
+        ++im_.ahead_dicts;
+        // The entries right after it, while already decoded: the predecoder found each at an EMPTY_DICT, so that
+        // opcode is not read here again (its line is in the other core's cache, not this one's).
+        bool passed = false;
+        while (p_ < end_ && (d = im_.pre->ready(static_cast<uint64_t>(p_ - begin_) + 1, &passed))) {
+          op_start_ = p_++;
+          op_ = kEMPTY_DICT;
+          if (!apply_entry(*d, true)) {
+            p_ = op_start_;  // the dispatch loop reads this dict the other ways
+            break;
+          }
+          ++im_.ahead_dicts;
+        }
+        return true;
+      }
+    }
+    auto find_run = [this](const uint8_t* run, const uint8_t** run_end) { return cached_run(run, run_end); };
+    return decode_entry(p_, begin_, end_, find_run, &fast_decoded_) && apply_entry(fast_decoded_, false);
+  }
+
+  // The main run cache's entry for a predecoder's run `w` (its bytes at `run`, `len` long), or kNone.
+  uint32_t local_run(uint32_t w, const uint8_t* run, size_t len) {
+    if (im_.runs.disabled()) return RunCache::kNone;
+    if (w < im_.pre_runs.size() && im_.pre_runs[w] != RunCache::kNone) return im_.pre_runs[w];
+    const uint32_t e = im_.runs.find(run, len);
+    if (e == RunCache::kNone) return e;  // not cached here yet: the general path adds it
+    if (w >= im_.pre_runs.size()) im_.pre_runs.resize(w + 1, RunCache::kNone);
+    im_.pre_runs[w] = e;  // the predecoder's run ids name exact bytes, so the same id is the same entry from now on
+    return e;
+  }
+
+  // Everything of entry_fast that depends on the parse so far: memo slots, strings, runs' answers, the consumer.
+  // `foreign`: the run ids are the predecoder's, not this reader's.
+  bool apply_entry(const DecodedEntry& d, bool foreign) {
     const uint8_t* const end = end_;
-    const uint8_t* q = p_;
+    const uint8_t* const q = begin_ + d.at;
     const uint64_t memo_size = im_.memo.size();
     // The memo store after a new object: MEMOIZE (protocol 4), or BINPUT/LONG_BINPUT of the next slot (protocol 2,
     // as PyTorch's C++ pickler and our writer emit it; any other slot goes the general way). Its length, or 0.
@@ -715,8 +733,11 @@ class Machine {
       return idx == next ? 5 : 0;
     };
     // PyTorch's C++ pickler stores nothing here (it stores a shared dict after SETITEMS); our writer uses BINPUT.
-    const size_t dict_store = store_len(q);
-    if (end - q <= static_cast<ptrdiff_t>(dict_store) || q[dict_store] != kMARK) return false;
+    // Whether a store the decode saw is one apply would take: a MEMOIZE always is, so its byte is not read again
+    // (the predecoder's thread read it, on the other core).
+    auto stores = [&](const uint8_t* op, uint8_t len) { return len == 1 || store_len(op) == len; };
+    const size_t dict_store = d.dict_store;
+    if (dict_store && !stores(q, d.dict_store)) return false;
     uint32_t list = 0;
     if (!batch_list(0, &list) || im_.marks.size() >= lim_.max_marks) return false;
     const uint64_t at = off();
@@ -731,104 +752,68 @@ class Machine {
       return true;
     };
     if (dict_store && !memoize(q, Value{})) return false;
-    q += dict_store + 1;
     auto memo_ref_value = [&](uint64_t idx, Value* v) {  // only slots stored before this dict: scalars or handles
       if (idx >= memo_size) return false;
       *v = im_.memo.get(idx);
       return !(v->tag == Tag::kNone ? v->aux == kUnsetMemo : v->is_container());
     };
-    auto string = [&](Value* v) {  // SHORT_BINUNICODE or BINUNICODE, then an optional memo store
-      const size_t head = *q == kSHORT_BINUNICODE ? 2 : 5;
-      if (end - q < static_cast<ptrdiff_t>(head)) return false;
-      uint32_t n = q[1];
-      if (head == 5) std::memcpy(&n, q + 1, 4);
-      if (static_cast<uint64_t>(end - q) - head < n) return false;
-      *v = string_value(q + head, n, Tag::kStr);
-      q += head + n;
-      if (q >= end || (*q != kMEMOIZE && *q != kBINPUT && *q != kLONG_BINPUT)) return true;
-      const size_t len = store_len(q);  // a store into any other slot goes the general way
-      if (!len || !memoize(q, *v)) return false;
-      q += len;
-      return true;
+    auto string = [&](const EntryToken& t, Value* v) {  // its bytes, then the store the decode saw after them
+      if (t.x) {  // the bytes are in the token, and any store after them is a MEMOIZE
+        *v = string_value(reinterpret_cast<const uint8_t*>(&t.b), t.a, Tag::kStr);
+        // memoize's bound is checked at the dict's start, a few bytes before the store: at most stricter than at
+        // the store itself, and then the general path stores it, with its own check at its own position.
+        return !t.after || memoize(q, *v);
+      }
+      const uint8_t* const bytes = begin_ + t.b;
+      *v = string_value(bytes, t.a, Tag::kStr);
+      if (!t.after) return true;
+      const uint8_t* const op = bytes + t.a;
+      return stores(op, t.after) && memoize(op, *v);
     };
     Value* const kv = fast_kv_;
-    size_t n = 0;
-    for (;;) {
-      if (q >= end) return false;
-      if (*q == kSETITEMS) break;
-      if (n == 2 * kPairs) return false;
-      uint64_t idx;
-      Value& k = kv[n++];
-      if (*q == kSHORT_BINUNICODE || *q == kBINUNICODE) {
-        if (!string(&k)) return false;
-      } else if (!memo_ref(q, end, &idx) || !memo_ref_value(idx, &k) || k.tag != Tag::kStr) {
+    const size_t n = d.n;
+    for (size_t i = 0; i < n; i += 2) {
+      const EntryToken& kt = d.tok[i];
+      Value& k = kv[i];
+      if (kt.kind == EntryToken::kStr) {
+        if (!string(kt, &k)) return false;
+      } else if (!memo_ref_value(kt.a, &k) || k.tag != Tag::kStr) {
         return false;
       }
-      if (q >= end) return false;
-      Value& v = kv[n++];
-      switch (*q) {
-        case kBINGET:
-        case kLONG_BINGET:
-          if (!memo_ref(q, end, &idx) || !memo_ref_value(idx, &v)) return false;
+      const EntryToken& vt = d.tok[i + 1];
+      Value& v = kv[i + 1];
+      switch (vt.kind) {
+        case EntryToken::kRef:
+          if (!memo_ref_value(vt.a, &v)) return false;
           break;
-        case kBININT1:
-          if (end - q < 2) return false;
-          v = Value::integer(q[1]);
-          q += 2;
+        case EntryToken::kScalar: v = Value{static_cast<Tag>(vt.x), 0, vt.b}; break;
+        case EntryToken::kStr:
+          if (!string(vt, &v)) return false;
           break;
-        case kBININT2: {
-          if (end - q < 3) return false;
-          uint16_t x;
-          std::memcpy(&x, q + 1, 2);
-          v = Value::integer(x);
-          q += 3;
-          break;
-        }
-        case kBININT: {
-          if (end - q < 5) return false;
-          int32_t x;
-          std::memcpy(&x, q + 1, 4);
-          v = Value::integer(x);
-          q += 5;
-          break;
-        }
-        case kLONG1: {  // addresses and times: 1..8 bytes, little-endian two's complement
-          if (end - q < 2 || q[1] == 0 || q[1] > 8 || end - q - 2 < q[1]) return false;
-          v = Value::integer(small_long(q + 2, q[1], static_cast<size_t>(end - q - 2)));
-          q += 2 + q[1];
-          break;
-        }
-        case kNONE: v = Value::none(); ++q; break;
-        case kNEWTRUE: v = Value::boolean(true); ++q; break;
-        case kNEWFALSE: v = Value::boolean(false); ++q; break;
-        case kSHORT_BINUNICODE:
-        case kBINUNICODE:
-          if (!string(&v)) return false;
-          break;
-        case kEMPTY_LIST: {  // a frame list: EMPTY_LIST [store] MARK <a cached run> APPENDS [store], answered before
-          const size_t len = store_len(q + 1);
-          if (end - q <= static_cast<ptrdiff_t>(len + 1) || q[len + 1] != kMARK) return false;
-          const uint8_t* run_end = nullptr;
-          const uint32_t e = cached_run(q + len + 2, &run_end);
-          if (e == RunCache::kNone || im_.runs.count(e) > lim_.max_container_items || !im_.runs.answer(e, k, &v) ||
-              (len && !memoize(q + 1, v)))
+        case EntryToken::kList: {
+          const uint8_t* const run = begin_ + (vt.b & EntryToken::kOffsetMask);
+          uint32_t e = static_cast<uint32_t>(vt.b >> EntryToken::kRunShift);
+          if (foreign) e = local_run(e, run, vt.a);
+          if (e == RunCache::kNone || im_.runs.count(e) > lim_.max_container_items || !im_.runs.answer(e, k, &v))
             return false;
-          q = run_end + 1;
+          if (vt.x) {
+            const uint8_t* const op = run - 1 - vt.x;
+            if (!stores(op, vt.x) || !memoize(op, v)) return false;
+          }
           // The C++ pickler stores a shared list after its items: the list is this answer by then too. Stored both
           // before and after (no writer does that), the general path keeps only the last slot's node link, so the
           // first slot would keep the list itself: leave that to the general path.
-          if (const size_t after = store_len(q)) {
-            if (len || !memoize(q, v)) return false;
-            q += after;
+          if (vt.after) {
+            const uint8_t* const op = run + vt.a + 1;
+            if (vt.x || !stores(op, vt.after) || !memoize(op, v)) return false;
           }
           break;
         }
-        default: return false;
       }
     }
-    // q is at SETITEMS. What the general path would have pushed must fit, as it would have had to.
+    // At SETITEMS. What the general path would have pushed must fit, as it would have had to.
     if (im_.stack.size() + 1 + n > lim_.max_stack || n > lim_.max_container_items) return false;
-    const uint8_t* const setitems = q;
+    const uint8_t* const setitems = begin_ + d.setitems;
     *pos_out_ = im_.base + static_cast<uint64_t>(setitems - begin_);
     Value out;
     auto c = consumer_->consume_items(reader_, std::span<const Value>(kv, n), at, &out);
@@ -868,6 +853,7 @@ class Machine {
   Error error_;
   const std::function<void(uint64_t, uint64_t)>* progress_ = nullptr;
   // entry_fast's scratch, kept here so a call does not construct its arrays every time.
+  DecodedEntry fast_decoded_;
   Value fast_kv_[2 * kPairs];
   Value fast_fresh_[1 + 3 * kPairs];  // the dict, then per pair a key's store and a frame list's two
 };

@@ -31,6 +31,7 @@ Reader::Absorbed Reader::absorbed(const Value& v) const {
 
 uint64_t Reader::memo_size() const { return impl_->memo.size(); }
 uint64_t Reader::fast_dicts() const { return impl_->fast_dicts; }
+uint64_t Reader::ahead_dicts() const { return impl_->ahead_dicts; }
 uint64_t Reader::pickle_end() const { return impl_->base; }
 
 uint64_t Reader::offset_of(const Value& v) const {
@@ -60,6 +61,7 @@ void Reader::begin(Consumer* consumer, uint64_t /*size_hint: the memo grows by b
   im.memo.clear();
   im.runs.reset();
   im.fast_dicts = 0;
+  im.ahead_dicts = 0;
   im.absorbed_end = UINT64_MAX;
   for (auto& ss : im.short_strings) ss = {};
   im.stack.reserve(4096);
@@ -142,9 +144,21 @@ Result<Value> Reader::run(std::span<const uint8_t> input, Consumer* consumer,
                           const std::function<void(uint64_t, uint64_t)>& progress) {
   begin(consumer, input.size());
   Impl& im = *impl_;
+  // Trace entries decoded ahead on a second core, when asked for; stopped before this returns or throws.
+  std::unique_ptr<detail::Predecoder> ahead;
+  if (std::exchange(ahead_, false) && consumer) ahead = std::make_unique<detail::Predecoder>(input, spare_time_);
+  struct Detach {
+    Impl& im;
+    ~Detach() { im.pre = nullptr; }
+  } detach{im};
+  im.pre = ahead.get();
+  im.pre_runs.clear();
   // One buffer holding everything: no chunking, no carry, progress from inside the loop.
   detail::Machine m(*this, im, *strings_, limits_, input, &pos_, /*last=*/true);
-  if (!m.run(&progress)) {
+  const bool ran = m.run(&progress);
+  im.pre = nullptr;  // finish() runs a machine over another buffer
+  if (ahead) ahead->stop_and_rethrow();
+  if (!ran) {
     im.failed = true;
     im.error = m.error();
     return im.error;

@@ -39,6 +39,7 @@ class RunCache {
   }
   // A memo slot that may be in a cached run was overwritten: cached bytes no longer decode to cached values.
   void disable() { disabled_ = true; }
+  bool disabled() const { return disabled_; }
 
   // The entry for exactly the run [p, p + len), or kNone.
   uint32_t find(const uint8_t* p, size_t len) const {

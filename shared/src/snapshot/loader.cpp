@@ -30,6 +30,9 @@ bool is_gzip(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 0x1f 
 
 namespace {
 
+// Below this a pickle parses in a few milliseconds, about what starting a thread and warming its cache cost.
+constexpr size_t kDecodeAheadFrom = 8u << 20;
+
 // Real snapshots spend ~160 bytes of pickle per trace entry; reserving from the expected size avoids regrowing the
 // columns (page faults dominate otherwise). An underestimate only means one regrowth of each column.
 void reserve_columns(EventColumns& e, uint64_t pickle_bytes) {
@@ -327,12 +330,16 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   pickle::Reader reader(&snap.strings, options.limits);
   std::function<void(uint64_t, uint64_t)> p;
   if (options.progress) p = [&](uint64_t d, uint64_t t) { options.progress("parse", d, t); };
+  if (options.decode_ahead == LoadOptions::Ahead::kAlways ||
+      (options.decode_ahead == LoadOptions::Ahead::kAuto && bytes.size() >= kDecodeAheadFrom &&
+       detail::threads_for(2) >= 2))
+    reader.decode_ahead(options.spare_time ? &options.spare_time : nullptr);
   auto root = reader.run(bytes, &builder, p);
   if (!root.ok()) return root.error();
   ALLOCSCOPE_RETURN_IF_ERROR(builder.finish(reader, root.value()));
   if (LoadOptions::PickleFacts* f = options.facts)
     f->memo_slots = reader.memo_size(), f->root_is_dict = root.value().tag == pickle::Tag::kDict,
-    f->fast_dicts = reader.fast_dicts(), f->pickle_end = reader.pickle_end();
+    f->fast_dicts = reader.fast_dicts(), f->pickle_end = reader.pickle_end(), f->ahead_dicts = reader.ahead_dicts();
   trim_columns(snap.events);
   return snap;
 }
@@ -458,6 +465,40 @@ Result<Snapshot> read_beside(int fd, uint64_t size, const std::string& path, con
 }  // namespace
 #endif
 
+#if ALLOCSCOPE_HAVE_MMAP
+namespace {
+// Whether a large pickle is worth mapping so that its trace entries are decoded ahead on the second core: the
+// reading thread of read_beside would otherwise hold that core.
+bool decodes_ahead(const LoadOptions& options) {
+  return options.decode_ahead == LoadOptions::Ahead::kAlways ||
+         (options.decode_ahead == LoadOptions::Ahead::kAuto && detail::threads_for(2) >= 2);
+}
+
+// A large pickle mapped and parsed whole, its entries decoded ahead (Reader::decode_ahead). The pages the parser
+// has passed are dropped from the mapping every 4 MB (its progress reports), so the file never counts whole in the
+// process's memory, as with read_beside; the page cache keeps them. Dropping is only a hint: a page touched again
+// is read again from the file.
+Result<Snapshot> load_mapped_ahead(std::span<const uint8_t> mapped, const LoadOptions& options) {
+  LoadOptions o = options;
+  const uint8_t* const base = mapped.data();
+  size_t dropped = 0;
+  o.progress = [&](std::string_view phase, uint64_t done, uint64_t total) {
+    constexpr size_t kBehind = 4u << 20;  // what the parser may still look at behind its position
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    if (done > kBehind) {
+      const size_t upto = static_cast<size_t>(done - kBehind) / page * page;
+      if (upto > dropped) {
+        ::madvise(const_cast<uint8_t*>(base) + dropped, upto - dropped, MADV_DONTNEED);
+        dropped = upto;
+      }
+    }
+    if (options.progress) options.progress(phase, done, total);
+  };
+  return load_snapshot(mapped, o);
+}
+}  // namespace
+#endif
+
 Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& options) {
 #if ALLOCSCOPE_HAVE_MMAP
   if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
@@ -471,6 +512,13 @@ Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& 
     const bool big_pickle = stat_ok && S_ISREG(st.st_mode) &&
                             static_cast<uint64_t>(st.st_size) > kWindow && ::pread(fd, magic, 2, 0) == 2 &&
                             !is_gzip(magic);
+    if (big_pickle && decodes_ahead(options)) {
+      // Without the address space for it (`ulimit -v`), it is read beside the parser as on one core.
+      if (const MappedFile mapped(path); mapped.ok()) {
+        ::close(fd);
+        return load_mapped_ahead(mapped.bytes(), options);
+      }
+    }
     if (big_pickle) {
       auto loaded = read_beside(fd, static_cast<uint64_t>(st.st_size), path, options);
       ::close(fd);
