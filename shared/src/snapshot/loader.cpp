@@ -475,8 +475,8 @@ bool decodes_ahead(const LoadOptions& options) {
 }
 
 // A large pickle mapped and parsed whole, its entries decoded ahead (Reader::decode_ahead). The pages the parser
-// has passed are dropped from the mapping every 4 MB (its progress reports), so the file never counts whole in the
-// process's memory, as with read_beside; the page cache keeps them. Dropping is only a hint: a page touched again
+// has passed are dropped from the mapping as it reports progress, so the file never counts whole in the process's
+// memory, as with read_beside; the page cache keeps them. Dropping is only a hint: a page touched again
 // is read again from the file.
 Result<Snapshot> load_mapped_ahead(std::span<const uint8_t> mapped, const LoadOptions& options) {
   LoadOptions o = options;
@@ -484,10 +484,14 @@ Result<Snapshot> load_mapped_ahead(std::span<const uint8_t> mapped, const LoadOp
   size_t dropped = 0;
   o.progress = [&](std::string_view phase, uint64_t done, uint64_t total) {
     constexpr size_t kBehind = 4u << 20;  // what the parser may still look at behind its position
+    // Dropped 32 MB at a time: every 4 MB cost a 1M-event load ~15 ms (130 -> 145 ms, interleaved runs; each call
+    // also flushes the TLB of the core decoding ahead), while 32 MB cost nothing measurable and keeps at most
+    // ~36 MB of the file mapped (max RSS 91 MB every 4 MB, 108 MB every 32 MB, 230 MB never).
+    constexpr size_t kStride = 32u << 20;
     const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     if (done > kBehind) {
       const size_t upto = static_cast<size_t>(done - kBehind) / page * page;
-      if (upto > dropped) {
+      if (upto >= dropped + kStride) {
         ::madvise(const_cast<uint8_t*>(base) + dropped, upto - dropped, MADV_DONTNEED);
         dropped = upto;
       }
