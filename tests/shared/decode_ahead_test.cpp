@@ -1,7 +1,7 @@
 // Trace entries decoded ahead on a second thread (Reader::decode_ahead, pickle/predecoder.h) change nothing the
 // loader answers: every kept snapshot, and inputs mangled where the thread guesses entries (bytes 0x7D, EMPTY_DICT,
-// planted anywhere), load to the same model or fail with the same error, with the thread or without. Also run under
-// ThreadSanitizer (label "threads").
+// planted anywhere), load to the same model or fail with the same error, with the thread or without. The mangled
+// inputs also run under ThreadSanitizer (label "threads").
 #include <gtest/gtest.h>
 
 #include <filesystem>
