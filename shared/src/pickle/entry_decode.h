@@ -78,6 +78,18 @@ inline bool memo_ref(const uint8_t*& q, const uint8_t* end, uint64_t* idx) {
   return false;
 }
 
+// Where a run of memo references starting at `p` ends at an APPENDS (that byte), or null: a cheap scan of BINGET
+// and LONG_BINGET only; anything odd goes the slow way.
+inline const uint8_t* memo_run_end(const uint8_t* p, const uint8_t* end) {
+  const uint8_t* q = p;
+  while (end - q >= 5) {
+    if (*q == kBINGET) q += 2;
+    else if (*q == kLONG_BINGET) q += 5;
+    else break;
+  }
+  return q < end && *q == kAPPENDS ? q : nullptr;
+}
+
 // Decodes the dict whose EMPTY_DICT sits just before `p`, of the shape
 //   EMPTY_DICT <store> MARK (key value)+ SETITEMS
 // where keys are strings (each maybe followed by a store) or memo references, and values are memo references,

@@ -599,13 +599,8 @@ class Machine {
   // The cached run of memo references that starts at `p` and ends at an APPENDS (at *run_end), or kNone.
   uint32_t cached_run(const uint8_t* p, const uint8_t** run_end) const {
     if (const uint32_t e = im_.runs.find_ending(p, end_, kAPPENDS, run_end); e != RunCache::kNone) return e;
-    const uint8_t* q = p;
-    while (end_ - q >= 5) {  // a cheap scan for the end of the run; anything odd goes the slow way
-      if (*q == kBINGET) q += 2;
-      else if (*q == kLONG_BINGET) q += 5;
-      else break;
-    }
-    if (q >= end_ || *q != kAPPENDS) return RunCache::kNone;
+    const uint8_t* const q = memo_run_end(p, end_);
+    if (!q) return RunCache::kNone;
     *run_end = q;
     return im_.runs.find(p, static_cast<size_t>(q - p));
   }

@@ -106,13 +106,8 @@ class Predecoder {
   // A run of memo references ending at APPENDS, as the parser's cached_run finds it, in this thread's own cache.
   uint32_t find_run(const uint8_t* p, const uint8_t** run_end) {
     if (const uint32_t e = runs_.find_ending(p, end_, kAPPENDS, run_end); e != RunCache::kNone) return e;
-    const uint8_t* q = p;
-    while (end_ - q >= 5) {
-      if (*q == kBINGET) q += 2;
-      else if (*q == kLONG_BINGET) q += 5;
-      else break;
-    }
-    if (q >= end_ || *q != kAPPENDS) return RunCache::kNone;
+    const uint8_t* const q = memo_run_end(p, end_);
+    if (!q) return RunCache::kNone;
     *run_end = q;
     const size_t len = static_cast<size_t>(q - p);
     const uint32_t e = runs_.find(p, len);
