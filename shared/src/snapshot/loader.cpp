@@ -30,8 +30,12 @@ bool is_gzip(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 0x1f 
 
 namespace {
 
-// Below this a pickle parses in a few milliseconds, about what starting a thread and warming its cache cost.
-constexpr size_t kDecodeAheadFrom = 8u << 20;
+// Whether a pickle of `size` bytes, held whole, has its trace entries decoded ahead on a second core
+// (LoadOptions::decode_ahead). Below 8 MB it parses in a few milliseconds, and a thread could save little.
+bool decodes_ahead(const LoadOptions& options, uint64_t size) {
+  return options.decode_ahead == LoadOptions::Ahead::kAlways ||
+         (options.decode_ahead == LoadOptions::Ahead::kAuto && size >= (8u << 20) && detail::threads_for(2) >= 2);
+}
 
 // Real snapshots spend ~160 bytes of pickle per trace entry; reserving from the expected size avoids regrowing the
 // columns (page faults dominate otherwise). An underestimate only means one regrowth of each column.
@@ -330,10 +334,7 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   pickle::Reader reader(&snap.strings, options.limits);
   std::function<void(uint64_t, uint64_t)> p;
   if (options.progress) p = [&](uint64_t d, uint64_t t) { options.progress("parse", d, t); };
-  if (options.decode_ahead == LoadOptions::Ahead::kAlways ||
-      (options.decode_ahead == LoadOptions::Ahead::kAuto && bytes.size() >= kDecodeAheadFrom &&
-       detail::threads_for(2) >= 2))
-    reader.decode_ahead(options.spare_time ? &options.spare_time : nullptr);
+  if (decodes_ahead(options, bytes.size())) reader.decode_ahead(options.spare_time ? &options.spare_time : nullptr);
   auto root = reader.run(bytes, &builder, p);
   if (!root.ok()) return root.error();
   ALLOCSCOPE_RETURN_IF_ERROR(builder.finish(reader, root.value()));
@@ -467,13 +468,6 @@ Result<Snapshot> read_beside(int fd, uint64_t size, const std::string& path, con
 
 #if ALLOCSCOPE_HAVE_MMAP
 namespace {
-// Whether a large pickle is worth mapping so that its trace entries are decoded ahead on the second core: the
-// reading thread of read_beside would otherwise hold that core.
-bool decodes_ahead(const LoadOptions& options) {
-  return options.decode_ahead == LoadOptions::Ahead::kAlways ||
-         (options.decode_ahead == LoadOptions::Ahead::kAuto && detail::threads_for(2) >= 2);
-}
-
 // A large pickle mapped and parsed whole, its entries decoded ahead (Reader::decode_ahead). The pages the parser
 // has passed are dropped from the mapping as it reports progress, so the file never counts whole in the process's
 // memory, as with read_beside; the page cache keeps them. Dropping is only a hint: a page touched again
@@ -516,8 +510,9 @@ Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& 
     const bool big_pickle = stat_ok && S_ISREG(st.st_mode) &&
                             static_cast<uint64_t>(st.st_size) > kWindow && ::pread(fd, magic, 2, 0) == 2 &&
                             !is_gzip(magic);
-    if (big_pickle && decodes_ahead(options)) {
-      // Without the address space for it (`ulimit -v`), it is read beside the parser as on one core.
+    if (big_pickle && decodes_ahead(options, static_cast<uint64_t>(st.st_size))) {
+      // Mapped, so that a second core decodes its entries ahead instead of reading the file (read_beside). Without
+      // the address space for it (`ulimit -v`), it is read beside the parser as on one core.
       if (const MappedFile mapped(path); mapped.ok()) {
         ::close(fd);
         return load_mapped_ahead(mapped.bytes(), options);
