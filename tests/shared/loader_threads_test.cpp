@@ -47,6 +47,19 @@ struct TempFile {
   }
 };
 
+// `b` with 4 KB of 0xff at `at`: not an opcode, and no string in a snapshot is that long.
+std::vector<uint8_t> spoiled(std::vector<uint8_t> b, size_t at) {
+  std::fill(b.begin() + static_cast<std::ptrdiff_t>(at), b.begin() + static_cast<std::ptrdiff_t>(at + 4096), 0xff);
+  return b;
+}
+// A load of spoiled(.., at) failed there, with an offset.
+void expect_fails_at(const Result<Snapshot>& r, size_t at) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().offset, Error::kNoOffset);
+  EXPECT_LE(r.error().offset, at + 4096) << r.error().describe();
+  EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();
+}
+
 TEST(LoaderThreads, GzipEqualsInflatedBytes) {
   for (const char* name : {"gpt2_cpp.pickle.gz", "external/pt26_cs336_fullstep.pickle.gz"}) {
     const std::vector<uint8_t> gz = file(name);
@@ -73,24 +86,16 @@ TEST(LoaderThreads, ManyChunksAndAPickleErrorMidway) {
   auto whole = load_snapshot(gz);
   ASSERT_TRUE(whole.ok()) << whole.error().describe();
   EXPECT_EQ(whole->events.size_rows(), 1000000u);
-  // 4 KB of 0xff (not an opcode; no string in a snapshot is that long) at 100 MB: the parser stops while the
-  // inflater still has 60 MB to go.
-  std::vector<uint8_t> bad = raw.value();
+  // A bad byte at 100 MB: the parser stops while the inflater still has 60 MB to go.
   const size_t at = 100u << 20;
-  std::fill(bad.begin() + at, bad.begin() + at + 4096, 0xff);
-  auto regz = gzip(bad, 1);
+  auto regz = gzip(spoiled(raw.value(), at), 1);
   ASSERT_TRUE(regz.ok());
-  auto r = load_snapshot(regz.value());
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().offset, Error::kNoOffset);
-  EXPECT_LE(r.error().offset, at + 4096) << r.error().describe();
-  EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();
+  expect_fails_at(load_snapshot(regz.value()), at);
 }
 
 // A plain pickle over 64 MB is read from its file on a second thread while this one parses (loader.cpp read_beside,
-// where no second core decodes ahead):
-// the same model as parsing its bytes in memory, progress to the last byte, and a bad byte early on stops the reader
-// too, with the offset of the bad byte.
+// where no second core decodes ahead): the same model as parsing its bytes in memory, progress to the last byte,
+// and a bad byte early on stops the reader too, with the offset of the bad byte.
 TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
   auto raw = gunzip(file("gpt2_big_1M.pickle.gz"));
   ASSERT_TRUE(raw.ok());
@@ -148,16 +153,11 @@ TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
     EXPECT_THROW((void)load_snapshot_file(path, failing), std::bad_alloc) << (on_reader ? "reader" : "parser");
   }
 
-  std::vector<uint8_t> bad = raw.value();
   const size_t at = 20u << 20;  // in the 6th chunk: the reader is still ahead, with most of the file to go
-  std::fill(bad.begin() + at, bad.begin() + at + 4096, 0xff);
-  ASSERT_TRUE(write_file(bad));
+  ASSERT_TRUE(write_file(spoiled(raw.value(), at)));
   LoadOptions beside;
   beside.decode_ahead = LoadOptions::Ahead::kNever;
-  auto r = load_snapshot_file(path, beside);
-  ASSERT_FALSE(r.ok());
-  EXPECT_LE(r.error().offset, at + 4096) << r.error().describe();
-  EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();
+  expect_fails_at(load_snapshot_file(path, beside), at);
 }
 
 // With a second core, a plain pickle over 64 MB is mapped instead, and its trace entries are decoded ahead on the
@@ -222,14 +222,9 @@ TEST(LoaderThreads, LargeFileIsMappedAndDecodedAhead) {
     EXPECT_THROW((void)load_snapshot_file(tmp.path, failing), std::bad_alloc) << (on_thread ? "thread" : "parser");
   }
 
-  std::vector<uint8_t> bad = raw.value();
   const size_t at = 20u << 20;
-  std::fill(bad.begin() + at, bad.begin() + at + 4096, 0xff);
-  ASSERT_TRUE(tmp.write(bad));
-  auto r = load_snapshot_file(tmp.path, opt);
-  ASSERT_FALSE(r.ok());
-  EXPECT_LE(r.error().offset, at + 4096) << r.error().describe();
-  EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();
+  ASSERT_TRUE(tmp.write(spoiled(raw.value(), at)));
+  expect_fails_at(load_snapshot_file(tmp.path, opt), at);
 }
 
 // The same for a .gz: its inflating thread reports the progress (its spare time comes only when the parser falls
