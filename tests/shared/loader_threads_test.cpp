@@ -60,6 +60,32 @@ void expect_fails_at(const Result<Snapshot>& r, size_t at) {
   EXPECT_GE(r.error().offset + 4096, at) << r.error().describe();
 }
 
+// Out of memory on either side of a file's load reaches the caller, the other side stopped first: thrown by the
+// spare-time work (on the thread beside the parser) or by the parser's progress report. `slow_parser`: the parser
+// sleeps at each report, so that the thread beside it waits and is offered the spare time.
+void expect_out_of_memory_reaches_caller(const std::string& path, LoadOptions::Ahead ahead, bool slow_parser) {
+  for (const bool beside : {true, false}) {
+    LoadOptions failing;
+    failing.decode_ahead = ahead;
+    std::atomic<int> calls{0};
+    if (beside) {
+      if (slow_parser)
+        failing.progress = [](std::string_view, uint64_t, uint64_t) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        };
+      failing.spare_time = [&]() -> bool {
+        if (++calls == 3) throw std::bad_alloc();
+        return true;
+      };
+    } else {
+      failing.progress = [&](std::string_view phase, uint64_t, uint64_t) {
+        if (phase == "parse" && ++calls == 3) throw std::bad_alloc();
+      };
+    }
+    EXPECT_THROW((void)load_snapshot_file(path, failing), std::bad_alloc) << (beside ? "beside" : "parser");
+  }
+}
+
 TEST(LoaderThreads, GzipEqualsInflatedBytes) {
   for (const char* name : {"gpt2_cpp.pickle.gz", "external/pt26_cs336_fullstep.pickle.gz"}) {
     const std::vector<uint8_t> gz = file(name);
@@ -134,24 +160,9 @@ TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
   EXPECT_EQ(last_done, raw->size());
   EXPECT_EQ(last_total, raw->size());
 
-  // Out of memory on either side reaches the caller, the other side stopped first: an exception leaving the
-  // reading thread, or leaving the parser while the reader still ran, ended the process with std::terminate.
-  for (const bool on_reader : {true, false}) {
-    LoadOptions failing;
-    failing.decode_ahead = LoadOptions::Ahead::kNever;
-    std::atomic<int> calls{0};
-    if (on_reader) {
-      failing.spare_time = [&]() -> bool {
-        if (++calls == 3) throw std::bad_alloc();
-        return true;
-      };
-    } else {
-      failing.progress = [&](std::string_view phase, uint64_t, uint64_t) {
-        if (phase == "parse" && ++calls == 3) throw std::bad_alloc();
-      };
-    }
-    EXPECT_THROW((void)load_snapshot_file(path, failing), std::bad_alloc) << (on_reader ? "reader" : "parser");
-  }
+  // An exception leaving the reading thread, or leaving the parser while the reader still ran, ended the process
+  // with std::terminate.
+  expect_out_of_memory_reaches_caller(path, LoadOptions::Ahead::kNever, /*slow_parser=*/false);
 
   const size_t at = 20u << 20;  // in the 6th chunk: the reader is still ahead, with most of the file to go
   ASSERT_TRUE(write_file(spoiled(raw.value(), at)));
@@ -202,25 +213,8 @@ TEST(LoaderThreads, LargeFileIsMappedAndDecodedAhead) {
   EXPECT_GT(spare_calls.load(), 0u);
   EXPECT_FALSE(spare_on_parser.load());
 
-  for (const bool on_thread : {true, false}) {
-    LoadOptions failing;
-    failing.decode_ahead = LoadOptions::Ahead::kAlways;
-    std::atomic<int> calls{0};
-    if (on_thread) {  // the spare-time work throws on the second thread
-      failing.progress = [&](std::string_view, uint64_t, uint64_t) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      };
-      failing.spare_time = [&]() -> bool {
-        if (++calls == 3) throw std::bad_alloc();
-        return true;
-      };
-    } else {
-      failing.progress = [&](std::string_view phase, uint64_t, uint64_t) {
-        if (phase == "parse" && ++calls == 3) throw std::bad_alloc();
-      };
-    }
-    EXPECT_THROW((void)load_snapshot_file(tmp.path, failing), std::bad_alloc) << (on_thread ? "thread" : "parser");
-  }
+  // The thread decoding ahead is offered spare time only while its ring is full: a slow parser fills it.
+  expect_out_of_memory_reaches_caller(tmp.path, LoadOptions::Ahead::kAlways, /*slow_parser=*/true);
 
   const size_t at = 20u << 20;
   ASSERT_TRUE(tmp.write(spoiled(raw.value(), at)));
