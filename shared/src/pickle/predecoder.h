@@ -39,10 +39,7 @@ class Predecoder {
       ring_.reset(new DecodedEntry[kRing]);
       thread_ = std::thread([this] { run(); });
     } catch (...) {  // no memory or no thread: the parser decodes everything itself, as without this
-      done_.store(true, std::memory_order_release);
     }
-#else
-    done_.store(true, std::memory_order_release);
 #endif
   }
   ~Predecoder() { stop(); }
@@ -94,8 +91,6 @@ class Predecoder {
     return nullptr;
   }
 
-  uint64_t decoded() const { return written_.load(std::memory_order_acquire); }
-
  private:
   static constexpr size_t kRing = 1024;
   static constexpr uint64_t kPublish = 64;
@@ -130,7 +125,7 @@ class Predecoder {
         while (written - read >= kRing) {  // full: wait for the parser, doing the caller's spare work meanwhile
           read = read_.load(std::memory_order_acquire);
           if (written - read < kRing) break;
-          if (stop_.load(std::memory_order_relaxed)) return finish();
+          if (stop_.load(std::memory_order_relaxed)) return;
           if (!(spare_time_ && *spare_time_ && (*spare_time_)())) std::this_thread::yield();
         }
         DecodedEntry& d = ring_[written % kRing];
@@ -145,10 +140,8 @@ class Predecoder {
     } catch (...) {  // out of memory, or thrown by the spare-time work: the caller's, once the parse stops
       failure_ = std::current_exception();
     }
-    finish();
   }
 #endif
-  void finish() { done_.store(true, std::memory_order_release); }
 
   const uint8_t* const begin_;
   const uint8_t* const end_;
@@ -159,7 +152,6 @@ class Predecoder {
   // The thread's, published: entries written, and the offset below which every EMPTY_DICT has been looked at.
   alignas(64) std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> scanned_{0};
-  std::atomic<bool> done_{false};
   // The parser's, published now and then, on a line of their own: entries it is done with (every kPublish), read by
   // the thread when the ring looks full; where it decoded an entry itself. Then the stop, written once.
   alignas(64) std::atomic<uint64_t> read_{0};
