@@ -1,5 +1,5 @@
-// What a parse split over two cores would pay before it could start its half (docs/loader.md, "A parse on both
-// cores"): a walk of the pickle's opcodes that only steps over each one's argument and counts the memo stores, as a
+// What a split of the file over two cores would pay before it could start its half (docs/loader.md, "Trace entries
+// decoded ahead on the second core", says why that split was not built): a walk of the pickle's opcodes that only steps over each one's argument and counts the memo stores, as a
 // worker must do up to its split point to know the memo's size and each slot's kind. Timed against the real
 // parse+model (load_snapshot) of the same bytes in the same run, best of N each.
 // usage: bench_lex [FILE (default: the 1M-event fixture)] [RUNS=5]

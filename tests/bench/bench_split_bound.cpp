@@ -1,4 +1,5 @@
-// The most a parse split over two cores could give (issue 12, docs/loader.md "A parse on both cores"): the same
+// The most a split of the file over two cores could give (issue 12; docs/loader.md, "Trace entries decoded ahead on
+// the second core", says why that split was not built and what was instead): the same
 // trace cut in two real pickles at its middle event, each parsed by its own thread in the same process, against the
 // whole file parsed by one. No join, no memo hand-over, no lexing: a real split can only be slower than the pair.
 // The halves are written by Python's pickle (the writer PyTorch's _dump_snapshot uses, same protocol as the input):
