@@ -86,7 +86,9 @@ RankRow unreadable(const std::string& path, const Error& e) {
   return row;
 }
 
-RankRow summarise(const std::string& path, uint32_t top_sites) {
+// `ahead`: whether a large plain pickle has its entries decoded ahead on another core (LoadOptions::decode_ahead);
+// not while the other workers hold the cores.
+RankRow summarise(const std::string& path, uint32_t top_sites, LoadOptions::Ahead ahead) {
   if (is_summary_json(path)) {
     auto bytes = read_file(path);
     if (!bytes.ok()) return unreadable(path, bytes.error());
@@ -95,7 +97,9 @@ RankRow summarise(const std::string& path, uint32_t top_sites) {
     if (!row.ok()) return unreadable(path, row.error());
     return std::move(row).value();
   }
-  auto s = load_snapshot_file(path);
+  LoadOptions options;
+  options.decode_ahead = ahead;
+  auto s = load_snapshot_file(path, options);
   if (!s.ok()) return unreadable(path, s.error());
   const Lifetimes lt = build_lifetimes(*s);
   const FrameFilter ff(*s);
@@ -128,6 +132,9 @@ int run_ranks(const std::vector<std::string>& argv) {
   if (!expand(args.positional, &files)) return 1;
   if (files.empty()) return fail("ranks: no snapshot (.pickle, .pickle.gz, .pkl) or summary (.json) files there");
 
+  // One worker per core: a worker's load has no spare core to decode ahead on, unless there is only one worker.
+  const LoadOptions::Ahead ahead =
+      std::min<size_t>(jobs, files.size()) > 1 ? LoadOptions::Ahead::kNever : LoadOptions::Ahead::kAuto;
   std::vector<RankRow> out(files.size());
   // A file too large for the memory left is that rank's answer, not the end of the others': nothing may leave a
   // worker (an exception there calls std::terminate), so the row is written here, on the calling thread, after.
@@ -136,7 +143,7 @@ int run_ranks(const std::vector<std::string>& argv) {
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < files.size();) {
       try {
-        out[i] = summarise(files[i], static_cast<uint32_t>(sites));
+        out[i] = summarise(files[i], static_cast<uint32_t>(sites), ahead);
       } catch (const std::bad_alloc&) {
         out_of_memory[i] = 1;
       } catch (const std::length_error&) {
