@@ -50,8 +50,8 @@ TEST(DeviceThreads, OneThreadAndSeveralGiveTheSameAnswer) {
   EXPECT_EQ(build_lifetimes(s.value()).devices.size(), 3u);
 }
 
-// One device's replay split over two halves of the addresses (a core each) must give every row, total and warning
-// the whole replay gives, in the same order: on every kept snapshot, every device.
+// One device's traced rows written on two cores (one copies the allocs' fields, the other replays the frees) must
+// give every row, total and warning one core gives, in the same order: on every kept snapshot, every device.
 // A trace no real file has all of: addresses allocated twice without a free, frees of blocks allocated before the
 // trace (with and without their free_requested just before), and blocks left over in the final segments.
 Snapshot shuffled_trace() {

@@ -39,56 +39,9 @@ const DeviceLifetimes* Lifetimes::first_traced() const {
 }
 
 namespace {
-
-// The replay on two cores: frees pair with allocs by address only, so a replay of the events whose address falls
-// in one half of a hash (both halves walked on a core each) does exactly what the whole replay does to those
-// addresses. Only the order-dependent parts are gathered afterwards, in event order: the rows of frees without an
-// alloc, whose place in the stack counts such frees across both halves, and the warnings.
-constexpr unsigned kMaxParts = 2;
-unsigned part_of(uint64_t addr, unsigned parts) {
-  return parts == 1 ? 0 : static_cast<unsigned>((addr * 0x9E3779B97F4A7C15ull) >> 63);
-}
-
-// Per half of the addresses.
-struct Part {
-  detail::AddrMap live{4096};  // pass 1: addr -> 0; pass 2: addr -> row of the live (not yet free_completed) alloc
-  uint32_t allocs = 0, freed_only = 0;
-  struct FreedOnly {
-    uint32_t event, src, requested;  // the free_completed, the event whose fields it takes, its free_requested
-  };
-  std::vector<FreedOnly> freed;                               // pass 2, in event order
-  std::vector<std::pair<uint32_t, std::string>> warnings;     // pass 2: (event, text), in event order
-  uint32_t allocated_again = 0;  // addresses allocated again without a free; the first kWarningsKept are in warnings
-};
 // One warning per re-allocated address was one line each: 1.6M lines from a 1.2 MB file (an audit). The first ones
 // say where; the rest are counted.
 constexpr uint32_t kWarningsKept = 20;
-
-uint32_t event_of(const Part::FreedOnly& f) { return f.event; }
-uint32_t event_of(const std::pair<uint32_t, std::string>& w) { return w.first; }
-
-// Calls fn on the items of every part's `list` (each in event order), in event order across the parts.
-template <class List, class Fn>
-void in_event_order(unsigned parts, Part* part, List Part::*list, Fn&& fn) {
-  size_t at[kMaxParts] = {};
-  for (;;) {
-    unsigned next = parts;
-    for (unsigned p = 0; p < parts; ++p)
-      if (at[p] < (part[p].*list).size() &&
-          (next == parts || event_of((part[p].*list)[at[p]]) < event_of((part[next].*list)[at[next]])))
-        next = p;
-    if (next == parts) return;
-    fn((part[next].*list)[at[next]++]);
-  }
-}
-
-// Runs fn(p) for each part, on a core each when there are two.
-template <class Fn>
-void each_part(unsigned parts, Fn&& fn) {
-  if (parts == 1) return fn(0u);
-  detail::both(true, [&] { fn(0u); }, [&] { fn(1u); });
-}
-
 }  // namespace
 
 DeviceLifetimes detail::build_device_lifetimes_in(const Snapshot& s, int64_t device, unsigned parts) {
@@ -100,56 +53,42 @@ DeviceLifetimes detail::build_device_lifetimes_in(const Snapshot& s, int64_t dev
   out.event_begin = begin;
   out.event_count = n;
   const EventColumns& ev = s.events;
-  parts = parts >= 2 ? 2 : 1;
 
   // Every column is sized once, to its final length, and rows are written in place: building 56-byte rows first and
   // copying them into columns held both at once (~350 MB for a 10M-event trace in the browser, whose heap never
   // gives memory back), and growing or re-copying columns leaves holes the heap keeps. The stacking order puts the
   // freed-only and final-state rows (known only after the replay) before the traced ones, so a first replay counts
   // them: it touches only an address map.
-  Part part[kMaxParts];
-  each_part(parts, [&](unsigned p) {
-    Part& h = part[p];
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint32_t r = begin + i;
-      const Action a = ev.action[r];
-      if (a != Action::kAlloc && a != Action::kFreeCompleted) continue;
-      const uint64_t addr = ev.addr[r];
-      if (part_of(addr, parts) != p) continue;
-      if (a == Action::kAlloc) {
-        h.live.put(addr, 0);
-        ++h.allocs;
-      } else {
-        h.freed_only += h.live.erase(addr) == detail::AddrMap::kAbsent;
-      }
-    }
-  });
+  detail::AddrMap live(4096);  // first addr -> 0; then addr -> row of the live (not yet free_completed) alloc
   uint32_t allocs = 0, freed_only = 0, final_only = 0;
-  for (unsigned p = 0; p < parts; ++p) allocs += part[p].allocs, freed_only += part[p].freed_only;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t r = begin + i;
+    const Action a = ev.action[r];
+    if (a == Action::kAlloc) {
+      live.put(ev.addr[r], 0);
+      ++allocs;
+    } else if (a == Action::kFreeCompleted) {
+      freed_only += live.erase(ev.addr[r]) == detail::AddrMap::kAbsent;
+    }
+  }
   for (const Segment& seg : s.segments) {
     if (seg.device != device) continue;
     for (const Block& b : s.blocks_of(seg))
-      final_only += b.state == BlockState::kActiveAllocated &&
-                    part[part_of(b.address, parts)].live.get(b.address) == detail::AddrMap::kAbsent;
+      final_only += b.state == BlockState::kActiveAllocated && live.get(b.address) == detail::AddrMap::kAbsent;
   }
   const uint32_t front = final_only + freed_only;  // rows [0, front) stack before the traced ones
   const size_t total_rows = size_t{front} + allocs;
-  // Sized (and so zeroed) on both cores too: a 1M-event trace's columns are ~24 MB.
-  each_part(parts, [&](unsigned p) {
-    if (p == 0 || parts == 1) {
-      out.addr.resize(total_rows);
-      out.size.resize(total_rows);
-      out.block_size.resize(total_rows);
-      out.stream.resize(total_rows);
-    }
-    if (p == 1 || parts == 1) {
-      out.stack.resize(total_rows);
-      out.alloc_event.resize(total_rows);
-      out.free_event.resize(total_rows);
-      out.free_requested_event.resize(total_rows);
-      out.origin.resize(total_rows);
-    }
-  });
+  // All on this thread: a worker thread's allocations come from an arena of its own, fresh pages to fault in, where
+  // this thread's heap has the parse's freed memory to reuse (two threads sizing them took 5.8 ms, one 1.5 ms).
+  out.addr.resize(total_rows);
+  out.size.resize(total_rows);
+  out.block_size.resize(total_rows);
+  out.stream.resize(total_rows);
+  out.stack.resize(total_rows);
+  out.alloc_event.resize(total_rows);
+  out.free_event.assign(total_rows, kNoEvent);
+  out.free_requested_event.assign(total_rows, kNoEvent);
+  out.origin.resize(total_rows);
   auto put = [&out](uint32_t row, uint64_t addr, uint64_t size, uint64_t block_size, int64_t stream, StackId stack,
                     uint32_t alloc_event, uint32_t free_event, uint32_t free_requested_event, LifetimeOrigin origin) {
     out.addr[row] = addr;
@@ -163,72 +102,82 @@ DeviceLifetimes detail::build_device_lifetimes_in(const Snapshot& s, int64_t dev
     out.origin[row] = origin;
   };
 
-  // Each part writes only the rows of its own allocs: a traced alloc's row is `front` plus the number of allocs
-  // before it in the whole trace, which both parts count.
-  each_part(parts, [&](unsigned p) {
-    Part& h = part[p];
-    h.live = detail::AddrMap(4096);          // addr -> row in `out` of the live (not yet free_completed) alloc
-    detail::AddrMap requested_before(64);  // addr -> free_requested event of a block whose alloc we never saw
-    uint32_t next_traced = front;
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint32_t r = begin + i;
-      const Action a = ev.action[r];
-      if (a != Action::kAlloc && a != Action::kFreeRequested && a != Action::kFreeCompleted) continue;
-      const uint64_t addr = ev.addr[r];
-      if (part_of(addr, parts) != p) {
-        next_traced += a == Action::kAlloc;
-        continue;
-      }
-      switch (a) {
-        case Action::kAlloc: {
-          if (h.live.get(addr) != detail::AddrMap::kAbsent && h.allocated_again++ < kWarningsKept)
-            h.warnings.emplace_back(i, "event " + std::to_string(i) +
-                                           ": address allocated again without a free; the earlier allocation stays "
-                                           "alive (as in PyTorch's viewer)");
-          h.live.put(addr, next_traced);
-          put(next_traced++, addr, ev.size[r], 0, ev.stream[r], ev.stack[r], i, kNoEvent, kNoEvent,
-              LifetimeOrigin::kTraced);
-          break;
+  // The traced rows on two cores, split by column, not by row: one core copies each alloc's own fields into its row
+  // (a traced alloc's row is `front` plus the allocs before it), the other replays the frees into the two free
+  // columns. Neither writes a column the other does, so no cache line goes back and forth between the cores (an
+  // earlier split by address halves wrote interleaved rows of every column from both, and took longer than one core).
+  struct FreedOnly {
+    uint32_t event, src, requested;  // the free_completed, the event whose fields it takes, its free_requested
+  };
+  std::vector<FreedOnly> freed;  // in event order
+  uint32_t allocated_again = 0;  // addresses allocated again without a free; the first kWarningsKept are warned of
+  detail::both(
+      parts >= 2,
+      [&] {
+        uint32_t row = front;
+        for (uint32_t i = 0; i < n; ++i) {
+          const uint32_t r = begin + i;
+          if (ev.action[r] != Action::kAlloc) continue;
+          out.addr[row] = ev.addr[r];
+          out.size[row] = ev.size[r];
+          out.stream[row] = ev.stream[r];
+          out.stack[row] = ev.stack[r];
+          out.alloc_event[row] = i;
+          ++row;  // block_size 0 and origin kTraced are the columns' zeroes
         }
-        case Action::kFreeRequested: {
-          const uint32_t t = h.live.get(addr);
-          if (t != detail::AddrMap::kAbsent) {
-            out.free_requested_event[t] = i;
-          } else {
-            requested_before.put(addr, i);
+      },
+      [&] {
+        live = detail::AddrMap(4096);
+        detail::AddrMap requested_before(64);  // addr -> free_requested event of a block whose alloc we never saw
+        uint32_t next_traced = front;
+        for (uint32_t i = 0; i < n; ++i) {
+          const uint32_t r = begin + i;
+          const Action a = ev.action[r];
+          if (a != Action::kAlloc && a != Action::kFreeRequested && a != Action::kFreeCompleted) continue;
+          const uint64_t addr = ev.addr[r];
+          switch (a) {
+            case Action::kAlloc: {
+              if (live.get(addr) != detail::AddrMap::kAbsent && allocated_again++ < kWarningsKept)
+                out.warnings.push_back("event " + std::to_string(i) +
+                                       ": address allocated again without a free; the earlier allocation stays "
+                                       "alive (as in PyTorch's viewer)");
+              live.put(addr, next_traced++);
+              break;
+            }
+            case Action::kFreeRequested: {
+              const uint32_t t = live.get(addr);
+              if (t != detail::AddrMap::kAbsent) {
+                out.free_requested_event[t] = i;
+              } else {
+                requested_before.put(addr, i);
+              }
+              break;
+            }
+            default: {  // kFreeCompleted
+              const uint32_t t = live.erase(addr);
+              if (t != detail::AddrMap::kAbsent) {
+                out.free_event[t] = i;
+                break;
+              }
+              // PyTorch elides an immediately preceding free_requested of the same address into one `free` event
+              // and keeps that event's fields; otherwise the free_completed's own.
+              uint32_t src = r;
+              if (i > 0 && ev.action[r - 1] == Action::kFreeRequested && ev.addr[r - 1] == addr) src = r - 1;
+              freed.push_back({i, src, requested_before.erase(addr)});
+              break;
+            }
           }
-          break;
         }
-        default: {  // kFreeCompleted
-          const uint32_t t = h.live.erase(addr);
-          if (t != detail::AddrMap::kAbsent) {
-            out.free_event[t] = i;
-            break;
-          }
-          // PyTorch elides an immediately preceding free_requested of the same address into one `free` event and
-          // keeps that event's fields; otherwise the free_completed's own.
-          uint32_t src = r;
-          if (i > 0 && ev.action[r - 1] == Action::kFreeRequested && ev.addr[r - 1] == addr) src = r - 1;
-          h.freed.push_back({i, src, requested_before.erase(addr)});
-          break;
-        }
-      }
-    }
-  });
+      });
+  static_assert(LifetimeOrigin{} == LifetimeOrigin::kTraced);
 
-  // Frees without an alloc, in event order across both parts. Stacking order: PyTorch pushes freed-only then
-  // final-state elements to `initially_allocated`, reverses it, and stacks those first: the last freed-only row right
-  // after the final-state ones.
+  // Frees without an alloc. Stacking order: PyTorch pushes freed-only then final-state elements to
+  // `initially_allocated`, reverses it, and stacks those first: the last freed-only row right after the final-state
+  // ones.
   uint32_t freed_seen = 0;
-  in_event_order(parts, part, &Part::freed, [&](const Part::FreedOnly& f) {
+  for (const FreedOnly& f : freed)
     put(front - 1 - freed_seen++, ev.addr[f.src], ev.size[f.src], 0, ev.stream[f.src], ev.stack[f.src], kNoEvent,
         f.event, f.requested == detail::AddrMap::kAbsent ? kNoEvent : f.requested, LifetimeOrigin::kFreedOnly);
-  });
-  uint32_t allocated_again = 0;
-  for (unsigned p = 0; p < parts; ++p) allocated_again += part[p].allocated_again;
-  in_event_order(parts, part, &Part::warnings, [&](std::pair<uint32_t, std::string>& w) {
-    if (out.warnings.size() < kWarningsKept) out.warnings.push_back(std::move(w.second));
-  });
   if (allocated_again > out.warnings.size())
     out.warnings.push_back("... and " + std::to_string(allocated_again - out.warnings.size()) +
                            " more allocations at an address already allocated (" + std::to_string(allocated_again) +
@@ -240,7 +189,7 @@ DeviceLifetimes detail::build_device_lifetimes_in(const Snapshot& s, int64_t dev
     if (seg.device != device) continue;
     for (const Block& b : s.blocks_of(seg)) {
       if (b.state != BlockState::kActiveAllocated && b.state != BlockState::kActivePendingFree) continue;
-      const uint32_t t = part[part_of(b.address, parts)].live.get(b.address);
+      const uint32_t t = live.get(b.address);
       if (t != detail::AddrMap::kAbsent) {
         out.block_size[t] = b.size;
         continue;

@@ -1,4 +1,4 @@
-// build_device_lifetimes with its replay split over `parts` (1 or 2) halves of the addresses, a core each (private to
+// build_device_lifetimes with its traced rows written by `parts` (1 or 2) cores, split by column (private to
 // shared/src; lifetimes.cpp decides how many). Any `parts` gives the same answer: tests/shared/device_threads_test.cpp
 // compares them on every kept snapshot.
 #pragma once
