@@ -124,6 +124,37 @@ TEST(DeviceThreads, TheReplayOnTwoCoresIsTheReplayOnOne) {
   EXPECT_GT(with_warnings, 0u);
 }
 
+// The summary's file checks count repeated frees from a replay of every address only on devices whose lifetimes
+// have frees without an alloc (a repeated free is one): on every kept snapshot and the shuffled trace, the warnings
+// and counts are those of the replay on every device (no lifetimes given).
+TEST(SummaryChecks, RepeatedFreesAreCountedAsByTheFullReplay) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> paths = {""};  // "": the shuffled trace
+  for (const auto& e : fs::recursive_directory_iterator(ALLOCSCOPE_FIXTURES)) {
+    const std::string path = e.path().string();
+    if (e.is_regular_file() && (path.ends_with(".pickle") || path.ends_with(".pickle.gz"))) paths.push_back(path);
+  }
+  size_t skipped = 0, repeated = 0;
+  for (const std::string& path : paths) {
+    auto s = path.empty() ? Result<Snapshot>(shuffled_trace()) : load_snapshot_file(path);
+    if (!s.ok()) continue;
+    SCOPED_TRACE(path.empty() ? "shuffled trace" : path);
+    const Lifetimes lts = build_lifetimes(s.value());
+    std::vector<std::pair<int64_t, uint64_t>> with, without;
+    const std::vector<std::string> w = consistency_warnings(s.value(), lts, &with);
+    ASSERT_EQ(w, consistency_warnings(s.value(), Lifetimes{}, &without));
+    ASSERT_EQ(with, without);
+    for (const auto& [device, n] : with) repeated += n > 0;
+    for (const DeviceLifetimes& lt : lts.devices) {
+      bool freed_only = false;
+      for (LifetimeOrigin o : lt.origin) freed_only |= o == LifetimeOrigin::kFreedOnly;
+      skipped += lt.event_count > 0 && !freed_only;
+    }
+  }
+  EXPECT_GT(repeated, 0u);   // the shuffled trace frees addresses twice
+  EXPECT_GT(skipped, 50u);   // most devices have no frees without an alloc and are not replayed
+}
+
 // detail::both: with no core to spare, `a` runs before `b` on the calling thread; with one, both run, and the caller
 // sees both results once it returns.
 TEST(DeviceThreads, BothRunsEachPieceOnceInOrderWhenNoCoreIsSpare) {
