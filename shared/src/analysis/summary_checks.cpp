@@ -45,15 +45,19 @@ std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes
   const EventColumns& ev = s.events;
   for (const DeviceTrace& d : s.devices) {
     uint64_t backwards = 0, double_free = 0, seg_double_free = 0, huge_events = 0;
-    // Last action seen per segment address: 1 = segment_alloc, 2 = segment_free.
-    detail::AddrMap segs(64);
+    // Each column in a loop of its own over plain pointers: the compiler vectorizes them (one loop reloading the
+    // columns after every counter store took 7.8 ms on 1M events).
+    const int64_t* const time = ev.time_us.data();
+    const uint64_t* const size = ev.size.data();
+    const Action* const action = ev.action.data();
+    for (uint32_t r = d.begin + 1; r < d.end; ++r) backwards += time[r] < time[r - 1];
+    // An oom entry keeps the driver's free bytes in addr, not a size to check; its size is the request.
+    for (uint32_t r = d.begin; r < d.end; ++r) huge_events += size[r] >> 63;
+    detail::AddrMap segs(64);  // last action per segment address: 1 = segment_alloc, 2 = segment_free
     for (uint32_t r = d.begin; r < d.end; ++r) {
-      if (r > d.begin && ev.time_us[r] < ev.time_us[r - 1]) ++backwards;
-      // An oom entry keeps the driver's free bytes in addr, not a size to check; its size is the request.
-      huge_events += ev.size[r] >> 63;
-      if (ev.action[r] == Action::kSegmentAlloc) {
+      if (action[r] == Action::kSegmentAlloc) {
         segs.put(ev.addr[r], 1);
-      } else if (ev.action[r] == Action::kSegmentFree) {
+      } else if (action[r] == Action::kSegmentFree) {
         if (segs.get(ev.addr[r]) == 2) ++seg_double_free;
         segs.put(ev.addr[r], 2);
       }
