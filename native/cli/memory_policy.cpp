@@ -75,7 +75,9 @@ std::function<bool()> heap_prefault() {
   auto p = std::make_shared<Progress>(Progress{start, start});
   return [p] {
     if (p->done >= p->end && (p->end = heap_end()) <= p->done) return false;
-    const uintptr_t n = std::min<uintptr_t>(p->end - p->done, 1u << 20);  // ~0.4 ms a call
+    // ~60 us a call. The predecoder calls this when its ring of 1,024 decoded entries is full, ~130 us of the
+    // parser's work: 1 MB a call (~0.4 ms) let the parser drain the ring and decode 6-7% of the entries itself.
+    const uintptr_t n = std::min<uintptr_t>(p->end - p->done, 1u << 17);
     if (::madvise(reinterpret_cast<void*>(p->done), n, MADV_POPULATE_WRITE) != 0) {
       p->done = p->end = UINTPTR_MAX;  // a kernel before 5.14, or a heap trimmed under us: the parser faults in
       return false;                    // its pages itself
