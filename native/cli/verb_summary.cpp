@@ -23,9 +23,8 @@ int run_summary(const std::vector<std::string>& argv) {
     return fail("summary: --top needs a number from 0 to 4294967295");
   Snapshot s;
   if (!load_or_report(args.positional[0], &s)) return 1;
-  const Lifetimes lt = build_lifetimes(s);
   const FrameFilter ff(s);
-  const Summary sum = summarize(s, lt, ff, top);
+  const Summary sum = summarize(s, ff, top);
   // The JSON names the snapshot it summarises, so `allocscope ranks` can gather summaries made where the files are.
   const std::string out = args.has("json") ? "{\"file\":" + nlohmann::json(args.positional[0]).dump(-1, ' ', false,
                                                   nlohmann::json::error_handler_t::replace) +

@@ -155,6 +155,29 @@ TEST(SummaryChecks, RepeatedFreesAreCountedAsByTheFullReplay) {
   EXPECT_GT(skipped, 50u);   // most devices have no frees without an alloc and are not replayed
 }
 
+// `summarize` building its own lifetimes (the segment timelines beside them) answers as given the lifetimes, on every
+// kept snapshot: several devices, merged files with an outside part, segments without a trace.
+TEST(DeviceThreads, SummaryBuildingItsLifetimesIsTheSame) {
+  namespace fs = std::filesystem;
+  size_t files = 0, several = 0;
+  for (const auto& e : fs::recursive_directory_iterator(ALLOCSCOPE_FIXTURES)) {
+    const std::string path = e.path().string();
+    if (!e.is_regular_file() || !(path.ends_with(".pickle") || path.ends_with(".pickle.gz"))) continue;
+    auto s = load_snapshot_file(path);
+    if (!s.ok()) continue;
+    SCOPED_TRACE(path);
+    const FrameFilter ff(s.value());
+    const Summary own = summarize(s.value(), ff, 7);
+    ASSERT_EQ(to_json(s.value(), own) + to_text(s.value(), own),
+              to_json(s.value(), summarize(s.value(), build_lifetimes(s.value()), ff, 7)) +
+                  to_text(s.value(), summarize(s.value(), build_lifetimes(s.value()), ff, 7)));
+    ++files;
+    several += own.devices.size() > 1;
+  }
+  EXPECT_GT(files, 100u);
+  EXPECT_GT(several, 3u);
+}
+
 // detail::both: with no core to spare, `a` runs before `b` on the calling thread; with one, both run, and the caller
 // sees both results once it returns.
 TEST(DeviceThreads, BothRunsEachPieceOnceInOrderWhenNoCoreIsSpare) {

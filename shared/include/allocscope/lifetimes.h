@@ -85,6 +85,8 @@ struct Lifetimes {
 
 DeviceLifetimes build_device_lifetimes(const Snapshot& snapshot, int64_t device);
 Lifetimes build_lifetimes(const Snapshot& snapshot);
+// The devices build_lifetimes answers, in its order (Lifetimes::devices[k].device).
+std::vector<int64_t> lifetime_devices(const Snapshot& snapshot);
 
 // What PyTorch's viewer computes for one device (the numbers in tests/fixtures/expected/NAME.memoryviz.json).
 struct MemoryVizSummary {

@@ -75,6 +75,10 @@ struct Summary {
 // `categories`: user rules (categories.h), as `export --rule` applies them to every answer of the document.
 Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilter& ff, uint32_t top_sites = 5,
                   const CategoryOptions& categories = {});
+// The same, building the lifetimes too, for callers that need nothing else of them: each device's segment timeline
+// is built on the other core meanwhile (the lifetimes' first replay holds one core only).
+Summary summarize(const Snapshot& s, const FrameFilter& ff, uint32_t top_sites = 5,
+                  const CategoryOptions& categories = {});
 
 // Consistency checks of the file itself (blocks outside their segment, frees of unknown addresses, time going
 // backwards, negative sizes, segments freed twice ...): one sentence per kind of problem, with a count.

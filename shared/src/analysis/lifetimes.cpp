@@ -219,7 +219,7 @@ DeviceLifetimes build_device_lifetimes(const Snapshot& s, int64_t device) {
   return detail::build_device_lifetimes_in(s, device, parts_for(s, 1, device));
 }
 
-Lifetimes build_lifetimes(const Snapshot& s) {
+std::vector<int64_t> lifetime_devices(const Snapshot& s) {
   // PyTorch offers a device when its trace has events or it has segments.
   std::vector<int64_t> ordinals;
   for (const DeviceTrace& d : s.devices)
@@ -234,6 +234,11 @@ Lifetimes build_lifetimes(const Snapshot& s) {
   }
   std::sort(ordinals.begin(), ordinals.end());
   ordinals.erase(std::unique(ordinals.begin(), ordinals.end()), ordinals.end());
+  return ordinals;
+}
+
+Lifetimes build_lifetimes(const Snapshot& s) {
+  const std::vector<int64_t> ordinals = lifetime_devices(s);
   Lifetimes out;
   out.devices.resize(ordinals.size());
   detail::parallel_for(ordinals.size(), [&](size_t k) {

@@ -32,8 +32,11 @@ void add_grouped(const std::vector<std::string>& in, const std::string& prefix, 
 
 }  // namespace
 
-Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilter& ff, uint32_t top_sites,
-                  const CategoryOptions& categories) {
+namespace {
+
+// `timelines`: each device's segment timeline, in the lifetimes' order, or null to build them here.
+Summary summarize_with(const Snapshot& s, const Lifetimes& lifetimes, const std::vector<SegmentTimeline>* timelines,
+                       const FrameFilter& ff, uint32_t top_sites, const CategoryOptions& categories) {
   Summary sum;
   sum.segments = s.segments.size();
   sum.blocks = s.blocks.size();
@@ -71,12 +74,14 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
     std::optional<Iterations> it_slot;
     std::optional<Result<Categories>> cats_slot;
     detail::both(
-        spare, [&] { st_slot.emplace(build_segment_timeline(s, lt.device)); },
+        spare && !timelines, [&] {
+          if (!timelines) st_slot.emplace(build_segment_timeline(s, lt.device));
+        },
         [&] {
           it_slot.emplace(detect_iterations(s, lt));
           cats_slot.emplace(categorize(s, lt, *it_slot, ff, categories));  // rules were checked when parsed
         });
-    const SegmentTimeline& st = *st_slot;
+    const SegmentTimeline& st = timelines ? (*timelines)[k] : *st_slot;
     const Iterations& it = *it_slot;
     d.iterations = static_cast<uint32_t>(it.boundary.size());
     const Categories* c = cats_slot->ok() ? &cats_slot->value() : nullptr;
@@ -204,6 +209,27 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
   for (const std::string& w : s.warnings) sum.warnings.push_back("file: " + w);
   for (std::string& w : checks) sum.warnings.push_back(std::move(w));
   return sum;
+}
+
+}  // namespace
+
+Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilter& ff, uint32_t top_sites,
+                  const CategoryOptions& categories) {
+  return summarize_with(s, lifetimes, nullptr, ff, top_sites, categories);
+}
+
+Summary summarize(const Snapshot& s, const FrameFilter& ff, uint32_t top_sites, const CategoryOptions& categories) {
+  // The timelines need only the snapshot. On the worker: the lifetimes' columns come from this thread's heap, which
+  // has the parse's freed memory to reuse.
+  const std::vector<int64_t> devices = lifetime_devices(s);
+  std::vector<SegmentTimeline> timelines(devices.size());
+  Lifetimes lifetimes;
+  detail::both(
+      true, [&] {
+        for (size_t k = 0; k < devices.size(); ++k) timelines[k] = build_segment_timeline(s, devices[k]);
+      },
+      [&] { lifetimes = build_lifetimes(s); });
+  return summarize_with(s, lifetimes, &timelines, ff, top_sites, categories);
 }
 
 }  // namespace allocscope
