@@ -124,9 +124,9 @@ TEST(DeviceThreads, TheReplayOnTwoCoresIsTheReplayOnOne) {
   EXPECT_GT(with_warnings, 0u);
 }
 
-// The summary's file checks count repeated frees from a replay of every address only on devices whose lifetimes
-// have frees without an alloc (a repeated free is one): on every kept snapshot and the shuffled trace, the warnings
-// and counts are those of the replay on every device (no lifetimes given).
+// The summary's file checks count repeated frees from the lifetimes' freed-only rows and the earlier frees at their
+// addresses, not from a replay of every address: on every kept snapshot and the shuffled trace, the warnings and
+// counts are those of the replay (no lifetimes given).
 TEST(SummaryChecks, RepeatedFreesAreCountedAsByTheFullReplay) {
   namespace fs = std::filesystem;
   std::vector<std::string> paths = {""};  // "": the shuffled trace
@@ -134,7 +134,7 @@ TEST(SummaryChecks, RepeatedFreesAreCountedAsByTheFullReplay) {
     const std::string path = e.path().string();
     if (e.is_regular_file() && (path.ends_with(".pickle") || path.ends_with(".pickle.gz"))) paths.push_back(path);
   }
-  size_t skipped = 0, repeated = 0;
+  size_t with_freed_only = 0, repeated = 0;
   for (const std::string& path : paths) {
     auto s = path.empty() ? Result<Snapshot>(shuffled_trace()) : load_snapshot_file(path);
     if (!s.ok()) continue;
@@ -148,11 +148,11 @@ TEST(SummaryChecks, RepeatedFreesAreCountedAsByTheFullReplay) {
     for (const DeviceLifetimes& lt : lts.devices) {
       bool freed_only = false;
       for (LifetimeOrigin o : lt.origin) freed_only |= o == LifetimeOrigin::kFreedOnly;
-      skipped += lt.event_count > 0 && !freed_only;
+      with_freed_only += freed_only;
     }
   }
-  EXPECT_GT(repeated, 0u);   // the shuffled trace frees addresses twice
-  EXPECT_GT(skipped, 50u);   // most devices have no frees without an alloc and are not replayed
+  EXPECT_GT(repeated, 0u);         // the shuffled trace frees addresses twice
+  EXPECT_GT(with_freed_only, 5u);  // wrapped ring buffers: freed-only rows that are not repeated frees
 }
 
 // `summarize` building its own lifetimes (the segment timelines beside them) answers as given the lifetimes, on every
