@@ -82,7 +82,8 @@ Summary summarize(const Snapshot& s, const FrameFilter& ff, uint32_t top_sites =
 
 // Consistency checks of the file itself (blocks outside their segment, frees of unknown addresses, time going
 // backwards, negative sizes, segments freed twice ...): one sentence per kind of problem, with a count.
-// `repeated_frees`, if given, gets each device's count of frees whose address's last event was a free.
+// `repeated_frees`, if given, gets each device's count of frees whose address's last event was a free. Those are
+// counted from `lifetimes` (build_lifetimes of `s`); a device it lacks has its trace replayed instead.
 std::vector<std::string> consistency_warnings(const Snapshot& s, const Lifetimes& lifetimes,
                                               std::vector<std::pair<int64_t, uint64_t>>* repeated_frees = nullptr);
 

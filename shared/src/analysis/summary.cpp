@@ -219,8 +219,8 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
 }
 
 Summary summarize(const Snapshot& s, const FrameFilter& ff, uint32_t top_sites, const CategoryOptions& categories) {
-  // The timelines need only the snapshot. On the worker: the lifetimes' columns come from this thread's heap, which
-  // has the parse's freed memory to reuse.
+  // The timelines need only the snapshot, so they go to the worker: the lifetimes stay on this thread, whose heap has
+  // the parse's freed memory for their columns to reuse.
   const std::vector<int64_t> devices = lifetime_devices(s);
   std::vector<SegmentTimeline> timelines(devices.size());
   Lifetimes lifetimes;
