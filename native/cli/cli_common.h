@@ -69,4 +69,9 @@ std::string device_list(const Lifetimes& all);
 // alone. Called once, first thing in main().
 void guard_terminal_output();
 
+// Turns the SIGBUS of a snapshot file truncated while it is mapped (mapped_input_at in allocscope/loader.h) into a
+// one-line error naming the file and the byte, exit code 1; any other SIGBUS keeps its default action. Called once
+// in main(), before a verb loads anything.
+void guard_mapped_inputs();
+
 }  // namespace allocscope::cli

@@ -36,6 +36,7 @@ static void print_help(FILE* out) {
 int main(int argc, char** argv) {
   using namespace allocscope::cli;
   guard_terminal_output();
+  guard_mapped_inputs();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_help(stdout);
     return argc < 2 ? 2 : 0;

@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "allocscope/frame_filter.h"
 #include "allocscope/loader.h"
@@ -64,6 +67,38 @@ TEST(Binary, TruncatedGzipFails) {
   const auto r = clitest::run_cli({"stats", cut});
   expect_one_line_error(r, "truncated gzip");
   EXPECT_EQ(r.err.find("inflated"), std::string::npos) << r.err;  // the .gz's own offset: where it ends
+}
+
+// A snapshot truncated by another process while the CLI has it mapped (a job dumping its snapshot again to the same
+// path): the kernel's SIGBUS killed the process, exit 135 and no answer. It is one line naming the file and the byte,
+// exit 1. truncate_on_map.cpp truncates the file to 4 KB the moment it is mapped, on each of the loader's mapped
+// paths: a small pickle (faulted in at once), a .gz (inflated from the mapping), a pickle over 64 MB (its entries
+// decoded ahead on a second core; on one core it is read with pread, which reports a short read itself).
+TEST(Binary, ASnapshotTruncatedWhileMappedIsAnErrorNotACrash) {
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"small.pickle", clitest::read_text(clitest::snapshot_path("resnet50_train"))},
+      {"small.pickle.gz", clitest::read_text(clitest::snapshot_path("gpt2_cpp"))}};
+  if (std::thread::hardware_concurrency() >= 2)
+    cases.emplace_back("big.pickle", clitest::read_golden(clitest::snapshot_path("gpt2_big_1M")));
+  const char* asan = std::getenv("ASAN_OPTIONS");  // ASan refuses a library preloaded before its own unless told
+  const std::string asan_options = std::string(asan ? asan : "") + (asan && *asan ? ":" : "") +
+                                   "verify_asan_link_order=0";
+  for (auto& [leaf, bytes] : cases) {
+    ASSERT_GT(bytes.size(), 8192u) << leaf;  // so that 4 KB is well short of it
+    const std::string written = clitest::temp_path(leaf);
+    clitest::write_bytes(written, bytes);
+    bytes.clear();
+    bytes.shrink_to_fit();
+    const std::string path = std::filesystem::canonical(written).string();  // as /proc/self/fd names it
+    const auto r = clitest::run_cli({"summary", path}, "/dev/null",
+                                    {std::string("LD_PRELOAD=") + ALLOCSCOPE_TRUNCATE_ON_MAP,
+                                     "ALLOCSCOPE_TEST_TRUNCATE=" + path, "ASAN_OPTIONS=" + asan_options});
+    EXPECT_EQ(std::filesystem::file_size(path), 4096u) << leaf << ": the file was not truncated";
+    expect_one_line_error(r, leaf);
+    EXPECT_EQ(r.exit_code, 1) << leaf;
+    EXPECT_NE(r.err.find(path + ": the file got shorter while it was read: byte "), std::string::npos) << r.err;
+    std::filesystem::remove(path);
+  }
 }
 
 // A .gz that inflates into a broken pickle: the offset counts the inflated bytes, and says so (it read as the .gz

@@ -133,9 +133,13 @@ static std::string shell_quote(const std::string& s) {
   return q;
 }
 
-RunResult run_cli(const std::vector<std::string>& args, const std::string& stdin_path) {
+RunResult run_cli(const std::vector<std::string>& args, const std::string& stdin_path,
+                  const std::vector<std::string>& env) {
   const std::string out_path = temp_path("stdout"), err_path = temp_path("stderr");
-  std::string cmd = shell_quote(ALLOCSCOPE_CLI);
+  std::string cmd;
+  for (const auto& e : env) cmd.append(shell_quote(e)).append(" ");
+  if (!env.empty()) cmd.insert(0, "env ");
+  cmd.append(shell_quote(ALLOCSCOPE_CLI));
   for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
   cmd.append(" >").append(shell_quote(out_path)).append(" 2>").append(shell_quote(err_path));
   cmd.append(" <").append(shell_quote(stdin_path));

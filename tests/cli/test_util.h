@@ -29,8 +29,10 @@ struct RunResult {
   std::string out;
   std::string err;
 };
-// Runs the built `allocscope` with `args` (each shell-quoted), capturing stdout and stderr; stdin reads `stdin_path`.
-RunResult run_cli(const std::vector<std::string>& args, const std::string& stdin_path = "/dev/null");
+// Runs the built `allocscope` with `args` (each shell-quoted), capturing stdout and stderr; stdin reads `stdin_path`;
+// `env`: NAME=value settings added to its environment.
+RunResult run_cli(const std::vector<std::string>& args, const std::string& stdin_path = "/dev/null",
+                  const std::vector<std::string>& env = {});
 
 // Splits text into lines (without the '\n'); a final line without '\n' is kept.
 std::vector<std::string> lines(const std::string& text);

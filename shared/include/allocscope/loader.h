@@ -91,4 +91,15 @@ Result<std::vector<uint8_t>> read_file(const std::string& path);
 Result<std::vector<uint8_t>> read_snapshot_bytes(const std::string& path);
 Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& options = {});
 
+// load_snapshot_file maps regular files (native builds). When another process truncates one meanwhile (a job that
+// dumps its snapshot again to the same path), the parser's next read past the new end raises SIGBUS. For a SIGBUS
+// handler: the mapped input holding `addr` (path null when none is), the byte of the file it is, and the file's
+// size when it was mapped. Async-signal-safe: it reads a fixed table of atomics and nothing else.
+struct MappedInput {
+  const char* path = nullptr;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+MappedInput mapped_input_at(const void* addr);
+
 }  // namespace allocscope

@@ -13,15 +13,12 @@
 #include "snapshot/page.h"
 #include "util/parallel.h"
 
-// Native builds map files; WebAssembly never reads files (the browser hands it bytes).
-#if !defined(__EMSCRIPTEN__) && __has_include(<sys/mman.h>)
-#define ALLOCSCOPE_HAVE_MMAP 1
+#include "snapshot/mapped_file.h"
+#if ALLOCSCOPE_HAVE_MMAP
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#else
-#define ALLOCSCOPE_HAVE_MMAP 0
 #endif
 
 namespace allocscope {
@@ -385,48 +382,13 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) { return read_wh
 
 Result<std::vector<uint8_t>> read_snapshot_bytes(const std::string& path) { return read_whole(path, true); }
 
-namespace {
-
 #if ALLOCSCOPE_HAVE_MMAP
-// Pickles larger than this are read beside the parser (read_beside); smaller ones, and gzip, are mapped.
+namespace {
+// Pickles larger than this are read beside the parser (read_beside) or mapped and decoded ahead; smaller ones, and
+// gzip, are mapped and faulted in at once.
 constexpr size_t kWindow = 64u << 20;
-
-// A file mapped read-only, or nothing (a pipe, /proc, an empty file: read_file takes those). Reading a 160 MB snapshot
-// into a vector zeroed the pages, then copied the file into them: a third of `summary`'s time was page faults, memset
-// and copies; a mapping is read by the parser straight from the page cache.
-class MappedFile {
- public:
-  explicit MappedFile(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    struct stat st;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-      // Small files are faulted in at once (fewer faults); large ones as they are read, sequentially.
-      const int populate = st.st_size <= static_cast<off_t>(kWindow) ? MAP_POPULATE : 0;
-      void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | populate, fd, 0);
-      if (p != MAP_FAILED) {
-        data_ = static_cast<const uint8_t*>(p);
-        size_ = static_cast<size_t>(st.st_size);
-        ::madvise(p, size_, MADV_SEQUENTIAL);
-      }
-    }
-    ::close(fd);
-  }
-  ~MappedFile() {
-    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  bool ok() const { return data_ != nullptr; }
-  std::span<const uint8_t> bytes() const { return {data_, size_}; }
-
- private:
-  const uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-};
-#endif
-
 }  // namespace
+#endif
 
 #if ALLOCSCOPE_HAVE_MMAP
 namespace {
@@ -513,7 +475,7 @@ Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& 
     if (big_pickle && decodes_ahead(options, static_cast<uint64_t>(st.st_size))) {
       // Mapped, so that a second core decodes its entries ahead instead of reading the file (read_beside). Without
       // the address space for it (`ulimit -v`), it is read beside the parser as on one core.
-      if (const MappedFile mapped(path); mapped.ok()) {
+      if (const detail::MappedFile mapped(path, kWindow); mapped.ok()) {
         ::close(fd);
         return load_mapped_ahead(mapped.bytes(), options);
       }
@@ -526,7 +488,7 @@ Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& 
     ::close(fd);
   }
   {
-    const MappedFile mapped(path);
+    const detail::MappedFile mapped(path, kWindow);
     if (mapped.ok()) return load_snapshot(mapped.bytes(), options);
   }
 #endif
