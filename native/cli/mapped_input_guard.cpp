@@ -5,10 +5,11 @@
 // load error, and exits 1. Anything else (a SIGBUS in memory that is not a snapshot's mapping, or one sent by kill)
 // gets the default action, as before.
 //
-// Only what a signal handler may call (signal-safety(7)): write, _exit, signal, raise, and a table of atomics.
+// Only what a signal handler may call (signal-safety(7)): write, _exit, signal, raise, pause, and lock-free atomics.
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -50,6 +51,13 @@ void on_sigbus(int sig, siginfo_t* info, void*) {
     ::signal(sig, SIG_DFL);
     if (!info || info->si_code <= 0) ::raise(sig);
     return;
+  }
+  // The parser and the thread decoding ahead of it can both read past the new end at once: one says so and ends
+  // the process; another waits for that (a lock-free atomic, as a handler may use).
+  static_assert(std::atomic<bool>::is_always_lock_free);
+  static std::atomic<bool> reporting{false};
+  if (reporting.exchange(true)) {
+    for (;;) ::pause();
   }
   if (g_stderr_tty) put("\r\033[K");
   put("allocscope: ");

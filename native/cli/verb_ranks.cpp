@@ -99,6 +99,7 @@ RankRow summarise(const std::string& path, uint32_t top_sites, LoadOptions::Ahea
   }
   LoadOptions options;
   options.decode_ahead = ahead;
+  options.map_file = false;  // a file its job rewrites meanwhile is this rank's error row, not the whole run's SIGBUS
   auto s = load_snapshot_file(path, options);
   if (!s.ok()) return unreadable(path, s.error());
   const Lifetimes lt = build_lifetimes(*s);

@@ -101,6 +101,31 @@ TEST(Binary, ASnapshotTruncatedWhileMappedIsAnErrorNotACrash) {
   }
 }
 
+// `ranks` reads its files instead of mapping them: one rank's file rewritten by its job during a run over a
+// thousand must be that rank's error row, not a SIGBUS that ends the run. truncate_on_map.cpp truncates rank 1's
+// copy the moment anything maps it; read, it is untouched and both ranks are answered.
+TEST(Binary, RanksNeverMapsItsFiles) {
+  const std::string dir = std::filesystem::path(clitest::temp_path("ranks_unmapped")).string();
+  std::filesystem::create_directory(dir);
+  for (const char* name : {"ddp_rank0", "ddp_rank1"})
+    std::filesystem::copy_file(clitest::snapshot_path(name), dir + "/" + name + ".pickle");
+  const std::string rank1 = std::filesystem::canonical(dir + "/ddp_rank1.pickle").string();
+  const auto size = std::filesystem::file_size(rank1);
+  ASSERT_GT(size, 8192u);
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  for (const char* jobs : {"1", "2"}) {
+    const auto r = clitest::run_cli({"ranks", "--jobs", jobs, "--json", dir}, "/dev/null",
+                                    {std::string("LD_PRELOAD=") + ALLOCSCOPE_TRUNCATE_ON_MAP,
+                                     "ALLOCSCOPE_TEST_TRUNCATE=" + rank1,
+                                     "ASAN_OPTIONS=" + std::string(asan ? asan : "") + (asan && *asan ? ":" : "") +
+                                         "verify_asan_link_order=0"});
+    EXPECT_EQ(r.exit_code, 0) << jobs << " job(s): " << r.err;
+    EXPECT_EQ(std::filesystem::file_size(rank1), size) << jobs << " job(s): rank 1's file was mapped";
+    EXPECT_NE(r.out.find("\"files\":2,\"readable\":2,"), std::string::npos) << r.out;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // A .gz that inflates into a broken pickle: the offset counts the inflated bytes, and says so (it read as the .gz
 // file's byte, where a reader would look). The gzip's own errors keep the file's offsets.
 TEST(Binary, AnErrorInsideAGzipSaysItsOffsetIsTheInflatedPickles) {

@@ -40,6 +40,11 @@ struct LoadOptions {
   // same either way; kAlways exists so that tests can check that on every file.
   enum class Ahead { kAuto, kNever, kAlways };
   Ahead decode_ahead = Ahead::kAuto;
+  // Natively, load_snapshot_file maps a regular file rather than copying it in (faster, and a large pickle is then
+  // decoded ahead). A mapped file that another process truncates during the load raises SIGBUS (mapped_input_at
+  // below). false reads it instead, so that such a file is an error of this load and nothing else: `ranks` reads a
+  // thousand files in one process, and one of them rewritten by its job must be one failed row.
+  bool map_file = true;
 };
 
 // True when `bytes` starts with the gzip magic (1f 8b).

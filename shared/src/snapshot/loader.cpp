@@ -472,7 +472,7 @@ Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& 
     const bool big_pickle = stat_ok && S_ISREG(st.st_mode) &&
                             static_cast<uint64_t>(st.st_size) > kWindow && ::pread(fd, magic, 2, 0) == 2 &&
                             !is_gzip(magic);
-    if (big_pickle && decodes_ahead(options, static_cast<uint64_t>(st.st_size))) {
+    if (big_pickle && options.map_file && decodes_ahead(options, static_cast<uint64_t>(st.st_size))) {
       // Mapped, so that a second core decodes its entries ahead instead of reading the file (read_beside). Without
       // the address space for it (`ulimit -v`), it is read beside the parser as on one core.
       if (const detail::MappedFile mapped(path, kWindow); mapped.ok()) {
@@ -487,7 +487,7 @@ Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& 
     }
     ::close(fd);
   }
-  {
+  if (options.map_file) {
     const detail::MappedFile mapped(path, kWindow);
     if (mapped.ok()) return load_snapshot(mapped.bytes(), options);
   }
