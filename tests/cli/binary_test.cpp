@@ -74,15 +74,20 @@ TEST(Binary, TruncatedGzipFails) {
 // exit 1. truncate_on_map.cpp truncates the file to 4 KB the moment it is mapped, on each of the loader's mapped
 // paths: a small pickle (faulted in at once), a .gz (inflated from the mapping), a pickle over 64 MB (its entries
 // decoded ahead on a second core; on one core it is read with pread, which reports a short read itself).
+// The environment that preloads truncate_on_map.cpp into the CLI, aimed at `path` (canonical, as /proc/self/fd names
+// it). ASan refuses a library preloaded before its own unless told.
+std::vector<std::string> truncating_env(const std::string& path) {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  return {std::string("LD_PRELOAD=") + ALLOCSCOPE_TRUNCATE_ON_MAP, "ALLOCSCOPE_TEST_TRUNCATE=" + path,
+          "ASAN_OPTIONS=" + std::string(asan ? asan : "") + (asan && *asan ? ":" : "") + "verify_asan_link_order=0"};
+}
+
 TEST(Binary, ASnapshotTruncatedWhileMappedIsAnErrorNotACrash) {
   std::vector<std::pair<std::string, std::string>> cases = {
       {"small.pickle", clitest::read_text(clitest::snapshot_path("resnet50_train"))},
       {"small.pickle.gz", clitest::read_text(clitest::snapshot_path("gpt2_cpp"))}};
   if (std::thread::hardware_concurrency() >= 2)
     cases.emplace_back("big.pickle", clitest::read_golden(clitest::snapshot_path("gpt2_big_1M")));
-  const char* asan = std::getenv("ASAN_OPTIONS");  // ASan refuses a library preloaded before its own unless told
-  const std::string asan_options = std::string(asan ? asan : "") + (asan && *asan ? ":" : "") +
-                                   "verify_asan_link_order=0";
   for (auto& [leaf, bytes] : cases) {
     ASSERT_GT(bytes.size(), 8192u) << leaf;  // so that 4 KB is well short of it
     const std::string written = clitest::temp_path(leaf);
@@ -90,9 +95,7 @@ TEST(Binary, ASnapshotTruncatedWhileMappedIsAnErrorNotACrash) {
     bytes.clear();
     bytes.shrink_to_fit();
     const std::string path = std::filesystem::canonical(written).string();  // as /proc/self/fd names it
-    const auto r = clitest::run_cli({"summary", path}, "/dev/null",
-                                    {std::string("LD_PRELOAD=") + ALLOCSCOPE_TRUNCATE_ON_MAP,
-                                     "ALLOCSCOPE_TEST_TRUNCATE=" + path, "ASAN_OPTIONS=" + asan_options});
+    const auto r = clitest::run_cli({"summary", path}, "/dev/null", truncating_env(path));
     EXPECT_EQ(std::filesystem::file_size(path), 4096u) << leaf << ": the file was not truncated";
     expect_one_line_error(r, leaf);
     EXPECT_EQ(r.exit_code, 1) << leaf;
@@ -112,13 +115,8 @@ TEST(Binary, RanksNeverMapsItsFiles) {
   const std::string rank1 = std::filesystem::canonical(dir + "/ddp_rank1.pickle").string();
   const auto size = std::filesystem::file_size(rank1);
   ASSERT_GT(size, 8192u);
-  const char* asan = std::getenv("ASAN_OPTIONS");
   for (const char* jobs : {"1", "2"}) {
-    const auto r = clitest::run_cli({"ranks", "--jobs", jobs, "--json", dir}, "/dev/null",
-                                    {std::string("LD_PRELOAD=") + ALLOCSCOPE_TRUNCATE_ON_MAP,
-                                     "ALLOCSCOPE_TEST_TRUNCATE=" + rank1,
-                                     "ASAN_OPTIONS=" + std::string(asan ? asan : "") + (asan && *asan ? ":" : "") +
-                                         "verify_asan_link_order=0"});
+    const auto r = clitest::run_cli({"ranks", "--jobs", jobs, "--json", dir}, "/dev/null", truncating_env(rank1));
     EXPECT_EQ(r.exit_code, 0) << jobs << " job(s): " << r.err;
     EXPECT_EQ(std::filesystem::file_size(rank1), size) << jobs << " job(s): rank 1's file was mapped";
     EXPECT_NE(r.out.find("\"files\":2,\"readable\":2,"), std::string::npos) << r.out;

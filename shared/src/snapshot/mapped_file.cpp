@@ -19,8 +19,9 @@ namespace allocscope {
 #if ALLOCSCOPE_HAVE_MMAP
 namespace {
 
-// A fixed table of plain atomics, so that a signal handler can read it: no lock, no allocation. `ranks` maps one
-// file per worker and `diff` two, so 64 rows are never all in use; a mapping that finds none is still made.
+// A fixed table of plain atomics, so that a signal handler can read it: no lock, no allocation. A verb maps one file
+// at a time, `diff` two (`ranks` reads its files instead), so 64 rows are never all in use; a mapping that finds
+// none is still made, only not named if it is truncated.
 struct Row {
   std::atomic<int> used{0};             // claimed by a MappedFile (its path is being written or is set)
   std::atomic<uintptr_t> begin{0};      // published last (release), cleared first: 0 means "not listed"
