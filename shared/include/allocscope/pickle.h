@@ -71,8 +71,11 @@ class Consumer {
   // The same offer for a dict the reader decoded without building it: `items` flat as items() gives them (scalars and
   // handles only), `offset` where its EMPTY_DICT sits, no key. It must answer exactly as consume would for such a
   // dict. Returning false (the default) or an error makes the reader build the dict and offer it through consume.
-  virtual Result<bool> consume_items(const Reader& reader, std::span<const Value> items, uint64_t offset, Value* out) {
-    (void)reader, (void)items, (void)offset, (void)out;
+  // `same_keys`: the keys (items at even positions) are, position by position, those of the previous consume_items
+  // call of this run, so what the consumer made of those keys alone still holds.
+  virtual Result<bool> consume_items(const Reader& reader, std::span<const Value> items, uint64_t offset, Value* out,
+                                     bool same_keys) {
+    (void)reader, (void)items, (void)offset, (void)out, (void)same_keys;
     return false;
   }
   // A replacement (a handle from consume) that a list need not hold: the list only counts a run of them whose

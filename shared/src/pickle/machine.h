@@ -754,7 +754,13 @@ class Machine {
     };
     auto string = [&](const EntryToken& t, Value* v) {  // its bytes, then the store the decode saw after them
       if (t.x) {  // the bytes are in the token, and any store after them is a MEMOIZE
-        *v = string_value(reinterpret_cast<const uint8_t*>(&t.b), t.a, Tag::kStr);
+        // Every entry of a trace writes its compile context 'N/A' anew: the same bytes, the same interned string.
+        if (t.a != last_short_len_ || t.b != last_short_bytes_) {
+          last_short_value_ = string_value(reinterpret_cast<const uint8_t*>(&t.b), t.a, Tag::kStr);
+          last_short_len_ = t.a;
+          last_short_bytes_ = t.b;
+        }
+        *v = last_short_value_;
         // memoize's bound is checked at the dict's start, a few bytes before the store: at most stricter than at
         // the store itself, and then the general path stores it, with its own check at its own position.
         return !t.after || memoize(q, *v);
@@ -767,10 +773,14 @@ class Machine {
     };
     Value* const kv = fast_kv_;
     const size_t n = d.n;
+    const bool same_keys = same_keys_as_last(d);
+    if (!same_keys) last_keys_n_ = 0;  // kv's keys are about to change
     for (size_t i = 0; i < n; i += 2) {
       const EntryToken& kt = d.tok[i];
       Value& k = kv[i];
-      if (kt.kind == EntryToken::kStr) {
+      if (same_keys) {
+        // kv[i] still holds this key, read from the same memo slot, which nothing has rewritten since
+      } else if (kt.kind == EntryToken::kStr) {
         if (!string(kt, &k)) return false;
       } else if (!memo_ref_value(kt.a, &k) || k.tag != Tag::kStr) {
         return false;
@@ -811,7 +821,8 @@ class Machine {
     const uint8_t* const setitems = begin_ + d.setitems;
     *pos_out_ = im_.base + static_cast<uint64_t>(setitems - begin_);
     Value out;
-    auto c = consumer_->consume_items(reader_, std::span<const Value>(kv, n), at, &out);
+    auto c = consumer_->consume_items(reader_, std::span<const Value>(kv, n), at, &out, same_keys);
+    if (!same_keys) remember_keys(d);
     if (!c.ok() || !c.value()) return false;  // the general path offers it again and reports any error itself
     const bool absorbed = out.tag == Tag::kHandle && consumer_->absorbs(out);
     if (absorbed) {
@@ -832,6 +843,25 @@ class Machine {
     return true;
   }
 
+  // The keys of the last dict offered through consume_items, when every one was a memo reference (as in all but
+  // the first few entries of a trace): memo indices, left in fast_kv_'s even slots. A trace's entries repeat one or
+  // two key orders, so an entry whose key references are the same, while no memo slot was rewritten, has the same
+  // keys: neither this reader nor the consumer reads them again (a third of the work of applying an entry).
+  bool same_keys_as_last(const DecodedEntry& d) const {
+    if (d.n != last_keys_n_ || im_.memo.rewrites() != last_keys_rewrites_) return false;
+    for (size_t i = 0; i < d.n; i += 2)
+      if (d.tok[i].kind != EntryToken::kRef || d.tok[i].a != last_keys_[i / 2]) return false;
+    return true;
+  }
+  void remember_keys(const DecodedEntry& d) {
+    for (size_t i = 0; i < d.n; i += 2) {
+      if (d.tok[i].kind != EntryToken::kRef) return;  // last_keys_n_ stays 0: never the same
+      last_keys_[i / 2] = d.tok[i].a;
+    }
+    last_keys_n_ = d.n;
+    last_keys_rewrites_ = im_.memo.rewrites();
+  }
+
   Reader& reader_;
   Reader::Impl& im_;
   StringTable& strings_;
@@ -850,6 +880,13 @@ class Machine {
   // entry_fast's scratch, kept here so a call does not construct its arrays every time.
   DecodedEntry fast_decoded_;
   Value fast_kv_[2 * kPairs];
+  uint32_t last_keys_[kPairs];
+  size_t last_keys_n_ = 0;  // items (keys and values) of the last offer, 0 when its keys are not remembered
+  uint64_t last_keys_rewrites_ = 0;
+  // The last short string read from a token (its length and bytes as the token holds them) and what it read as.
+  uint32_t last_short_len_ = UINT32_MAX;
+  uint64_t last_short_bytes_ = 0;
+  Value last_short_value_;
   Value fast_fresh_[1 + 3 * kPairs];  // the dict, then per pair a key's store and a frame list's two
 };
 

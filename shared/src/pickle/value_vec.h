@@ -125,7 +125,11 @@ class MemoTable {
 
   size_t size() const { return size_; }
   [[gnu::always_inline]] Value get(size_t i) const { return unpack(blocks_[i >> kShift][i & (kBlock - 1)]); }
+  // Counts every change to a slot already stored (set, clear): a reader that remembers what some slots held (the
+  // fast path's last keys) knows they still hold it while this has not moved. push_back changes no stored slot.
+  uint64_t rewrites() const { return rewrites_; }
   void set(size_t i, const Value& v) {
+    ++rewrites_;
     uint64_t& slot = blocks_[i >> kShift][i & (kBlock - 1)];
     slot = pack(v, (slot >> 60) == kSpill ? static_cast<uint32_t>(slot) : UINT32_MAX);
   }
@@ -138,10 +142,12 @@ class MemoTable {
     while (size_ < n) push_back(v);
   }
   void clear() {  // keeps the blocks for the next load
+    ++rewrites_;
     size_ = 0;
     spill_.clear();
   }
   void release() {
+    ++rewrites_;
     blocks_.clear();
     spill_ = {};
     size_ = 0;
@@ -177,6 +183,7 @@ class MemoTable {
   std::vector<std::unique_ptr<uint64_t[]>> blocks_;
   std::vector<Value> spill_;
   size_t size_ = 0;
+  uint64_t rewrites_ = 0;
 };
 
 }  // namespace allocscope::pickle::detail

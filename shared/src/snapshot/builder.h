@@ -68,7 +68,10 @@ class Builder : public pickle::Consumer {
   }
 
   Result<bool> consume(const pickle::Reader& r, const Value& c, const Value* key, Value* out) override {
-    if (c.tag == Tag::kDict) return consume_dict(r, r.items(c), r.offset_of(c), key, out);
+    if (c.tag == Tag::kDict) {
+      EntryShape shape;  // not last_: that is the last consume_items call's
+      return consume_dict(r, r.items(c), r.offset_of(c), key, out, &shape);
+    }
     const bool sequence = c.tag == Tag::kList || c.tag == Tag::kTuple;  // a tuple from other writers reads as a list
     if (sequence && key && key->tag == Tag::kStr && key->payload == keys_.frames) {
       auto items = r.items(c);
@@ -88,9 +91,11 @@ class Builder : public pickle::Consumer {
   }
 
   // The reader's fast path offers an entry or a frame it never built as a container: the same answer as above.
-  Result<bool> consume_items(const pickle::Reader& r, std::span<const Value> items, uint64_t offset,
-                             Value* out) override {
-    return consume_dict(r, items, offset, nullptr, out);
+  // With the keys of the last offer, and that offer an entry, what its keys made it is known already.
+  Result<bool> consume_items(const pickle::Reader& r, std::span<const Value> items, uint64_t offset, Value* out,
+                             bool same_keys) override {
+    if (same_keys && last_.entry) return read_entry(r, items, offset, &last_, out);
+    return consume_dict(r, items, offset, nullptr, out, &last_);
   }
 
   // Trace entries become row handles in stream order: the trace list counts them instead of holding them.
@@ -99,9 +104,54 @@ class Builder : public pickle::Consumer {
   Status finish(const pickle::Reader& r, const Value& root);
 
  private:
+  // Trace entry keys are interned first, so their ids are small: a table maps id -> field without comparisons.
+  enum Field : uint8_t {
+    kOther, kAction, kAddr, kSize, kStream, kTime, kFrames, kCompileContext, kUserMetadata, kNotEntry, kBadKey
+  };
+  static constexpr uint32_t kNotARow = UINT32_MAX;  // add_row: the dict has a key no trace entry has
+  static constexpr EntryKey kEntryKeyOf[] = {EntryKey::kOther,  EntryKey::kAction, EntryKey::kAddr,
+                                             EntryKey::kSize,   EntryKey::kStream, EntryKey::kTimeUs,
+                                             EntryKey::kFrames, EntryKey::kCompileContext, EntryKey::kUserMetadata,
+                                             EntryKey::kOther,  EntryKey::kOther};
+  static constexpr uint32_t kFieldTable = 64;
+  Field field_[kFieldTable] = {};
+  Field field_of(StringId key) const { return key < kFieldTable ? field_[key] : kOther; }
+
+  // What a dict's keys alone make of it, position by position: its fields as a trace entry, its key order, its
+  // unknown keys. A trace repeats one or two key orders a million times, so the last one is kept (last_).
+  struct EntryShape {
+    bool entry = false;  // the keys pass consume_dict's checks of an entry ('action', not a frame): add_row reads it
+    size_t n_keys = 0;
+    Field field[kMaxEntryKeys];  // kBadKey: a key that is not a string
+    EntryKey order[kMaxEntryKeys];
+    bool has_layout = false;  // layout: layout_id(order), registered by the first row of this shape
+    uint8_t layout = 0;
+    StringId unknown[kMaxEntryKeys];  // counted per row
+    size_t n_unknown = 0;
+  };
+
+  EntryShape last_;  // the keys of the last consume_items call
+
+  void shape_of(std::span<const Value> items, EntryShape* shape) const {
+    shape->n_keys = items.size() / 2;
+    shape->n_unknown = 0;
+    shape->has_layout = false;
+    for (size_t j = 0; j < shape->n_keys; ++j) {
+      const Value& k = items[2 * j];
+      const StringId key = static_cast<StringId>(k.payload);
+      const Field field = k.tag != Tag::kStr ? kBadKey : field_of(key);
+      shape->field[j] = field;
+      shape->order[j] = field == kAddr && key == keys_.device_free ? EntryKey::kDeviceFree : kEntryKeyOf[field];
+      if (field == kOther) shape->unknown[shape->n_unknown++] = key;
+    }
+    shape->entry = true;
+  }
+
   // A dict is a frame, a trace entry, or something the tree walk reads later (false). `offset`: where errors point.
+  // `shape` becomes what the keys make of it.
   Result<bool> consume_dict(const pickle::Reader& r, std::span<const Value> items, uint64_t offset, const Value* key,
-                            Value* out) {
+                            Value* out, EntryShape* shape) {
+    shape->entry = false;
     // Frames have 3 keys and trace entries about 8; anything large is something else (and must stay cheap to
     // offer again when a crafted file references it many times).
     if (items.size() > 2 * kMaxEntryKeys) return false;
@@ -115,7 +165,12 @@ class Builder : public pickle::Consumer {
     }
     // PyTorch writes 'action' first; other writers may not, so fall back to a lookup.
     if (key || items.empty() || !has_key(items, keys_.action)) return false;
-    auto row = add_row(r, items, offset);
+    shape_of(items, shape);
+    return read_entry(r, items, offset, shape, out);
+  }
+  Result<bool> read_entry(const pickle::Reader& r, std::span<const Value> items, uint64_t offset, EntryShape* shape,
+                          Value* out) {
+    auto row = add_row(r, items, shape, offset);
     if (!row.ok()) return row.error();
     if (row.value() == kNotARow) return false;  // the tree walk reads it as what its keys say
     *out = Value::handle(kRowHandle, row.value());
@@ -179,7 +234,8 @@ class Builder : public pickle::Consumer {
     return s_->strings.intern(pickle::repr(r, v));
   }
 
-  Result<uint32_t> add_row(const pickle::Reader& r, std::span<const Value> items, uint64_t where) {
+  // A row from an entry's values; its keys are `shape`'s (items' keys, already classified).
+  Result<uint32_t> add_row(const pickle::Reader& r, std::span<const Value> items, EntryShape* shape, uint64_t where) {
     EventColumns& e = s_->events;
     if (e.action.size() >= UINT32_MAX - 1) return Error{"more than 4 billion trace entries", where};
     Action action = Action::kUnknown;
@@ -188,19 +244,11 @@ class Builder : public pickle::Consumer {
     int64_t stream = 0, time_us = 0;
     StackId stack = 0;
     StringId cc = 0, um = 0;
-    EntryKey order[kMaxEntryKeys];
-    size_t n_keys = 0;
-    StringId unknown[kMaxEntryKeys];  // counted once the dict is known to be an entry
-    size_t n_unknown = 0;
-    for (size_t i = 0; i + 1 < items.size(); i += 2) {
-      const Value& k = items[i];
-      const Value& v = items[i + 1];
-      if (k.tag != Tag::kStr) return Error{"trace entry has a non-string key", where};
-      const StringId key = static_cast<StringId>(k.payload);
-      const Field field = field_of(key);
-      if (n_keys < kMaxEntryKeys)
-        order[n_keys++] = field == kAddr && key == keys_.device_free ? EntryKey::kDeviceFree : kEntryKeyOf[field];
-      switch (field) {
+    for (size_t j = 0; j < shape->n_keys; ++j) {
+      const Value& k = items[2 * j];
+      const Value& v = items[2 * j + 1];
+      switch (shape->field[j]) {
+        case kBadKey: return Error{"trace entry has a non-string key", where};
         case kAction:
           if (v.tag != Tag::kStr)
             return Error{"trace entry 'action' is a " + type_of(v) + "; expected a str", where};
@@ -236,13 +284,12 @@ class Builder : public pickle::Consumer {
           break;
         case kCompileContext: cc = text_of(r, v); break;
         case kUserMetadata: um = text_of(r, v); break;
-        case kOther:
-          if (n_unknown < kMaxEntryKeys) unknown[n_unknown++] = key;
-          break;
+        case kOther: break;  // counted below, once the dict is known to be an entry
         case kNotEntry: return kNotARow;
       }
     }
-    for (size_t u = 0; u < n_unknown; ++u) ++unknown_[unknown[u]];
+    for (size_t u = 0; u < shape->n_unknown; ++u) ++unknown_[shape->unknown[u]];
+    if (!shape->has_layout) shape->layout = layout_id(shape->order, shape->n_keys), shape->has_layout = true;
     if (action == Action::kUnknown && unknown_name != EventColumns::kUnnamedAction)  // printed as written
       e.unknown_action.emplace_back(static_cast<uint32_t>(e.action.size()), unknown_name);
     e.action.push_back(action);
@@ -253,7 +300,7 @@ class Builder : public pickle::Consumer {
     e.stack.push_back(stack);
     e.compile_context.push_back(cc);
     e.user_metadata.push_back(um);
-    e.layout.push_back(layout_id(order, n_keys));
+    e.layout.push_back(shape->layout);
     return static_cast<uint32_t>(e.action.size() - 1);
   }
 
@@ -316,18 +363,6 @@ class Builder : public pickle::Consumer {
   Status read_top(const pickle::Reader& r, const Value& dict);
   Setting to_setting(const pickle::Reader& r, const Value& v, int depth);
 
-  // Trace entry keys are interned first, so their ids are small: a table maps id -> field without comparisons.
-  enum Field : uint8_t {
-    kOther, kAction, kAddr, kSize, kStream, kTime, kFrames, kCompileContext, kUserMetadata, kNotEntry
-  };
-  static constexpr uint32_t kNotARow = UINT32_MAX;  // add_row: the dict has a key no trace entry has
-  static constexpr EntryKey kEntryKeyOf[] = {EntryKey::kOther,  EntryKey::kAction, EntryKey::kAddr,
-                                             EntryKey::kSize,   EntryKey::kStream, EntryKey::kTimeUs,
-                                             EntryKey::kFrames, EntryKey::kCompileContext, EntryKey::kUserMetadata,
-                                             EntryKey::kOther};
-  static constexpr uint32_t kFieldTable = 64;
-  Field field_[kFieldTable] = {};
-  Field field_of(StringId key) const { return key < kFieldTable ? field_[key] : kOther; }
 
   Snapshot* s_;
   detail::Keys keys_;
