@@ -158,11 +158,15 @@ class MemoTable {
   static constexpr uint64_t kUnset = 14;  // tag field of an unset slot (Tag::kNone with aux kUnsetMemo)
 
   // `reuse`: the spill entry the slot already had (so re-setting a spilled slot does not grow the side list).
-  uint64_t pack(const Value& v, uint32_t reuse) {
-    if (v.tag == Tag::kNone && v.aux == 0xFFFFFFFFu) return kUnset << 60;
+  // What fits a slot, as almost everything does, is packed inline: a call per store was 4% of a 1M-event load.
+  [[gnu::always_inline]] uint64_t pack(const Value& v, uint32_t reuse) {
     const auto tag = static_cast<uint64_t>(v.tag);
-    if (tag < kUnset && v.aux < (1u << 28) && v.payload <= UINT32_MAX)
+    if (__builtin_expect(tag < kUnset && v.aux < (1u << 28) && v.payload <= UINT32_MAX, 1))  // unset: aux ~0u
       return tag << 60 | uint64_t{v.aux} << 32 | v.payload;
+    return pack_rare(v, reuse);
+  }
+  [[gnu::noinline]] uint64_t pack_rare(const Value& v, uint32_t reuse) {
+    if (v.tag == Tag::kNone && v.aux == 0xFFFFFFFFu) return kUnset << 60;
     uint32_t at = reuse;
     if (at == UINT32_MAX || at >= spill_.size()) {
       at = static_cast<uint32_t>(spill_.size());
