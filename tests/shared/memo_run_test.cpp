@@ -173,6 +173,38 @@ TEST(MemoRuns, AnAppendsByteInsideAnArgumentIsNotTakenForTheRunsEnd) {
   }
 }
 
+// A run is guessed before it is searched for: the run that followed the same run the last time (RunCache::guess).
+// A guess is taken only where the input holds its bytes and the run ends there. Here two guesses are wrong: a
+// cached run that is a prefix of the list (the list goes on with another reference, not APPENDS), and a cached run
+// as long as the list, with other references (APPENDS where it would end).
+TEST(MemoRuns, AWrongGuessOfARunIsNotTaken) {
+  std::string memo;
+  for (int i = 0; i < 40; ++i) memo += str("s" + std::to_string(i)) + put(i);
+  auto refs = [](int first, int n) {
+    std::string r;
+    for (int i = first; i < first + n; ++i) r += get(i);
+    return r;
+  };
+  const std::string S = refs(1, 4), L = refs(1, 6), A = refs(10, 4), X = refs(20, 4), Y = refs(30, 4);
+  // After A the guess is S when L comes (step 7), and X when Y comes (step 13).
+  const std::string runs[] = {S, L, A, A, S, A, L, X, Y, A, X, A, Y};
+  std::string p = "\x80\x02}(" + str("m") + "](" + memo + "e";
+  for (size_t i = 0; i < std::size(runs); ++i) p += str("k" + std::to_string(i)) + "](" + runs[i] + "e";
+  p += "u.";
+  auto text = [](const std::string& run) {
+    std::string t;
+    for (size_t i = 0; i < run.size(); i += 2) t += "s" + std::to_string(static_cast<uint8_t>(run[i + 1]));
+    return t;
+  };
+  StringTable strings;
+  pickle::Reader r(&strings);
+  auto root = r.run(bytes(p));
+  ASSERT_TRUE(root.ok()) << root.error().describe();
+  for (size_t i = 0; i < std::size(runs); ++i)
+    EXPECT_EQ(text_items(r, *r.find(root.value(), strings.intern("k" + std::to_string(i)))), text(runs[i]))
+        << "list " << i;
+}
+
 // Trace entries after the first name their keys by memo reference, the same references entry after entry; the
 // reader and the snapshot builder then skip reading and classifying the keys again. That holds only while the slots
 // still hold those keys. Here a BINPUT rewrites the slot of 'addr' with 'note' between two entries that reference it

@@ -597,12 +597,9 @@ class Machine {
   bool step();
 
   // The cached run of memo references that starts at `p` and ends at an APPENDS (at *run_end), or kNone.
-  uint32_t cached_run(const uint8_t* p, const uint8_t** run_end) const {
-    if (const uint32_t e = im_.runs.find_ending(p, end_, kAPPENDS, run_end); e != RunCache::kNone) return e;
-    const uint8_t* const q = memo_run_end(p, end_);
-    if (!q) return RunCache::kNone;
-    *run_end = q;
-    return im_.runs.find(p, static_cast<size_t>(q - p));
+  // `context`: what a guess of it goes by (run_context; 0 outside a trace entry).
+  [[gnu::always_inline]] uint32_t cached_run(const uint8_t* p, const uint8_t** run_end, uint64_t context) {
+    return known_run(im_.runs, p, end_, context, /*add=*/false, run_end);
   }
 
   // The fast path of "MARK (BINGET|LONG_BINGET)+ APPENDS" when the list on top of the stack is open and every
@@ -617,7 +614,7 @@ class Machine {
     const bool fresh = n.items.empty();
     // A run seen before (the same stack again): its exact bytes are its key.
     const uint8_t* run_end = nullptr;
-    if (const uint32_t e = cached_run(p_, &run_end); e != RunCache::kNone) {
+    if (const uint32_t e = cached_run(p_, &run_end, 0); e != RunCache::kNone) {
       const size_t count = im_.runs.count(e);
       if (n.items.size() + count > lim_.max_container_items) return false;
       if (fresh) {  // the list is exactly this run: leave its values in the cache until something must change them
@@ -693,7 +690,9 @@ class Machine {
         return true;
       }
     }
-    auto find_run = [this](const uint8_t* run, const uint8_t** run_end) { return cached_run(run, run_end); };
+    auto find_run = [this](const uint8_t* run, const uint8_t** run_end, uint64_t context) {
+      return cached_run(run, run_end, context);
+    };
     return decode_entry(p_, begin_, end_, find_run, &fast_decoded_) && apply_entry(fast_decoded_, false);
   }
 

@@ -99,21 +99,17 @@ class Predecoder {
 
 #if !defined(__EMSCRIPTEN__)
   // A run of memo references ending at APPENDS, as the parser's cached_run finds it, in this thread's own cache.
-  uint32_t find_run(const uint8_t* p, const uint8_t** run_end) {
-    if (const uint32_t e = runs_.find_ending(p, end_, kAPPENDS, run_end); e != RunCache::kNone) return e;
-    const uint8_t* const q = memo_run_end(p, end_);
-    if (!q) return RunCache::kNone;
-    *run_end = q;
-    const size_t len = static_cast<size_t>(q - p);
-    const uint32_t e = runs_.find(p, len);
-    return e != RunCache::kNone ? e : runs_.add(p, len, nullptr, 0);
+  uint32_t find_run(const uint8_t* p, const uint8_t** run_end, uint64_t context) {
+    return known_run(runs_, p, end_, context, /*add=*/true, run_end);
   }
 
   void run() {
     try {
       const uint8_t* p = begin_;
       uint64_t written = 0, read = 0;
-      auto find = [this](const uint8_t* run, const uint8_t** run_end) { return find_run(run, run_end); };
+      auto find = [this](const uint8_t* run, const uint8_t** run_end, uint64_t context) {
+        return find_run(run, run_end, context);
+      };
       while (!stop_.load(std::memory_order_relaxed)) {
         // Behind the parser (it decoded entries itself meanwhile): what is left here it has read already.
         if (const uint64_t parser = parser_at_.load(std::memory_order_acquire);
@@ -147,7 +143,7 @@ class Predecoder {
   const uint8_t* const end_;
   [[maybe_unused]] const std::function<bool()>* const spare_time_;  // unused in wasm (no thread)
   std::unique_ptr<DecodedEntry[]> ring_;
-  RunCache runs_;
+  alignas(64) RunCache runs_;  // this thread's, written every entry: off the line of ring_, which the parser reads
   std::exception_ptr failure_;  // the thread's, read after it is joined
   // The thread's, published: entries written, and the offset below which every EMPTY_DICT has been looked at.
   alignas(64) std::atomic<uint64_t> written_{0};
