@@ -126,8 +126,9 @@ inline uint64_t run_context(const EntryToken& t) {
 //   EMPTY_DICT <store> MARK (key value)+ SETITEMS
 // where keys are strings (each maybe followed by a store) or memo references, and values are memo references,
 // ints, None, booleans, strings, or a frame list `EMPTY_LIST <store> MARK <run> APPENDS <store>` whose run of memo
-// references `find_run(run, &run_end, context)` recognises (its id, or RunCache::kNone; context: run_context). False for any other shape: the
-// caller then reads the dict the general way. Offsets are from `begin`.
+// references `find_run(run, &run_end, context)` recognises (its id, or RunCache::kNone; `context` is
+// run_context's). False for any other shape: the caller then reads the dict the general way. Offsets are from
+// `begin`.
 template <class FindRun>
 inline bool decode_entry(const uint8_t* p, const uint8_t* begin, const uint8_t* end, FindRun&& find_run,
                          DecodedEntry* d) {
