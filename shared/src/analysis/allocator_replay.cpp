@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,24 +29,35 @@ using detail::segment_size;
 // Requests from a hostile file are capped (2^56 bytes, far above any GPU) so sizes and addresses stay in range.
 constexpr uint64_t kMaxRequest = 1ull << 56;
 
+constexpr uint32_t kNoBlock = UINT32_MAX;
+
+// A block of a segment. A segment's blocks are linked in address order (as PyTorch links Block::prev/next), so a
+// free finds its neighbours without a search; the caller frees by the handle alloc gave it, not by address. (An
+// ordered map from address to block cost a search for each alloc, split and free: about a third of a replay.)
 struct Block {
+  uint64_t addr = 0;
   uint64_t size = 0;
   uint32_t segment = 0;
+  uint32_t prev = kNoBlock, next = kNoBlock;  // neighbours in the segment
   bool used = false;
   bool small = false;  // its segment's pool
+  bool live = false;   // false: a handle merged away or released, kept for reuse
   int64_t stream = 0;
 };
+
+// A pool's free blocks by (size, address), best fit first; the handle rides along (addresses are unique).
+using FreeBlock = std::tuple<uint64_t, uint64_t, uint32_t>;
 
 class Replay {
  public:
   explicit Replay(uint64_t cap) : cap_(cap) {}
 
-  // The block's address, or none when the cap leaves no room for the segment it needs (out of memory).
-  std::optional<uint64_t> alloc(uint64_t request, int64_t stream) {
+  // The allocated block's handle, or none when the cap leaves no room for the segment it needs (out of memory).
+  std::optional<uint32_t> alloc(uint64_t request, int64_t stream) {
     const uint64_t size = round_size(request);
     const bool small = size <= kSmallSize;
     auto& pool = pools_[{stream, small}];
-    auto it = pool.lower_bound({size, 0});
+    auto it = pool.lower_bound({size, 0, 0});
     if (it == pool.end()) {
       const uint64_t seg = segment_size(size);
       if (cap_ && reserved_ + seg > cap_) {
@@ -56,71 +68,100 @@ class Replay {
       // and the driver tends to map each new segment below the last (with rising addresses, 4 of the 26 runs in
       // tests/fixtures/whatif came out 12-14% off PyTorch's max_memory_reserved; falling, all within 0.7%).
       next_addr_ -= seg + kRoundLarge;
-      const uint64_t addr = next_addr_;
       reserved_ += seg;
-      blocks_[addr] = Block{seg, static_cast<uint32_t>(segment_bytes_.size()), false, small, stream};
+      Block nb;
+      nb.addr = next_addr_;
+      nb.size = seg;
+      nb.segment = static_cast<uint32_t>(segment_bytes_.size());
+      nb.small = small;
+      nb.stream = stream;
+      const uint32_t h = add_block(nb);
       segment_bytes_.push_back(seg);
-      it = pool.insert({seg, addr}).first;
+      it = pool.insert({seg, next_addr_, h}).first;
     }
-    const uint64_t addr = it->second;
+    const uint32_t h = std::get<2>(*it);
     pool.erase(it);
-    Block& b = blocks_[addr];
-    const uint64_t remaining = b.size - size;
+    const uint64_t remaining = blocks_[h].size - size;
     if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
-      blocks_[addr + size] = Block{remaining, b.segment, false, small, stream};
-      pool.insert({remaining, addr + size});
-      b.size = size;
+      Block rest = blocks_[h];  // the same segment, pool and stream
+      rest.addr += size;
+      rest.size = remaining;
+      rest.prev = h;
+      const uint32_t r = add_block(rest);  // may move blocks_: indexed from here on
+      if (blocks_[r].next != kNoBlock) blocks_[blocks_[r].next].prev = r;
+      blocks_[h].next = r;
+      blocks_[h].size = size;
+      pool.insert({remaining, blocks_[r].addr, r});
     }
-    b.used = true;
-    allocated_ += b.size;
-    return addr;
+    blocks_[h].used = true;
+    allocated_ += blocks_[h].size;
+    return h;
   }
 
-  void free(uint64_t addr) {
-    auto it = blocks_.find(addr);
-    if (it == blocks_.end() || !it->second.used) return;
-    auto& pool = pools_[{it->second.stream, it->second.small}];
-    allocated_ -= it->second.size;
-    it->second.used = false;
-    auto next = std::next(it);
-    if (next != blocks_.end() && next->second.segment == it->second.segment && !next->second.used) {
-      pool.erase({next->second.size, next->first});
-      it->second.size += next->second.size;
-      blocks_.erase(next);
+  void free(uint32_t h) {
+    if (h >= blocks_.size() || !blocks_[h].live || !blocks_[h].used) return;
+    Block& b = blocks_[h];
+    auto& pool = pools_[{b.stream, b.small}];
+    allocated_ -= b.size;
+    b.used = false;
+    if (b.next != kNoBlock && !blocks_[b.next].used) {  // the next block joins this one
+      const uint32_t n = b.next;
+      pool.erase({blocks_[n].size, blocks_[n].addr, n});
+      b.size += blocks_[n].size;
+      unlink(n);
     }
-    if (it != blocks_.begin()) {
-      auto prev = std::prev(it);
-      if (prev->second.segment == it->second.segment && !prev->second.used) {
-        pool.erase({prev->second.size, prev->first});
-        prev->second.size += it->second.size;
-        blocks_.erase(it);
-        it = prev;
-      }
+    uint32_t at = h;
+    if (b.prev != kNoBlock && !blocks_[b.prev].used) {  // this block joins the previous one
+      const uint32_t p = b.prev;
+      pool.erase({blocks_[p].size, blocks_[p].addr, p});
+      blocks_[p].size += b.size;
+      unlink(h);
+      at = p;
     }
-    pool.insert({it->second.size, it->first});
+    pool.insert({blocks_[at].size, blocks_[at].addr, at});
   }
 
   uint64_t reserved() const { return reserved_; }
   uint64_t allocated() const { return allocated_; }
 
  private:
+  uint32_t add_block(const Block& b) {
+    uint32_t h;
+    if (!spare_.empty()) {
+      h = spare_.back();
+      spare_.pop_back();
+      blocks_[h] = b;
+    } else {
+      h = static_cast<uint32_t>(blocks_.size());
+      blocks_.push_back(b);
+    }
+    blocks_[h].live = true;
+    return h;
+  }
+  // Takes block h out of its segment's list (it merged into a neighbour, or its segment was released).
+  void unlink(uint32_t h) {
+    Block& b = blocks_[h];
+    if (b.prev != kNoBlock) blocks_[b.prev].next = b.next;
+    if (b.next != kNoBlock) blocks_[b.next].prev = b.prev;
+    b.live = false;
+    spare_.push_back(h);
+  }
+
   // Frees every segment that is one free block (nothing allocated in it, nothing split off), in every pool: a free
   // block as large as its segment (segments never merge with each other).
   void release_cached() {
-    for (auto it = blocks_.begin(); it != blocks_.end();) {
-      const Block& b = it->second;
-      if (!b.used && b.size == segment_bytes_[b.segment]) {
-        pools_[{b.stream, b.small}].erase({b.size, it->first});
-        reserved_ -= b.size;
-        it = blocks_.erase(it);
-      } else {
-        ++it;
-      }
+    for (uint32_t h = 0; h < blocks_.size(); ++h) {
+      const Block& b = blocks_[h];
+      if (!b.live || b.used || b.size != segment_bytes_[b.segment]) continue;
+      pools_[{b.stream, b.small}].erase({b.size, b.addr, h});
+      reserved_ -= b.size;
+      unlink(h);
     }
   }
 
-  std::map<uint64_t, Block> blocks_;
-  std::map<std::pair<int64_t, bool>, std::set<std::pair<uint64_t, uint64_t>>> pools_;
+  std::vector<Block> blocks_;    // by handle
+  std::vector<uint32_t> spare_;  // handles free for reuse
+  std::map<std::pair<int64_t, bool>, std::set<FreeBlock>> pools_;
   uint64_t cap_ = 0;
   uint64_t next_addr_ = 1ull << 50, reserved_ = 0, allocated_ = 0;
   std::vector<uint64_t> segment_bytes_;  // per segment: its size
@@ -156,7 +197,7 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const Replay
   const uint32_t n = lt.count();
   Replay r(cap);
   AllocatorReplay out;
-  std::vector<uint64_t> addr(n, 0);
+  std::vector<uint32_t> block(n, 0);  // the row's block (Replay::alloc's handle)
   std::vector<uint8_t> held(n, 0);  // allocated (a skipped optional row is not, and its free does nothing)
   for (const auto& [step, e] : order.events) {
     const uint32_t row = static_cast<uint32_t>(e > 0 ? e - 1 : -e - 1);
@@ -164,14 +205,14 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const Replay
     if (row >= n || row >= sizes.size() || sizes[row] == 0) continue;
     if (e > 0) {
       const uint32_t i = row;
-      std::optional<uint64_t> a = r.alloc(std::min<uint64_t>(sizes[i], kMaxRequest), lt.stream[i]);
+      std::optional<uint32_t> a = r.alloc(std::min<uint64_t>(sizes[i], kMaxRequest), lt.stream[i]);
       if (!a) {
         if (optional && i < optional->size() && (*optional)[i]) continue;  // done without; its free is a no-op
         out.out_of_memory = true;
         out.out_of_memory_step = step;
         break;
       }
-      addr[i] = *a;
+      block[i] = *a;
       held[i] = 1;
       if (r.allocated() > out.peak_allocated) {
         out.peak_allocated = r.allocated();
@@ -180,7 +221,7 @@ AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const Replay
       out.peak_reserved = std::max(out.peak_reserved, r.reserved());
     } else {
       const uint32_t i = static_cast<uint32_t>(-e - 1);
-      if (held[i]) r.free(addr[i]);
+      if (held[i]) r.free(block[i]);
     }
   }
   return out;
