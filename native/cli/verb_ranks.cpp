@@ -22,6 +22,7 @@
 #include "allocscope/loader.h"
 #include "allocscope/ranks.h"
 #include "allocscope/summary.h"
+#include "allocscope/threads.h"
 #include "cli_common.h"
 #include "verbs.h"
 
@@ -88,7 +89,7 @@ RankRow unreadable(const std::string& path, const Error& e) {
 
 // `ahead`: whether a large plain pickle has its entries decoded ahead on another core (LoadOptions::decode_ahead);
 // not while the other workers hold the cores.
-RankRow summarise(const std::string& path, uint32_t top_sites, LoadOptions::Ahead ahead) {
+RankRow summarise(const std::string& path, uint32_t top_sites) {
   if (is_summary_json(path)) {
     auto bytes = read_file(path);
     if (!bytes.ok()) return unreadable(path, bytes.error());
@@ -98,7 +99,6 @@ RankRow summarise(const std::string& path, uint32_t top_sites, LoadOptions::Ahea
     return std::move(row).value();
   }
   LoadOptions options;
-  options.decode_ahead = ahead;
   options.map_file = false;  // a file its job rewrites meanwhile is this rank's error row, not the whole run's SIGBUS
   auto s = load_snapshot_file(path, options);
   if (!s.ok()) return unreadable(path, s.error());
@@ -133,18 +133,19 @@ int run_ranks(const std::vector<std::string>& argv) {
   if (!expand(args.positional, &files)) return 1;
   if (files.empty()) return fail("ranks: no snapshot (.pickle, .pickle.gz, .pkl) or summary (.json) files there");
 
-  // One worker per core: a worker's load has no spare core to decode ahead on, unless there is only one worker.
-  const LoadOptions::Ahead ahead =
-      std::min<size_t>(jobs, files.size()) > 1 ? LoadOptions::Ahead::kNever : LoadOptions::Ahead::kAuto;
+  const size_t n_workers = std::min<size_t>(jobs, files.size());
   std::vector<RankRow> out(files.size());
   // A file too large for the memory left is that rank's answer, not the end of the others': nothing may leave a
   // worker (an exception there calls std::terminate), so the row is written here, on the calling thread, after.
   std::vector<uint8_t> out_of_memory(files.size(), 0);
   std::atomic<size_t> next{0}, done{0};
   auto work = [&] {
+    // One worker per core: a worker's load and analyses have no spare core to start threads on, unless it is the
+    // only worker (2 workers once started 4 threads a file: an inflater and the analyses' helpers).
+    const SingleThreaded on_this_thread(n_workers > 1);
     for (size_t i; (i = next.fetch_add(1)) < files.size();) {
       try {
-        out[i] = summarise(files[i], static_cast<uint32_t>(sites), ahead);
+        out[i] = summarise(files[i], static_cast<uint32_t>(sites));
       } catch (const std::bad_alloc&) {
         out_of_memory[i] = 1;
       } catch (const std::length_error&) {
@@ -166,7 +167,6 @@ int run_ranks(const std::vector<std::string>& argv) {
   };
   std::vector<std::thread> pool;
   pool.reserve(jobs);
-  const size_t n_workers = std::min<size_t>(jobs, files.size());
   for (size_t k = 1; k < n_workers; ++k)
     if (!start(pool)) break;
   std::vector<std::thread> reporter_freed;  // the calling thread's share, when it reports progress instead

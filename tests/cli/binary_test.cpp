@@ -124,6 +124,43 @@ TEST(Binary, RanksNeverMapsItsFiles) {
   std::filesystem::remove_all(dir);
 }
 
+// How many threads a run of the CLI starts, counted by count_threads.cpp preloaded into it.
+int threads_started(const std::vector<std::string>& args) {
+  const std::string count = clitest::temp_path("threads_started");
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const auto r = clitest::run_cli(args, "/dev/null",
+                                  {std::string("LD_PRELOAD=") + ALLOCSCOPE_COUNT_THREADS, "ALLOCSCOPE_TEST_THREADS=" + count,
+                                   "ASAN_OPTIONS=" + std::string(asan ? asan : "") + (asan && *asan ? ":" : "") +
+                                       "verify_asan_link_order=0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = clitest::read_text(count);
+  std::filesystem::remove(count);
+  return text.empty() ? -1 : std::stoi(text);
+}
+
+// `ranks` runs one worker per core, so a worker's load and analyses stay on its own thread (SingleThreaded): two
+// workers once started four threads a file besides (the inflater, the analyses' helpers), which took turns with the
+// other worker on the same cores. A lone worker keeps the free core. A small file starts no thread at all: the
+// thread would cost more than the little work it takes over (1,000 small ranks: 1.98 -> 1.54 s on one worker).
+TEST(Binary, RanksWorkersStartNoThreadsOfTheirOwn) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: nothing starts a thread";
+  const std::string dir = std::filesystem::path(clitest::temp_path("ranks_threads")).string();
+  std::filesystem::create_directory(dir);
+  const std::string big = clitest::snapshot_path("gpt2_big_1M");  // 12 MB of .gz, 1M events
+  for (const char* name : {"/rank0.pickle.gz", "/rank1.pickle.gz"}) std::filesystem::copy_file(big, dir + name);
+  // Alone, the big file's load and analyses start threads, which is how we know the counter sees them.
+  EXPECT_GE(threads_started({"summary", dir + "/rank0.pickle.gz"}), 2);
+  EXPECT_GE(threads_started({"ranks", "--jobs", "1", "--json", dir + "/rank0.pickle.gz"}), 2);
+  // Two workers: the second worker is the one thread started.
+  EXPECT_EQ(threads_started({"ranks", "--jobs", "2", "--json", dir}), 1);
+  // Small files: none.
+  EXPECT_EQ(threads_started({"summary", clitest::snapshot_path("gpt2_cpp")}), 0);
+  EXPECT_EQ(threads_started({"ranks", "--jobs", "1", "--json", clitest::snapshot_path("ddp_rank0"),
+                             clitest::snapshot_path("ddp_rank1")}),
+            0);
+  std::filesystem::remove_all(dir);
+}
+
 // A .gz that inflates into a broken pickle: the offset counts the inflated bytes, and says so (it read as the .gz
 // file's byte, where a reader would look). The gzip's own errors keep the file's offsets.
 TEST(Binary, AnErrorInsideAGzipSaysItsOffsetIsTheInflatedPickles) {
@@ -452,7 +489,9 @@ TEST(Binary, TextAnswersEscapeEverySnapshotString) {
   for (const char* verb : {"summary", "peak", "categories", "leaks", "oom", "timeline"}) {
     const auto r = clitest::run_cli({verb, snap});
     clean(verb, r.out);
-    if (std::string(verb) != "oom") EXPECT_NE(r.out.find("\\x0aFAKE LINE"), std::string::npos) << verb << ": " << r.out;
+    if (std::string(verb) != "oom") {
+      EXPECT_NE(r.out.find("\\x0aFAKE LINE"), std::string::npos) << verb << ": " << r.out;
+    }
   }
   clean("diff", clitest::run_cli({"diff", snap, dir + "/rank1.pickle"}).out);
   const auto ranks = clitest::run_cli({"ranks", dir});

@@ -211,7 +211,7 @@ namespace {
 // trace is long enough to pay for a thread.
 unsigned parts_for(const Snapshot& s, size_t devices, int64_t device) {
   const DeviceTrace* trace = s.device(device);
-  return devices == 1 && trace && trace->count() >= (1u << 16) && detail::threads_for(2) >= 2 ? 2 : 1;
+  return devices == 1 && trace && trace->count() >= detail::kEventsWorthAThread && detail::threads_for(2) >= 2 ? 2 : 1;
 }
 }  // namespace
 

@@ -49,9 +49,11 @@ Summary summarize_with(const Snapshot& s, const Lifetimes& lifetimes, const std:
     std::vector<std::string> leak_warnings, other;
   };
   std::vector<PerDevice> per(lifetimes.devices.size());
-  // A core is spare when there are fewer devices than cores: then the file-wide checks, and pairs of one device's
-  // analyses, run beside each other (detail::both; in order on one thread, the same answer).
-  const bool spare = detail::threads_for(per.size() + 1) > per.size();
+  // A core is spare when there are fewer devices than cores (and the trace is long enough to pay for a thread): then
+  // the file-wide checks, and pairs of one device's analyses, run beside each other (detail::both; in order on one
+  // thread, the same answer).
+  const bool spare =
+      s.events.size_rows() >= detail::kEventsWorthAThread && detail::threads_for(per.size() + 1) > per.size();
   auto one_device = [&](size_t k) {
     const DeviceLifetimes& lt = lifetimes.devices[k];
     DeviceSummary& d = per[k].d;
@@ -225,7 +227,7 @@ Summary summarize(const Snapshot& s, const FrameFilter& ff, uint32_t top_sites, 
   std::vector<SegmentTimeline> timelines(devices.size());
   Lifetimes lifetimes;
   detail::both(
-      true, [&] {
+      s.events.size_rows() >= detail::kEventsWorthAThread, [&] {
         for (size_t k = 0; k < devices.size(); ++k) timelines[k] = build_segment_timeline(s, devices[k]);
       },
       [&] { lifetimes = build_lifetimes(s); });

@@ -299,20 +299,25 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
     SnapshotStream stream(options, std::min<uint64_t>(hint, options.max_inflated_bytes));
     std::function<void(uint64_t, uint64_t)> p;
     if (options.progress) p = [&](uint64_t d, uint64_t t) { options.progress("inflate", d, t); };
+    bool inflated = false;
 #if ALLOCSCOPE_HAVE_ZLIB
-    ALLOCSCOPE_RETURN_IF_ERROR(inflate_beside(bytes, options.max_inflated_bytes, stream, p, options.spare_time));
-#else
-    ALLOCSCOPE_RETURN_IF_ERROR(gunzip_chunks(
-        bytes, options.max_inflated_bytes,
-        [&](std::span<const uint8_t> c) {
-          Status st = stream.feed(c);
-          if (st.ok()) return st;
-          Error e = st.error();
-          e.in_inflated = true;
-          return Status(std::move(e));
-        },
-        4u << 20, p));
+    // A small .gz (under 1 MB, ~10 MB inflated) inflates in a few milliseconds: a thread would cost more than it saves.
+    if (bytes.size() >= (1u << 20) && detail::threads_for(2) >= 2) {
+      ALLOCSCOPE_RETURN_IF_ERROR(inflate_beside(bytes, options.max_inflated_bytes, stream, p, options.spare_time));
+      inflated = true;
+    }
 #endif
+    if (!inflated)  // no second core: inflated and parsed in turn (a build without zlib says so here)
+      ALLOCSCOPE_RETURN_IF_ERROR(gunzip_chunks(
+          bytes, options.max_inflated_bytes,
+          [&](std::span<const uint8_t> c) {
+            Status st = stream.feed(c);
+            if (st.ok()) return st;
+            Error e = st.error();
+            e.in_inflated = true;
+            return Status(std::move(e));
+          },
+          4u << 20, p));
     auto done = stream.finish();
     if (!done.ok()) {
       Error e = done.error();
@@ -392,36 +397,51 @@ constexpr size_t kWindow = 64u << 20;
 
 #if ALLOCSCOPE_HAVE_MMAP
 namespace {
+// Reads the chunk of a large pickle that starts at byte `at` into `buf`: the first chunks small, so the parser starts
+// after a 256 KB read instead of a 4 MB one into fresh pages.
+Status read_chunk(int fd, uint64_t size, const std::string& path, uint64_t at, Chunk* buf) {
+  const uint64_t want = at < (1u << 20) ? (256u << 10) : at < (4u << 20) ? (1u << 20) : ChunkPipe::kChunk;
+  buf->resize(static_cast<size_t>(std::min<uint64_t>(want, size - at)));
+  const ssize_t got = ::pread(fd, buf->data(), buf->size(), static_cast<off_t>(at));
+  if (got <= 0)
+    return Error{"cannot read '" + path + "' at byte " + std::to_string(at) + " of " + std::to_string(size) +
+                     (got == 0 ? " (the file shrank while it was read)" : ""),
+                 at};
+  buf->resize(static_cast<size_t>(got));
+  return {};
+}
+
 // A large pickle is read in 4 MB chunks on a second thread while this one parses them: the file never counts whole
 // in the process's memory (a 1.8 GB snapshot loads in the model's ~0.5 GB plus a few chunks), and the reads and their
 // page-cache copies leave the parser's core (mapping it cost the parser its page faults, the populate calls and the
-// mapping's teardown, ~15% of a 1M-event `summary`).
+// mapping's teardown, ~15% of a 1M-event `summary`). Without a core for the reads (threads_for), the same chunks
+// are read in turn with the parse, into one buffer.
 Result<Snapshot> read_beside(int fd, uint64_t size, const std::string& path, const LoadOptions& options) {
   SnapshotStream stream(options, size);
+  std::function<void(uint64_t)> fed;
+  if (options.progress) fed = [&](uint64_t done) { options.progress("parse", done, size); };
+  if (detail::threads_for(2) < 2) {
+    Chunk buf;
+    for (uint64_t at = 0; at < size; at += buf.size()) {
+      ALLOCSCOPE_RETURN_IF_ERROR(read_chunk(fd, size, path, at, &buf));
+      ALLOCSCOPE_RETURN_IF_ERROR(stream.feed(buf));
+      if (fed) fed(stream.bytes_fed());
+    }
+    return stream.finish();
+  }
   ChunkPipe pipe;
   detail::Worker reader = pipe.start([&] {
     Status read;
     for (uint64_t at = 0; at < size;) {
       Chunk buf;
       if (!pipe.spare(&buf, options.spare_time)) break;
-      // The first chunks small, so the parser starts after a 256 KB read instead of a 4 MB one into fresh pages.
-      const uint64_t want = at < (1u << 20) ? (256u << 10) : at < (4u << 20) ? (1u << 20) : ChunkPipe::kChunk;
-      buf.resize(static_cast<size_t>(std::min<uint64_t>(want, size - at)));
-      const ssize_t got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(at));
-      if (got <= 0) {
-        read = Error{"cannot read '" + path + "' at byte " + std::to_string(at) + " of " + std::to_string(size) +
-                         (got == 0 ? " (the file shrank while it was read)" : ""),
-                     at};
-        break;
-      }
-      buf.resize(static_cast<size_t>(got));
-      at += static_cast<uint64_t>(got);
+      read = read_chunk(fd, size, path, at, &buf);
+      if (!read.ok()) break;
+      at += buf.size();
       pipe.put(std::move(buf));
     }
     return read;
   });
-  std::function<void(uint64_t)> fed;
-  if (options.progress) fed = [&](uint64_t done) { options.progress("parse", done, size); };
   ALLOCSCOPE_RETURN_IF_ERROR(pipe.drain(stream, reader, /*inflated=*/false, fed));
   return stream.finish();
 }
