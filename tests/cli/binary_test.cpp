@@ -74,12 +74,17 @@ TEST(Binary, TruncatedGzipFails) {
 // exit 1. truncate_on_map.cpp truncates the file to 4 KB the moment it is mapped, on each of the loader's mapped
 // paths: a small pickle (faulted in at once), a .gz (inflated from the mapping), a pickle over 64 MB (its entries
 // decoded ahead on a second core; on one core it is read with pread, which reports a short read itself).
-// The environment that preloads truncate_on_map.cpp into the CLI, aimed at `path` (canonical, as /proc/self/fd names
-// it). ASan refuses a library preloaded before its own unless told.
-std::vector<std::string> truncating_env(const std::string& path) {
+// The environment that preloads `library` into the CLI, with its own `setting`. ASan refuses a library preloaded
+// before its own unless told.
+std::vector<std::string> preloading_env(const char* library, const std::string& setting) {
   const char* asan = std::getenv("ASAN_OPTIONS");
-  return {std::string("LD_PRELOAD=") + ALLOCSCOPE_TRUNCATE_ON_MAP, "ALLOCSCOPE_TEST_TRUNCATE=" + path,
+  return {std::string("LD_PRELOAD=") + library, setting,
           "ASAN_OPTIONS=" + std::string(asan ? asan : "") + (asan && *asan ? ":" : "") + "verify_asan_link_order=0"};
+}
+
+// Preloads truncate_on_map.cpp, aimed at `path` (canonical, as /proc/self/fd names it).
+std::vector<std::string> truncating_env(const std::string& path) {
+  return preloading_env(ALLOCSCOPE_TRUNCATE_ON_MAP, "ALLOCSCOPE_TEST_TRUNCATE=" + path);
 }
 
 TEST(Binary, ASnapshotTruncatedWhileMappedIsAnErrorNotACrash) {
@@ -127,11 +132,8 @@ TEST(Binary, RanksNeverMapsItsFiles) {
 // How many threads a run of the CLI starts, counted by count_threads.cpp preloaded into it.
 int threads_started(const std::vector<std::string>& args) {
   const std::string count = clitest::temp_path("threads_started");
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  const auto r = clitest::run_cli(args, "/dev/null",
-                                  {std::string("LD_PRELOAD=") + ALLOCSCOPE_COUNT_THREADS, "ALLOCSCOPE_TEST_THREADS=" + count,
-                                   "ASAN_OPTIONS=" + std::string(asan ? asan : "") + (asan && *asan ? ":" : "") +
-                                       "verify_asan_link_order=0"});
+  const auto r =
+      clitest::run_cli(args, "/dev/null", preloading_env(ALLOCSCOPE_COUNT_THREADS, "ALLOCSCOPE_TEST_THREADS=" + count));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const std::string text = clitest::read_text(count);
   std::filesystem::remove(count);
