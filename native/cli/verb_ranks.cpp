@@ -122,7 +122,7 @@ int run_ranks(const std::vector<std::string>& argv) {
     if (name != "json" && name != "jobs" && name != "j" && name != "rows" && name != "sites")
       return fail("ranks: unknown option --" + name);
   if (args.positional.empty()) return fail("usage: allocscope ranks FILE|DIR... [--json] [--jobs N] [--rows N]");
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = usable_cores();
   uint64_t jobs = 0, rows = 0, sites = 0;
   if (!read_count(args, args.has("j") ? "j" : "jobs", cores, 256, &jobs) || jobs == 0)
     return fail("ranks: --jobs needs a number of at least 1");
@@ -213,7 +213,7 @@ const RegisterVerb kRegister({
     "snapshot is (from the job's launcher: a Slurm array, torchrun, Ray tasks), gather the .json files and run\n"
     "`allocscope ranks DIR` on them: the same answer without moving the snapshots (docs/cli.md).\n\n"
     "  --json      every row, the medians and the verdicts as one JSON object (the viewer's Ranks view opens it)\n"
-    "  --jobs N    worker threads (default: the machine's cores)\n"
+    "  --jobs N    worker threads (default: the cores this process may use: its CPU affinity and CPU quota)\n"
     "  --rows N    rows of the text table (default 20: outliers first, then by rank)\n"
     "  --sites N   sites kept per rank at its peak (default 20)\n\n"
     "examples:\n"

@@ -1,5 +1,6 @@
 // The built `allocscope` binary: help for every verb, one-line errors with non-zero exits on bad input.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -160,6 +161,34 @@ TEST(Binary, RanksWorkersStartNoThreadsOfTheirOwn) {
   EXPECT_EQ(threads_started({"ranks", "--jobs", "1", "--json", clitest::snapshot_path("ddp_rank0"),
                              clitest::snapshot_path("ddp_rank1")}),
             0);
+  std::filesystem::remove_all(dir);
+}
+
+// The cores are the ones this process may run on (its affinity mask: `taskset`, a Slurm allocation), not the
+// machine's: `ranks` on 4 CPUs of a 128-core node started 128 workers, 128 snapshots held at once. Run on one CPU,
+// the big file's load and analyses, and `ranks`' default workers, start no thread. (The test sets its own mask,
+// which the CLI it starts inherits, and gives it back.)
+TEST(Binary, OneCpuOfTheMaskStartsNoThreads) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "one CPU already";
+  const std::string dir = std::filesystem::path(clitest::temp_path("one_cpu")).string();
+  std::filesystem::create_directory(dir);
+  const std::string big = clitest::snapshot_path("gpt2_big_1M");
+  for (const char* name : {"/rank0.pickle.gz", "/rank1.pickle.gz"}) std::filesystem::copy_file(big, dir + name);
+  EXPECT_GE(threads_started({"summary", dir + "/rank0.pickle.gz"}), 2);  // with the whole mask: threads
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const int summary = threads_started({"summary", dir + "/rank0.pickle.gz"});
+  const int ranks = threads_started({"ranks", "--json", dir});
+  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+  EXPECT_EQ(summary, 0);
+  EXPECT_EQ(ranks, 0);
   std::filesystem::remove_all(dir);
 }
 

@@ -1,4 +1,4 @@
-// Per-item work on the machine's cores: fn(i) for i in [0, n), natively on up to hardware_concurrency threads (the
+// Per-item work on the process's cores: fn(i) for i in [0, n), natively on up to usable_cores() threads (the
 // calling one included; ALLOCSCOPE_THREADS=N caps them, 1 = in order on the calling thread, as benchmarks compare),
 // in WebAssembly in order on the one thread it is built with. fn may only write what belongs to its own i.
 #pragma once
@@ -12,6 +12,8 @@
 #include <new>
 #include <utility>
 #include <vector>
+
+#include "allocscope/threads.h"
 #if !defined(__EMSCRIPTEN__)
 #include <system_error>
 #include <thread>
@@ -24,15 +26,16 @@ namespace allocscope::detail {
 inline thread_local bool t_single_threaded = false;
 #endif
 
-// How many threads `n` independent items may use: the cores, capped by ALLOCSCOPE_THREADS and by n (1 in wasm, and
-// on a thread that holds a SingleThreaded). Every thread the loader and the analyses start asks here first.
+// How many threads `n` independent items may use: the cores this process may run on (usable_cores), capped by
+// ALLOCSCOPE_THREADS and by n (1 in wasm, and on a thread that holds a SingleThreaded). Every thread the loader and
+// the analyses start asks here first.
 inline size_t threads_for(size_t n) {
 #if defined(__EMSCRIPTEN__)
   (void)n;
   return 1;
 #else
   if (t_single_threaded) return 1;
-  size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  size_t threads = std::min<size_t>(n, usable_cores());
   if (const char* cap = std::getenv("ALLOCSCOPE_THREADS"); cap && std::atoi(cap) > 0)
     threads = std::min<size_t>(threads, static_cast<size_t>(std::atoi(cap)));
   return threads;
