@@ -1,6 +1,7 @@
 // Builds per-device allocation lifetimes by one forward pass over the trace plus the final segments, mirroring
 // PyTorch's `process_alloc_data` (see lifetimes.h for the rules).
 #include "allocscope/lifetimes.h"
+#include "allocscope/threads.h"
 
 #include <algorithm>
 
@@ -238,6 +239,7 @@ std::vector<int64_t> lifetime_devices(const Snapshot& s) {
 }
 
 Lifetimes build_lifetimes(const Snapshot& s) {
+  const SingleThreaded small(s.events.size_rows() < detail::kEventsWorthAThread);  // a thread would cost more
   const std::vector<int64_t> ordinals = lifetime_devices(s);
   Lifetimes out;
   out.devices.resize(ordinals.size());

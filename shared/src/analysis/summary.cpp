@@ -1,5 +1,6 @@
 // The summary: per-device headline numbers from the other analyses plus every warning worth a user's attention.
 #include "allocscope/summary.h"
+#include "allocscope/threads.h"
 
 #include <algorithm>
 #include <memory>
@@ -37,6 +38,7 @@ namespace {
 // `timelines`: each device's segment timeline, in the lifetimes' order, or null to build them here.
 Summary summarize_with(const Snapshot& s, const Lifetimes& lifetimes, const std::vector<SegmentTimeline>* timelines,
                        const FrameFilter& ff, uint32_t top_sites, const CategoryOptions& categories) {
+  const SingleThreaded small(s.events.size_rows() < detail::kEventsWorthAThread);  // a thread would cost more
   Summary sum;
   sum.segments = s.segments.size();
   sum.blocks = s.blocks.size();
@@ -49,11 +51,9 @@ Summary summarize_with(const Snapshot& s, const Lifetimes& lifetimes, const std:
     std::vector<std::string> leak_warnings, other;
   };
   std::vector<PerDevice> per(lifetimes.devices.size());
-  // A core is spare when there are fewer devices than cores (and the trace is long enough to pay for a thread): then
-  // the file-wide checks, and pairs of one device's analyses, run beside each other (detail::both; in order on one
-  // thread, the same answer).
-  const bool spare =
-      s.events.size_rows() >= detail::kEventsWorthAThread && detail::threads_for(per.size() + 1) > per.size();
+  // A core is spare when there are fewer devices than cores: then the file-wide checks, and pairs of one device's
+  // analyses, run beside each other (detail::both; in order on one thread, the same answer).
+  const bool spare = detail::threads_for(per.size() + 1) > per.size();
   auto one_device = [&](size_t k) {
     const DeviceLifetimes& lt = lifetimes.devices[k];
     DeviceSummary& d = per[k].d;
@@ -221,13 +221,14 @@ Summary summarize(const Snapshot& s, const Lifetimes& lifetimes, const FrameFilt
 }
 
 Summary summarize(const Snapshot& s, const FrameFilter& ff, uint32_t top_sites, const CategoryOptions& categories) {
+  const SingleThreaded small(s.events.size_rows() < detail::kEventsWorthAThread);  // a thread would cost more
   // The timelines need only the snapshot, so they go to the worker: the lifetimes stay on this thread, whose heap has
   // the parse's freed memory for their columns to reuse.
   const std::vector<int64_t> devices = lifetime_devices(s);
   std::vector<SegmentTimeline> timelines(devices.size());
   Lifetimes lifetimes;
   detail::both(
-      s.events.size_rows() >= detail::kEventsWorthAThread, [&] {
+      true, [&] {
         for (size_t k = 0; k < devices.size(); ++k) timelines[k] = build_segment_timeline(s, devices[k]);
       },
       [&] { lifetimes = build_lifetimes(s); });

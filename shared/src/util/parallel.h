@@ -43,7 +43,8 @@ inline size_t threads_for(size_t n) {
 }
 
 // Below this many trace events a file's analyses take well under a millisecond each, less than starting a thread
-// for one costs: `ranks` on 1,000 files of 417 events took 1.98 s with their threads and 1.63 s without.
+// for one costs: `ranks` on 1,000 files of 417 events took 1.98 s with their threads and 1.63 s without. The
+// analyses' entry points (build_lifetimes, summarize) hold a SingleThreaded below it.
 constexpr size_t kEventsWorthAThread = size_t{1} << 16;
 
 #if !defined(__EMSCRIPTEN__)
