@@ -17,8 +17,10 @@
 #include <thread>
 
 #include "allocscope/loader.h"
+#include "allocscope/threads.h"
 #include "allocscope/writer.h"
 #include "fixtures.h"
+#include "util/parallel.h"
 
 namespace allocscope {
 namespace {
@@ -123,6 +125,7 @@ TEST(LoaderThreads, ManyChunksAndAPickleErrorMidway) {
 // where no second core decodes ahead): the same model as parsing its bytes in memory, progress to the last byte,
 // and a bad byte early on stops the reader too, with the offset of the bad byte.
 TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
+  if (detail::threads_for(2) < 2) GTEST_SKIP() << "one core: read in turn (WithoutASecondCore...)";
   auto raw = gunzip(file("gpt2_big_1M.pickle.gz"));
   ASSERT_TRUE(raw.ok());
   TempFile tmp;
@@ -169,6 +172,63 @@ TEST(LoaderThreads, LargeFileIsReadBesideTheParser) {
   LoadOptions beside;
   beside.decode_ahead = LoadOptions::Ahead::kNever;
   expect_fails_at(load_snapshot_file(path, beside), at);
+}
+
+// The threads of this process now (a test's own work starts none).
+size_t threads_now() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Without a second core (one CPU, or a SingleThreaded: `ranks`' workers), a plain pickle over 64 MB is read, and a
+// .gz inflated, in turn with the parse through the same chunks: the same model, progress to the last byte, a bad
+// byte's offset, and no thread started (counted in /proc/self/task at every progress report).
+TEST(LoaderThreads, WithoutASecondCoreFilesAreReadAndInflatedInTurn) {
+  const std::vector<uint8_t> gz = file("gpt2_big_1M.pickle.gz");
+  auto raw = gunzip(gz);
+  ASSERT_TRUE(raw.ok());
+  TempFile tmp;
+  ASSERT_FALSE(tmp.path.empty());
+  ASSERT_TRUE(tmp.write(raw.value()));
+  auto from_bytes = load_snapshot(raw.value());
+  ASSERT_TRUE(from_bytes.ok());
+
+  const SingleThreaded one;
+  const size_t before = threads_now();
+  size_t most = 0;
+  uint64_t parsed = 0, inflated = 0;
+  LoadOptions opt;
+  opt.progress = [&](std::string_view phase, uint64_t done, uint64_t) {
+    most = std::max(most, threads_now());
+    (phase == "parse" ? parsed : inflated) = done;
+  };
+  opt.spare_time = [] {
+    ADD_FAILURE() << "no reading thread to give spare time to";
+    return false;
+  };
+  for (const std::string& path : {tmp.path, testing::fixture("gpt2_big_1M.pickle.gz")}) {
+    SCOPED_TRACE(path);
+    most = 0, parsed = inflated = 0;
+    auto loaded = load_snapshot_file(path, opt);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().describe();
+    EXPECT_EQ(loaded->events.action, from_bytes->events.action);
+    EXPECT_EQ(loaded->events.addr, from_bytes->events.addr);
+    EXPECT_EQ(loaded->events.time_us, from_bytes->events.time_us);
+    EXPECT_EQ(loaded->events.stack, from_bytes->events.stack);
+    EXPECT_EQ(loaded->stacks.size(), from_bytes->stacks.size());
+    EXPECT_GT(most, 0u);  // progress was reported
+    EXPECT_EQ(most, before);
+    if (path == tmp.path) {
+      EXPECT_EQ(parsed, raw->size());  // the plain file's parse, to its last byte
+    } else {
+      EXPECT_EQ(inflated, gz.size());  // the .gz's inflate, to its last byte
+    }
+  }
+
+  const size_t at = 20u << 20;
+  ASSERT_TRUE(tmp.write(spoiled(raw.value(), at)));
+  expect_fails_at(load_snapshot_file(tmp.path), at);
 }
 
 // With a second core, a plain pickle over 64 MB is mapped instead, and its trace entries are decoded ahead on the
