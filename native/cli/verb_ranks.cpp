@@ -87,8 +87,6 @@ RankRow unreadable(const std::string& path, const Error& e) {
   return row;
 }
 
-// `ahead`: whether a large plain pickle has its entries decoded ahead on another core (LoadOptions::decode_ahead);
-// not while the other workers hold the cores.
 RankRow summarise(const std::string& path, uint32_t top_sites) {
   if (is_summary_json(path)) {
     auto bytes = read_file(path);
