@@ -3,9 +3,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <fstream>
-#include <iterator>
-#include <sstream>
+#include <optional>
+#include <string>
 
 #include "util/cores.h"
 #include "util/parallel.h"
