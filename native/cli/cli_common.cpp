@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <vector>
 
+#include "allocscope/answers.h"
 #include "allocscope/frame_filter.h"
 #include "allocscope/loader.h"
 
@@ -111,15 +113,30 @@ bool only_output_option(const char* verb, Args* args) {
   return true;
 }
 
+int run_answer(const char* name, const std::vector<std::string>& argv) {
+  const AnswerSpec* spec = answer_spec(name);
+  if (!spec) return fail(std::string("no answer named ") + name);
+  const Args args = parse_args(argv, spec->value_options);
+  const AnswerOptions options{args.options};
+  if (Status st = check_answer(name, options, args.positional.size()); !st.ok()) return fail(st.error().describe());
+  std::vector<std::unique_ptr<LoadedSnapshot>> files;
+  std::vector<LoadedSnapshot*> pointers;
+  for (const std::string& path : args.positional) {
+    Snapshot s;
+    if (!load_or_report(path, &s)) return 1;
+    files.push_back(std::make_unique<LoadedSnapshot>(path, std::move(s)));
+    pointers.push_back(files.back().get());
+  }
+  auto r = answer(name, pointers, options);
+  if (!r.ok()) return fail(r.error().describe());
+  for (const std::string& note : r->notes) std::fprintf(stderr, "%s\n", note.c_str());
+  std::fwrite(r->out.data(), 1, r->out.size(), stdout);
+  return std::fflush(stdout) == 0 ? r->exit_code : 1;
+}
+
 int fail(const std::string& message) {
   std::fprintf(stderr, "allocscope: %s\n", message.c_str());
   return 1;
-}
-
-std::string device_list(const Lifetimes& all) {
-  std::string o;
-  for (const DeviceLifetimes& d : all.devices) o += (o.empty() ? "" : ", ") + std::to_string(d.device);
-  return o.empty() ? "none" : o;
 }
 
 bool device_option(const std::string& verb, const Args& args, const std::string& path, const Lifetimes& all,
@@ -137,29 +154,6 @@ bool device_option(const std::string& verb, const Args& args, const std::string&
   }
   *device = v;
   return true;
-}
-
-bool answered_without_device(const Lifetimes& all, const DeviceLifetimes& lt) {
-  if (lt.event_count > 0 || all.devices.size() == 1) return true;
-  // A file with no trace on any device (history off, or a 2.0 snapshot of segments) answers for every device
-  // from the state it holds, as `summary` does: a two-GPU such file once got "no device with a trace".
-  for (const DeviceLifetimes& d : all.devices)
-    if (d.event_count > 0) return false;
-  return true;
-}
-
-void note_devices_left_out(const std::string& verb, const Lifetimes& all) {
-  std::string left;
-  int64_t first = -1;
-  for (const DeviceLifetimes& lt : all.devices)
-    if (!answered_without_device(all, lt)) {
-      left += (left.empty() ? "" : ", ") + std::string("cuda:") + std::to_string(lt.device);
-      if (first < 0) first = lt.device;
-    }
-  if (left.empty()) return;
-  std::fprintf(stderr, "allocscope %s: left out %s: segments but no trace (`allocscope peak --device %lld` answers "
-               "from its segments; `allocscope summary` lists every device)\n", verb.c_str(), left.c_str(),
-               static_cast<long long>(first));
 }
 
 int no_device(const std::string& verb, const std::string& path, const Lifetimes& all, const std::string& device,

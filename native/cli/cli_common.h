@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "allocscope/answers.h"
 #include "allocscope/lifetimes.h"
 #include "allocscope/snapshot.h"
 
@@ -36,6 +37,11 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<std::str
 // printing why, for any other option.
 bool only_output_option(const char* verb, Args* args);
 
+// Runs one of the shared answers (allocscope/answers.h) as a verb: options checked before anything is read, the
+// files loaded with progress, then the answer's notes on stderr and its text or JSON on stdout. Returns the exit
+// status. The Python module calls the same answers, so the verb and `allocscope.load(f).NAME()` agree.
+int run_answer(const char* name, const std::vector<std::string>& argv);
+
 // Prints "allocscope: MESSAGE" to stderr and returns exit code 1.
 int fail(const std::string& message);
 
@@ -51,18 +57,8 @@ bool parse_count(const std::string& text, uint32_t* out);
 bool device_option(const std::string& verb, const Args& args, const std::string& path, const Lifetimes& all,
                    int64_t* device, bool* given);
 
-// The devices `peak`, `categories` and `export` answer for without --device: every device with a trace, or, in a
-// file with no trace at all, every device (the state it holds). `leaks` needs a trace. One rule, so export's objects are the
-// verbs' objects.
-bool answered_without_device(const Lifetimes& all, const DeviceLifetimes& lt);
-// Says on stderr which devices answered_without_device left out (segments, no trace) and how to see them: a
-// two-GPU file whose second GPU held 30 MiB without a trace printed one device and no word of the other (an audit).
-void note_devices_left_out(const std::string& verb, const Lifetimes& all);
-
 int no_device(const std::string& verb, const std::string& path, const Lifetimes& all, const std::string& device,
               bool json);
-// The devices a verb offers, for messages: "0, 1" (or "none").
-std::string device_list(const Lifetimes& all);
 
 // When stdout is a terminal, replaces it with a stream that writes control characters, C1 controls and
 // bidirectional overrides from snapshot strings as escapes (terminal_guard.cpp says why); a pipe or file is left

@@ -1,32 +1,12 @@
 // `allocscope diff A B`: live memory by stack with size deltas (largest first) and segments only in one file.
-#include <cstdio>
 #include <string>
 #include <vector>
 
-#include "allocscope/diff.h"
 #include "cli_common.h"
 #include "verbs.h"
 
 namespace allocscope::cli {
 namespace {
-
-int run_diff(const std::vector<std::string>& argv) {
-  const Args args = parse_args(argv, {"top"});
-  for (const auto& [name, value] : args.options)
-    if (name != "json" && name != "top") return fail("diff: unknown option --" + name);
-  if (args.positional.size() != 2) return fail("usage: allocscope diff A B [--top N] [--json]");
-  uint32_t top = 0;
-  if (!parse_count(args.get("top", args.has("json") ? "50" : "15"), &top))
-    return fail("diff: --top needs a number from 0 to 4294967295");
-  Snapshot a, b;
-  if (!load_or_report(args.positional[0], &a)) return 1;
-  if (!load_or_report(args.positional[1], &b)) return 1;
-  const SnapshotDiff d = diff_snapshots(a, b);
-  const std::string out =
-      args.has("json") ? to_json(d, top) + "\n" : to_text(d, args.positional[0], args.positional[1], top);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : 1;
-}
 
 const RegisterVerb kRegister({
     "diff",
@@ -43,7 +23,7 @@ const RegisterVerb kRegister({
     "            segments_only_b[], stacks[] (the first N groups, unchanged ones included), stack_groups}\n\n"
     "example:\n"
     "  allocscope diff tests/fixtures/ddp_rank0.pickle tests/fixtures/ddp_rank1.pickle\n",
-    run_diff,
+    [](const std::vector<std::string>& argv) { return run_answer("diff", argv); },
     14,
 });
 

@@ -1,39 +1,12 @@
 // `allocscope oom FILE`: at each out-of-memory event, the request against free memory, the cause, and what was alive.
-#include <cstdio>
 #include <string>
 #include <vector>
 
-#include "allocscope/oom.h"
 #include "cli_common.h"
 #include "verbs.h"
 
 namespace allocscope::cli {
 namespace {
-
-int run_oom(const std::vector<std::string>& argv) {
-  const Args args = parse_args(argv, {"top", "gpu"});
-  for (const auto& [name, value] : args.options)
-    if (name != "json" && name != "top" && name != "gpu") return fail("oom: unknown option --" + name);
-  if (args.positional.size() != 1) return fail("usage: allocscope oom FILE [--top N] [--gpu NAME|SIZE] [--json]");
-  uint32_t top = 0;
-  if (!parse_count(args.get("top", "10"), &top))
-    return fail("oom: --top needs a number from 0 to 4294967295");
-  OomOptions options;
-  options.top = top;
-  if (args.has("gpu")) {
-    auto gpu = parse_gpu_capacity(args.get("gpu", ""));
-    if (!gpu.ok()) return fail("oom: " + gpu.error().describe());
-    options.gpu = gpu.value();
-  }
-  Snapshot s;
-  if (!load_or_report(args.positional[0], &s)) return 1;
-  const Lifetimes lt = build_lifetimes(s);
-  const auto reports = analyze_ooms(s, lt, options);
-  const std::string out =
-      args.has("json") ? "{\"ooms\":" + to_json(s, lt, reports) + "}\n" : to_text(s, lt, reports);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : 1;
-}
 
 const RegisterVerb kRegister({
     "oom",
@@ -57,7 +30,7 @@ const RegisterVerb kRegister({
     "example:\n"
     "  allocscope oom tests/fixtures/oom.pickle\n"
     "  allocscope oom snapshot.pickle --gpu h100 --json\n",
-    run_oom,
+    [](const std::vector<std::string>& argv) { return run_answer("oom", argv); },
     13,
 });
 

@@ -1,0 +1,144 @@
+// `whatif`: the peak at another batch size or sequence length (one snapshot scaled, or several runs fitted), and
+// whether it fits a GPU.
+#include <algorithm>
+#include <cstdlib>
+
+#include "allocscope/categories.h"
+#include "allocscope/iterations.h"
+#include "allocscope/whatif.h"
+#include "answer_defs.h"
+
+namespace allocscope::answers {
+namespace {
+
+bool parse_positive(const std::string& text, double* out) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0) || v > 1e9) return false;
+  *out = v;
+  return true;
+}
+
+// Options read alone; those that depend on how many files there are are read in `run`.
+Result<std::optional<GpuCapacity>> parse(const AnswerOptions& o) {
+  for (const auto& [name, value] : o.items)
+    // Given twice, one would silently win.
+    if (o.all(name).size() > 1) return fail("whatif", "--" + name + " is given twice");
+  if (o.has("to-batch") + o.has("to-seq") + o.has("to") > 1) return fail("whatif", "give one of --to-batch and --to-seq");
+  double v = 0;
+  if (o.has("batch") && !parse_positive(o.get("batch"), &v)) return fail("whatif", "--batch needs a scale above 0 and at most 1e9");
+  if (o.has("seq") && !parse_positive(o.get("seq"), &v)) return fail("whatif", "--seq needs a scale above 0 and at most 1e9");
+  std::optional<GpuCapacity> gpu;
+  if (o.has("gpu")) {
+    auto g = parse_gpu_capacity(o.get("gpu"));
+    if (!g.ok()) return fail("whatif", g.error().describe());
+    gpu = g.value();
+  }
+  return gpu;
+}
+
+// The device to answer for: --device, else the one that ran out of memory, else the one with the most events (an
+// audit: a 4-GPU file was answered for device 0, "fits", where device 1 had run out).
+const DeviceLifetimes* pick(const Snapshot& s, const Lifetimes& all, const AnswerOptions& o) {
+  if (o.has("device")) {
+    for (const DeviceLifetimes& d : all.devices)
+      if (std::to_string(d.device) == o.get("device")) return &d;
+    return nullptr;
+  }
+  const DeviceLifetimes* best = nullptr;
+  bool best_oom = false;
+  for (const DeviceLifetimes& d : all.devices) {
+    if (d.event_count == 0) continue;
+    bool oom = false;
+    for (uint32_t i = 0; i < d.event_count && !oom; ++i) oom = s.events.action[d.event_begin + i] == Action::kOom;
+    if (!best || (oom && !best_oom) || (oom == best_oom && d.event_count > best->event_count)) best = &d, best_oom = oom;
+  }
+  return best;
+}
+
+size_t traced_devices(const Lifetimes& all) {
+  size_t n = 0;
+  for (const DeviceLifetimes& d : all.devices) n += d.event_count > 0;
+  return n;
+}
+
+Result<AnswerOutput> one_snapshot(LoadedSnapshot& f, const DeviceLifetimes& lt, const AnswerOptions& o,
+                                  const std::optional<GpuCapacity>& gpu) {
+  if (o.has("to-batch") || o.has("to-seq") || o.has("to"))
+    return fail("whatif", "--to-batch and --to-seq need two snapshots or more (with --sizes); with one, --batch X and "
+                          "--seq X scale it");
+  if (o.has("sizes")) return fail("whatif", "--sizes needs two snapshots or more");
+  WhatIfOptions w;
+  parse_positive(o.get("batch", "1"), &w.batch);
+  parse_positive(o.get("seq", "1"), &w.seq);
+  w.gpu = gpu;
+  auto c = categorize(f.snapshot(), lt, detect_iterations(f.snapshot(), lt), f.frame_filter());
+  if (!c.ok()) return fail("whatif", c.error().describe());
+  const WhatIfReport r = what_if(f.snapshot(), lt, c.value(), w);
+  AnswerOutput out;
+  out.out = o.has("json") ? to_json(r) + "\n" : to_text(r);
+  return out;
+}
+
+Result<AnswerOutput> several(Files files, const std::vector<const DeviceLifetimes*>& devs, const AnswerOptions& o,
+                             const std::optional<GpuCapacity>& gpu) {
+  if (o.has("batch") || o.has("seq"))
+    return fail("whatif", "two snapshots or more are predicted at a size (--to-batch N or --to-seq N), not scaled by "
+                          "--batch or --seq");
+  // --sizes: one size per file, in the files' order.
+  const std::string sizes = o.get("sizes");
+  std::vector<WhatIfRun> runs;
+  for (size_t from = 0, k = 0; from <= sizes.size() && !sizes.empty(); ++k) {
+    const size_t comma = std::min(sizes.find(',', from), sizes.size());
+    double v = 0;
+    if (k >= files.size() || !parse_positive(sizes.substr(from, comma - from), &v)) break;
+    runs.push_back({&files[k]->snapshot(), devs[k], v});
+    from = comma + 1;
+  }
+  if (runs.size() != files.size() ||
+      std::count(sizes.begin(), sizes.end(), ',') + 1 != static_cast<long>(files.size()))
+    return fail("whatif", std::to_string(files.size()) + " snapshots need --sizes with " +
+                              std::to_string(files.size()) + " sizes (e.g. --sizes 256,512): the batch sizes (or "
+                              "sequence lengths) they were recorded at, in the files' order");
+  double target = 0;
+  const std::string to = o.has("to-batch") ? o.get("to-batch") : o.has("to-seq") ? o.get("to-seq") : o.get("to");
+  if (!parse_positive(to, &target))
+    return fail("whatif", "two snapshots need --to-batch N (or --to-seq N): the size to predict");
+  auto r = what_if_fit_runs(runs, target, gpu);
+  if (!r.ok()) return fail("whatif", r.error().describe());
+  AnswerOutput out;
+  out.out = o.has("json") ? to_json(r.value()) + "\n" : to_text(r.value());
+  return out;
+}
+
+Result<AnswerOutput> run(Files files, const AnswerOptions& o) {
+  auto gpu = parse(o);
+  if (!gpu.ok()) return gpu.error();
+  std::vector<const DeviceLifetimes*> devs;
+  for (LoadedSnapshot* f : files) {
+    devs.push_back(pick(f->snapshot(), f->lifetimes(), o));
+    if (!devs.back()) return no_device("whatif", *f, o.get("device"), o.has("json"));
+  }
+  auto out = files.size() == 1 ? one_snapshot(*files[0], *devs[0], o, gpu.value()) : several(files, devs, o, gpu.value());
+  if (!out.ok()) return out;
+  // Which device of a file of several was answered for, and how to ask about another.
+  const size_t traced = traced_devices(files[0]->lifetimes());
+  if (!o.has("device") && !o.has("json") && traced > 1)
+    out->out.insert(0, "(" + printable(files[0]->name()) + " traces " + std::to_string(traced) +
+                           " devices: this is cuda:" + std::to_string(devs[0]->device) +
+                           ", the one that ran out of memory or else the busiest; --device N asks about another)\n");
+  return out;
+}
+
+}  // namespace
+
+const AnswerDef& whatif_answer() {
+  static const AnswerDef d{
+      {"whatif", {"json"}, {"batch", "seq", "gpu", "device", "sizes", "to", "to-batch", "to-seq"}, 1, 16,
+       "usage: allocscope whatif FILE [--batch X] [--seq X] [--gpu NAME|SIZE] [--json]\n"
+       "       allocscope whatif A B [C...] --sizes SA,SB[,SC...] --to-batch N|--to-seq N [--gpu NAME|SIZE] [--json]"},
+      [](const AnswerOptions& o) { return status_of(parse(o)); }, run};
+  return d;
+}
+
+}  // namespace allocscope::answers
