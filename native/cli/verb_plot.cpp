@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "allocscope/loader.h"
 #include "cli_common.h"
 #include "verbs.h"
 #include "web_assets.h"
@@ -34,18 +33,8 @@ int run(const std::vector<std::string>& argv) {
     // Parse it here first: a file the viewer cannot open should fail now, with the byte offset, not in a browser.
     Snapshot s;
     if (!load_or_report(path, &s)) return 1;
-    auto bytes = read_snapshot_bytes(path);
-    if (!bytes.ok()) return fail("plot: " + bytes.error().describe());
     EmbeddedSnapshot e;
-    e.name = std::filesystem::path(path).filename().string();
-    if (is_gzip(*bytes)) {
-      e.bytes.assign(bytes->begin(), bytes->end());
-    } else {
-      // Snapshots compress ~10x; the page inflates with DecompressionStream.
-      auto z = gzip(*bytes, 6);
-      if (!z.ok()) return fail("plot: " + z.error().describe());
-      e.bytes.assign(z->begin(), z->end());
-    }
+    if (!embed_snapshot_file(path, &e, &why)) return fail("plot: " + why);
     files.push_back(std::move(e));
   }
   std::string html = build_report(*assets, files, &why);

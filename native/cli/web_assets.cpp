@@ -1,7 +1,9 @@
 // Locating the viewer's pages and wasm build for the `view` and `plot` verbs.
 #include "web_assets.h"
 
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -43,6 +45,15 @@ const char* mime_type(const std::string& path) {
   return "application/octet-stream";
 }
 
+// The folder of this program (for an installed layout: PREFIX/bin), or "".
+static std::string self_dir() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  const std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
 std::optional<WebAssets> find_web_assets(const std::string& web_root, std::string* why) {
   const std::string src = ALLOCSCOPE_SOURCE_DIR;
   const std::vector<std::string> builds = {src + "/build/wasm", src + "/build/wasm-web"};
@@ -50,6 +61,8 @@ std::optional<WebAssets> find_web_assets(const std::string& web_root, std::strin
   if (!web_root.empty()) {
     pages_candidates.push_back(web_root);
   } else {
+    // Installed (cmake --install, or the Python package's copy of a prefix): PREFIX/share/allocscope/site.
+    if (const std::string dir = self_dir(); !dir.empty()) pages_candidates.push_back(dir + "/../share/allocscope/site");
     for (const auto& b : builds) pages_candidates.push_back(b + "/site");
     pages_candidates.push_back(src + "/web");
   }

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "allocscope/loader.h"
 #include "web_sha256.h"
 
 namespace allocscope::cli {
@@ -101,6 +102,20 @@ std::string bundle_modules(const std::string& pages, const std::string& entry, s
   for (const auto& id : order)
     out << "__m[\"" << id << "\"] = (() => {\nconst __exports = {};\n" << modules[id].body << "return __exports;\n})();\n";
   return out.str();
+}
+
+bool embed_snapshot_file(const std::string& path, EmbeddedSnapshot* out, std::string* why) {
+  auto bytes = read_snapshot_bytes(path);
+  if (!bytes.ok()) return *why = bytes.error().describe(), false;
+  out->name = std::filesystem::path(path).filename().string();
+  if (is_gzip(*bytes)) {
+    out->bytes.assign(bytes->begin(), bytes->end());
+    return true;
+  }
+  auto z = gzip(*bytes, 6);
+  if (!z.ok()) return *why = z.error().describe(), false;
+  out->bytes.assign(z->begin(), z->end());
+  return true;
 }
 
 std::string build_report(const WebAssets& a, const std::vector<EmbeddedSnapshot>& files, std::string* why) {

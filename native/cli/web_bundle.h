@@ -15,6 +15,10 @@ struct EmbeddedSnapshot {
   std::string bytes;  // as the viewer reads them (gzip is fine: the worker inflates it)
 };
 
+// A snapshot file as the report embeds it: gzipped (snapshots compress ~10x; the page inflates them with
+// DecompressionStream), named by its file name. False with *why when it cannot be read.
+bool embed_snapshot_file(const std::string& path, EmbeddedSnapshot* out, std::string* why);
+
 // Returns the HTML, or "" with *why on failure.
 std::string build_report(const WebAssets& assets, const std::vector<EmbeddedSnapshot>& files, std::string* why);
 
