@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # README command 2: set up, then build and run every suite: native (default), ASan+UBSan (asan), ThreadSanitizer on
-# the capture recorder (tsan), WebAssembly under node and the viewer in headless Chromium (wasm), bounded fuzzing
-# (fuzz). Any failure stops the run with a non-zero exit.
+# the capture recorder (tsan), WebAssembly under node and the viewer in headless Chromium (wasm), the Python package
+# installed by pip into fresh virtual environments, with a Jupyter notebook (python: needs default and wasm built),
+# bounded fuzzing (fuzz). Any failure stops the run with a non-zero exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-presets=(default asan tsan wasm fuzz)
+presets=(default asan tsan wasm python fuzz)
 [ $# -gt 0 ] && presets=("$@")
 for preset in "${presets[@]}"; do
   echo "=== ${preset}"
-  cmake --workflow --preset "${preset}"
+  if [ "${preset}" = python ]; then
+    tests/python/run.sh
+  else
+    cmake --workflow --preset "${preset}"
+  fi
 done
 echo "all suites passed: ${presets[*]}"

@@ -43,7 +43,13 @@ export function writeHash(push = false) {
     parts.push(`${k}=${encodeURIComponent(text)}`);
   }
   const h = '#' + parts.join('&');
-  if (location.hash !== h) history[push ? 'pushState' : 'replaceState'](null, '', location.pathname + location.search + h);
+  if (location.hash === h) return;
+  try {
+    history[push ? 'pushState' : 'replaceState'](null, '', location.pathname + location.search + h);
+  } catch (e) {
+    // A page without a URL of its own (a notebook shows the viewer in an iframe's srcdoc, whose origin is opaque):
+    // the state lives on without a link to it.
+  }
 }
 
 function hashParams() {
