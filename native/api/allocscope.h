@@ -68,6 +68,11 @@ char* allocscope_category_names(void);
    NULL with *error on failure. */
 char* allocscope_report_html(const char* site_dir, const char* const* paths, size_t path_count, char** error);
 
+/* The snapshot path a job writes for `pattern`, as `allocscope record -o` and the capture library name it: %p the
+   process id, %r the rank, %% a %; under a launcher of several ranks (a world size above 1) a pattern with neither
+   %p nor %r gets -rankN before its extension. NULL for NULL. */
+char* allocscope_output_path(const char* pattern);
+
 void allocscope_free(void* p);
 
 #ifdef __cplusplus

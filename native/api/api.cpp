@@ -17,6 +17,7 @@
 #include "allocscope/categories.h"
 #include "allocscope/iterations.h"
 #include "allocscope/loader.h"
+#include "options.h"
 #include "web_assets.h"
 #include "web_bundle.h"
 
@@ -258,6 +259,15 @@ char* allocscope_report_html(const char* site_dir, const char* const* paths, siz
     if (html.empty()) return set(error, why), nullptr;
     return copy(html);
   });
+}
+
+char* allocscope_output_path(const char* pattern) {
+  if (!pattern) return nullptr;
+  char* error = nullptr;
+  char* r = guarded(&error, static_cast<char*>(nullptr),
+                    [&] { return copy(allocscope::capture::job_output_path(pattern)); });
+  std::free(error);
+  return r;
 }
 
 void allocscope_free(void* p) { std::free(p); }

@@ -63,6 +63,11 @@ def lib():
     l.allocscope_devices.argtypes = [vp]
     l.allocscope_devices.restype = vp
     l.allocscope_category_names.restype = vp
+    l.allocscope_output_path.argtypes = [ctypes.c_char_p]
+    l.allocscope_output_path.restype = vp
+    l.allocscope_report_html.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+                                         _c_str_out]
+    l.allocscope_report_html.restype = vp
     l.allocscope_free.argtypes = [vp]
     if l.allocscope_abi_version() != 1:
         raise AllocscopeError("%s has ABI version %d; this module needs 1" % (path, l.allocscope_abi_version()))
@@ -114,6 +119,11 @@ def answer(name, handles, options):
     if status < 0:
         raise AllocscopeError(error or "%s failed" % name)
     return status, text or "", [n for n in (note_text or "").split("\n") if n]
+
+
+def output_path(pattern):
+    """The path a job writes for `pattern` (%p, %r, and -rankN under a launcher of several ranks)."""
+    return _take(lib().allocscope_output_path(str(pattern).encode()))
 
 
 def specs():

@@ -8,7 +8,7 @@ import pickle
 import sys
 import tempfile
 
-from . import _paths
+from . import _native, _paths
 from ._native import AllocscopeError
 
 
@@ -18,22 +18,6 @@ def _say(msg):
         sys.stderr.flush()
     except Exception:
         pass
-
-
-def expand(path, rank=None):
-    """%p: the process id; %r: the rank (RANK, else 0); %%: %."""
-    if rank is None:
-        rank = os.environ.get("RANK", "0")
-    out, i = [], 0
-    while i < len(path):
-        c = path[i]
-        if c == "%" and i + 1 < len(path) and path[i + 1] in "pr%":
-            out.append({"p": str(os.getpid()), "r": str(rank), "%": "%"}[path[i + 1]])
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 class _CaptureOptions(ctypes.Structure):
@@ -46,7 +30,7 @@ class _Capture:
     """liballocscope_capture.so in this process (linked mode): started after CUDA, it sees what is allocated from
     then on; PyTorch's own snapshot covers the tensors that were alive before."""
 
-    def __init__(self, path, max_entries):
+    def __init__(self, template, max_entries):
         lib_path = _paths.capture_library()
         if lib_path is None:
             raise AllocscopeError("the capture library is not installed (it is built where the CUDA toolkit with "
@@ -56,10 +40,11 @@ class _Capture:
         lib.allocscope_capture_start.argtypes = [ctypes.POINTER(_CaptureOptions)]
         lib.allocscope_capture_dump_merged.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.allocscope_capture_last_error.restype = ctypes.c_char_p
+        lib.allocscope_capture_output_path.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         opts = _CaptureOptions()
         opts.struct_size = ctypes.sizeof(_CaptureOptions)
         lib.allocscope_capture_default_options(ctypes.byref(opts))
-        self._path = path.encode()  # kept alive: the library reads it at dump time
+        self._path = template.encode()  # kept alive: the library reads it at dump time
         opts.output_path = self._path
         opts.max_entries = max_entries
         opts.stacks = 2  # native frames with the Python frames merged in
@@ -68,6 +53,10 @@ class _Capture:
         if lib.allocscope_capture_start(ctypes.byref(opts)) != 0:
             raise AllocscopeError(lib.allocscope_capture_last_error().decode(errors="replace"))
         self.lib = lib
+        buf = ctypes.create_string_buffer(4096)
+        if lib.allocscope_capture_output_path(buf, len(buf)) != 0:
+            raise AllocscopeError("the capture's output path does not fit")
+        self.output = buf.value.decode()  # the template expanded by the capture's own rule
 
     def merge(self, torch_snapshot, final):
         if self.lib.allocscope_capture_dump_merged(torch_snapshot.encode(), 1 if final else 0) != 0:
@@ -87,7 +76,8 @@ class record:
     entries, so a long job's memory stays bounded) and, with ``capture=True`` where the capture library is
     installed, allocscope's capture of the device memory outside PyTorch's allocator. On exit: one snapshot at
     `path` (``%p``: the process id, ``%r``: the rank; ``.gz`` is gzipped), which PyTorch's tools and allocscope
-    open. At the first out-of-memory error: the snapshot is written before the error unwinds (PyTorch's OOM
+    open (the name as given: ``-rankN`` is added only under a launcher of several ranks, as ``allocscope record``
+    names files). At the first out-of-memory error: the snapshot is written before the error unwinds (PyTorch's OOM
     observer), and the OOM answer (the cause, what to do, the largest live allocations) is printed on stderr and
     kept as ``.oom_answer``; the error itself goes on as it would. Nothing here ever hides the job's own error."""
 
@@ -111,12 +101,14 @@ class record:
     def start(self):
         import torch
         self._torch = torch
-        self.path = expand(self.path_template)
+        # %p, %r and -rankN under a launcher of several ranks: the capture's own rule (allocscope_output_path).
+        self.path = _native.output_path(self.path_template)
         torch.cuda.memory._record_memory_history(max_entries=self.max_entries, stacks=self.stacks)
         self.active = True
         if self.capture:
             try:
-                self._capture = _Capture(self.path, self.max_entries)
+                self._capture = _Capture(self.path_template, self.max_entries)
+                self.path = self._capture.output
             except Exception as e:  # PyTorch's recorder alone still answers most questions
                 self._capture = None
                 if not self.quiet:
@@ -174,7 +166,7 @@ class record:
     def dump(self, path=None, final=False):
         """Writes the snapshot as it is now to `path` (default: the record's path). Returns the path."""
         torch = self._torch
-        path = expand(path) if path else self.path
+        path = _native.output_path(path) if path else self.path
         if self._capture is not None and path == self.path:
             # PyTorch's snapshot, then the capture's output as that snapshot plus the memory outside PyTorch.
             fd, tmp = tempfile.mkstemp(suffix=".torch.pickle", dir=os.path.dirname(os.path.abspath(path)))
@@ -213,6 +205,7 @@ class record:
             from ._snapshot import load
             with load(self.oom_path) as snap:
                 self.oom_answer = snap.oom(gpu=self.gpu, top=5)
+                self.oom_answer.text  # its text too, while the file is open
             if not self.quiet:
                 _say("out of memory on cuda:%s asking for %s; snapshot written to %s\n%s"
                      % (device, _size(alloc), self.oom_path, self.oom_answer.text.rstrip()))
@@ -224,7 +217,6 @@ class record:
         """The recording so far as a loaded Snapshot (read in this process from PyTorch's snapshot, by allocscope's
         reader)."""
         from ._snapshot import Snapshot
-        from . import _native
         data = pickle.dumps(self._torch.cuda.memory._snapshot(), protocol=2)
         return Snapshot(_native.load_bytes(data, "<recording>"), "<recording>")
 

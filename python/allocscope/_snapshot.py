@@ -79,14 +79,15 @@ class Snapshot:
 
     # -- answers ----------------------------------------------------------------------------------------------------
     def _answer(self, name, others=(), **kwargs):
-        handles = [self._h()] + [o._h() for o in others]
+        files = [self] + list(others)
         options = _options(**kwargs)
-        status, out, notes = _native.answer(name, handles, options + [["json", ""]])
+        status, out, notes = _native.answer(name, [f._h() for f in files], options + [["json", ""]])
 
         def text():
             if name == "export":  # JSON only, as `allocscope export --json`
                 return out
-            return _native.answer(name, handles, options)[1]
+            # The files' handles are taken again, now: a snapshot closed since says so rather than being read freed.
+            return _native.answer(name, [f._h() for f in files], options)[1]
         return Answer(name, json.loads(out), status, notes, text)
 
     @property
@@ -228,11 +229,7 @@ def report_html(paths):
                               "cmake --workflow --preset wasm), or set ALLOCSCOPE_SITE")
     arr = (ctypes.c_char_p * len(paths))(*[str(p).encode() for p in paths])
     err = ctypes.c_void_p()
-    lib = _native.lib()
-    lib.allocscope_report_html.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
-                                           ctypes.POINTER(ctypes.c_void_p)]
-    lib.allocscope_report_html.restype = ctypes.c_void_p
-    ptr = lib.allocscope_report_html(str(site).encode(), arr, len(paths), ctypes.byref(err))
+    ptr = _native.lib().allocscope_report_html(str(site).encode(), arr, len(paths), ctypes.byref(err))
     if not ptr:
         raise AllocscopeError(_native._take(err.value) or "the viewer page could not be made")
     return _native._take(ptr)

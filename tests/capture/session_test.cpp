@@ -350,20 +350,33 @@ TEST(CaptureFork, ChildNeverTouchesTheParentsRecordingOrOutput) {
 }
 
 // Under a launcher every rank shares one environment: %r names the rank (torchrun's RANK, mpirun's
-// OMPI_COMM_WORLD_RANK, PMI, Slurm's SLURM_PROCID, LOCAL_RANK: first set wins), and the default name carries it.
+// OMPI_COMM_WORLD_RANK, PMI, Slurm's SLURM_PROCID, LOCAL_RANK: first set wins). Only a launcher of several ranks (a
+// world size above 1) gets "-rankN" in a name without %p or %r, and in the default name: Lightning sets LOCAL_RANK=0
+// in a single process, and `-o lightning.pickle` wrote lightning-rank0.pickle.
 TEST(CaptureOptions, RankInTheOutputName) {
-  const char* vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK"};
+  const char* vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK",
+                        "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "SLURM_NPROCS"};
   for (const char* v : vars) unsetenv(v);
   unsetenv("ALLOCSCOPE_OUTPUT");
   EXPECT_EQ(job_rank(), "");
+  EXPECT_FALSE(several_ranks());
   EXPECT_EQ(options_from_env()->output_path, "allocscope-%p.pickle");
   EXPECT_EQ(expand_output_path("snap_%r.pickle"), "snap_0.pickle");  // no launcher: rank 0
   EXPECT_EQ(job_output_path("run.pickle"), "run.pickle");             // no launcher: the name as given
+  // Lightning on one GPU: a rank, no world size.
+  setenv("LOCAL_RANK", "0", 1);
+  EXPECT_EQ(job_rank(), "0");
+  EXPECT_EQ(job_output_path("lightning.pickle"), "lightning.pickle");
+  EXPECT_EQ(options_from_env()->output_path, "allocscope-%p.pickle");
+  setenv("WORLD_SIZE", "1", 1);  // torchrun --nproc_per_node=1: one rank, one name
+  EXPECT_EQ(job_output_path("lightning.pickle"), "lightning.pickle");
   setenv("SLURM_PROCID", "12", 1);
   setenv("LOCAL_RANK", "3", 1);
   EXPECT_EQ(job_rank(), "12");  // the global rank wins over the node-local one
   setenv("RANK", "7", 1);
   EXPECT_EQ(job_rank(), "7");
+  setenv("WORLD_SIZE", "16", 1);
+  EXPECT_TRUE(several_ranks());
   EXPECT_EQ(options_from_env()->output_path, "allocscope-rank%r-%p.pickle");
   const std::string pid = std::to_string(getpid());
   EXPECT_EQ(expand_output_path("allocscope-rank%r-%p.pickle"), "allocscope-rank7-" + pid + ".pickle");
@@ -375,6 +388,11 @@ TEST(CaptureOptions, RankInTheOutputName) {
   EXPECT_EQ(job_output_path("run"), "run-rank7");
   EXPECT_EQ(job_output_path("run_%p.pickle"), "run_" + pid + ".pickle");  // the user made names distinct already
   EXPECT_EQ(rank_from_name(job_output_path("out/run.pickle.gz")), 7);
+  unsetenv("WORLD_SIZE");
+  setenv("SLURM_NTASKS", "4", 1);  // srun's count says several too
+  EXPECT_EQ(job_output_path("run.pickle"), "run-rank7.pickle");
+  setenv("SLURM_NTASKS", "many", 1);  // not a number: no sign of several
+  EXPECT_EQ(job_output_path("run.pickle"), "run.pickle");
   setenv("RANK", "x; rm -rf", 1);  // not a number: ignored, the next variable answers
   EXPECT_EQ(job_rank(), "12");
   for (const char* v : vars) unsetenv(v);

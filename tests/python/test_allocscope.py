@@ -114,9 +114,14 @@ class AnswersEqualTheCli(unittest.TestCase):
                 s.oom(gpu="no-such-gpu")
             with self.assertRaisesRegex(allocscope.AllocscopeError, r"no device 7"):
                 s.allocations(device=7)
-        s.close()
+            a = s.summary()
+        s.close()  # again: closing twice is harmless
         with self.assertRaisesRegex(allocscope.AllocscopeError, "closed"):
             s.summary()
+        # An answer's text is made when first asked: from a closed file it is an error, never a read of freed memory
+        # (the first GPU run's OOM handler read it after closing, and crashed the job with SIGSEGV).
+        with self.assertRaisesRegex(allocscope.AllocscopeError, "closed"):
+            a.text
 
 
 class Loading(unittest.TestCase):
@@ -154,6 +159,24 @@ class Loading(unittest.TestCase):
             pa, pb = a.peak(), b.peak()
             self.assertEqual(pa, pb)
             self.assertGreater(pa["devices"][0]["allocated"]["bytes"], 0)
+
+
+class Recording(unittest.TestCase):
+    def test_output_names_follow_the_captures_rule(self):
+        # In a child process: the launcher variables must not leak into the other tests.
+        code = (
+            "import os, allocscope._native as n\n"
+            "print(n.output_path('a.pickle'))\n"
+            "os.environ['LOCAL_RANK'] = '0'\n"  # Lightning, one process: the name as given
+            "print(n.output_path('a.pickle'))\n"
+            "os.environ.update(WORLD_SIZE='4', RANK='2')\n"  # torchrun, four ranks
+            "print(n.output_path('a.pickle.gz'))\n"
+            "print(n.output_path('r%r-%%.pickle'))\n")
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_NTASKS", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE",
+                            "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "SLURM_NPROCS")}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+        self.assertEqual(out.split(), ["a.pickle", "a.pickle", "a-rank2.pickle.gz", "r2-%.pickle"])
 
 
 class Columns(unittest.TestCase):

@@ -99,8 +99,9 @@ Result<Options> options_from_env(Options base) {
                                "signal's number, or none; found '") + s + "'"};
     o.dump_signal = sig;
   }
-  // Under a launcher every rank runs this library with one environment: the default name must differ per rank.
-  if (o.output_path.empty()) o.output_path = job_rank().empty() ? "allocscope-%p.pickle" : "allocscope-rank%r-%p.pickle";
+  // Under a launcher of several ranks every rank runs this library with one environment: the default name must
+  // differ per rank.
+  if (o.output_path.empty()) o.output_path = several_ranks() ? "allocscope-rank%r-%p.pickle" : "allocscope-%p.pickle";
   return o;
 }
 
@@ -113,6 +114,17 @@ std::string job_rank() {
     if (s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos) return s;
   }
   return "";
+}
+
+bool several_ranks() {
+  // torchrun/torch.distributed, Open MPI, MPICH/Intel MPI, Slurm's srun. A rank alone is no sign of several:
+  // Lightning sets LOCAL_RANK=0 inside a single process.
+  for (const char* var : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "SLURM_NPROCS"}) {
+    const char* v = std::getenv(var);
+    uint64_t n = 0;
+    if (v && parse_u64(v, &n) && n > 1) return true;
+  }
+  return false;
 }
 
 std::string expand_output_path(const std::string& path) {
@@ -137,8 +149,7 @@ std::string expand_output_path(const std::string& path) {
 }
 
 std::string job_output_path(const std::string& pattern) {
-  const std::string rank = job_rank();
-  if (rank.empty() || pattern.find("%p") != std::string::npos || pattern.find("%r") != std::string::npos)
+  if (!several_ranks() || pattern.find("%p") != std::string::npos || pattern.find("%r") != std::string::npos)
     return expand_output_path(pattern);
   std::string p = pattern;
   size_t dot = std::string::npos;

@@ -41,11 +41,15 @@ bool dump_signal_allowed(int sig);
 // PMIX_RANK, SLURM_PROCID, LOCAL_RANK, first set wins); "" when none is set.
 std::string job_rank();
 
+// Whether a launcher started several ranks: a world size above 1 (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+// SLURM_NTASKS, SLURM_NPROCS). A rank variable alone is not one (Lightning sets LOCAL_RANK in a single process).
+bool several_ranks();
+
 // Replaces "%p" with the process id, "%r" with the rank (0 outside a distributed job) and "%%" with "%".
 std::string expand_output_path(const std::string& path);
-// The configured output path for this process: expand_output_path, and under a launcher (job_rank) a pattern with
-// neither %p nor %r gets "-rankN" before its extension, so that the ranks of one job do not all write (and merge
-// PyTorch's files through) one name.
+// The configured output path for this process: expand_output_path, and under a launcher of several ranks
+// (several_ranks) a pattern with neither %p nor %r gets "-rankN" before its extension, so that the ranks of one job
+// do not all write (and merge PyTorch's files through) one name. A single process keeps the name it was given.
 std::string job_output_path(const std::string& pattern);
 
 }  // namespace allocscope::capture
