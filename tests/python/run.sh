@@ -30,6 +30,19 @@ for v in sys plain; do
   (cd "$tmp" && "$tmp/$v/bin/python" -m unittest discover -s "$ROOT/tests/python" -p 'test_*.py')
 done
 
+# The wheel is one for every CPython 3: the other versions this machine has (pyenv's, or on PATH) run the tests too.
+for v in 3.10 3.12 3.13; do
+  other=""
+  for cand in $(ls "${PYENV_ROOT:-$HOME/.pyenv}"/versions/$v*/bin/python$v 2>/dev/null) $(command -v "python$v"); do
+    if "$cand" -c 'import venv' >/dev/null 2>&1; then other=$cand; break; fi  # a pyenv shim may not run
+  done
+  if [ -z "$other" ]; then echo "== Python $v: not on this machine, skipped"; continue; fi
+  echo "== tests on Python $v ($other)"
+  "$other" -m venv "$tmp/py$v"
+  "$tmp/py$v/bin/pip" install -q --no-index "$tmp"/wheels/allocscope-*.whl
+  (cd "$tmp" && "$tmp/py$v/bin/python" -m unittest discover -s "$ROOT/tests/python" -p 'test_*.py')
+done
+
 echo "== a notebook, executed by a Jupyter kernel running the installed package"
 mkdir -p "$tmp/jupyter/kernels/allocscope-test"
 printf '{"argv": ["%s", "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "allocscope test", "language": "python"}\n' \
