@@ -1,0 +1,62 @@
+// What the what-if files share (private to shared/src/whatif): scaling, what stacks say, the verdict's parts.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "allocscope/whatif.h"
+
+namespace allocscope::whatif_detail {
+
+// Sizes are capped far above any GPU (2^56 bytes): a hostile size or scale cannot overflow a replay's arithmetic.
+uint64_t capped(double bytes);
+uint64_t scaled(uint64_t size, double factor);
+uint64_t times(uint64_t bytes, double x);
+// Each row's size, times `factor` where `grows`.
+std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<uint8_t>& grows, double factor);
+
+// torch.compile's generated code (Inductor's cache): its files and lines change with the shapes.
+bool generated_code_file(std::string_view path);
+
+// What a stack's C++ frames say beyond its category (rows.cpp, stack_flags).
+enum StackFlag : uint16_t {
+  kSeen = 1,
+  kCudnnWorkspace = 2,
+  kAutocastCast = 4,
+  kCudnnConvWorkspace = 8,
+  kReduceStaging = 16,
+  kMat2Grad = 32,
+  kMat1Grad = 64,
+  kGenerated = 128,  // torch.compile's generated code (Inductor) made it
+  kAutotune = 256,   // torch.compile's autotuning (rows.cpp, autotune_frame)
+};
+std::vector<uint16_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt);  // per stack id
+uint16_t flags_at(const std::vector<uint16_t>& f, StackId id);
+
+// The error a prediction has at a factor `f` from the nearest recorded size (verdict.cpp says how it was measured).
+double error_band(double f);
+void note_extrapolation(double factor, std::vector<std::string>* notes);
+
+struct Decision {
+  Verdict verdict = Verdict::kUnsure;
+  uint64_t low = 0, high = 0;
+};
+// The verdict from the least memory at the prediction's low, point and high sizes, widened by `band`.
+Decision decide(const DeviceLifetimes& lt, const ReplayOrder& order, const std::vector<uint64_t>& low,
+                const std::vector<uint64_t>& point, const std::vector<uint64_t>& high, uint64_t point_needed,
+                double band, uint64_t room, const std::vector<uint8_t>* optional, bool expandable, uint64_t floor,
+                uint64_t oom_room);
+
+// A trace that ran out of memory: the room it ran out in, its failed requests as rows, what they needed.
+uint64_t room_at_oom(const Snapshot& s, const DeviceLifetimes& lt, const std::optional<GpuCapacity>& gpu);
+std::optional<DeviceLifetimes> with_failed_requests(const Snapshot& s, const DeviceLifetimes& lt);
+uint64_t failed_floor(const DeviceLifetimes& lt, const std::optional<DeviceLifetimes>& with_failed);
+
+// A trace that cannot say what the run holds at its peak: the note that says why, or "".
+std::string incomplete_trace(const DeviceLifetimes& lt);
+Verdict incomplete_verdict(Verdict v, bool at_least_recorded);
+
+}  // namespace allocscope::whatif_detail
