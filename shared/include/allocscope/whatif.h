@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,18 @@
 #include "allocscope/snapshot.h"
 
 namespace allocscope {
+
+// The PYTORCH_CUDA_ALLOC_CONF settings the replay models (allocator_replay.cpp says how).
+struct AllocatorSettings {
+  bool expandable_segments = false;
+  uint64_t max_split_size = UINT64_MAX;     // max_split_size_mb, in bytes
+  double garbage_collection_threshold = 0;  // kept and said; it acts only near a per-process cap
+  std::string text() const;                 // as PYTORCH_CUDA_ALLOC_CONF spells it ("" for the defaults)
+  bool operator==(const AllocatorSettings&) const = default;
+};
+// PYTORCH_CUDA_ALLOC_CONF's syntax: "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6".
+// Options the replay does not model (roundup_power2_divisions, backend, ...) are errors that name them.
+Result<AllocatorSettings> parse_allocator_settings(std::string_view conf);
 
 // PyTorch's caching allocator replayed over a device's allocations with the sizes given (per lifetimes row; 0: not
 // allocated): its size classes (512-byte rounding; blocks up to 1 MiB in 2 MiB segments, up to 10 MiB in 20 MiB
@@ -41,7 +54,8 @@ struct AllocatorReplay {
 // `optional` (per row, may be null): allocations the run does without when they do not fit (cuDNN tries its next
 // algorithm when a workspace runs out of memory): under the cap, one that fails is skipped instead of ending the run.
 AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes,
-                                         uint64_t cap = 0, const std::vector<uint8_t>* optional = nullptr);
+                                         uint64_t cap = 0, const std::vector<uint8_t>* optional = nullptr,
+                                         const AllocatorSettings& settings = {});
 // The order a replay walks a device's rows in (by step, frees before allocs at a step), for the callers that replay
 // one device many times with other sizes (bisections: re-sorting it each time was 15% of a 1M-event `whatif`).
 // Rows whose size is 0 in a replay are skipped there, which leaves the same order a sort of the others gives.
@@ -51,7 +65,8 @@ struct ReplayOrder {
 ReplayOrder replay_order(const DeviceLifetimes& lt);
 AllocatorReplay replay_caching_allocator(const DeviceLifetimes& lt, const ReplayOrder& order,
                                          const std::vector<uint64_t>& sizes, uint64_t cap = 0,
-                                         const std::vector<uint8_t>* optional = nullptr);
+                                         const std::vector<uint8_t>* optional = nullptr,
+                                         const AllocatorSettings& settings = {});
 // The rows a run can do without under memory pressure (cuDNN workspaces), for `optional` above.
 std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt);
 // The least memory the allocator needs for the run (sizes as above): a cap, found by bisection to within 1 MiB, under
@@ -60,9 +75,9 @@ std::vector<uint8_t> optional_rows(const Snapshot& s, const DeviceLifetimes& lt)
 // to 35% less). Running out is not strictly monotone in the cap (where segments get released changes how they
 // fragment), so a verdict also replays at the GPU's own room (WhatIfReport::fits).
 uint64_t least_allocator_room(const DeviceLifetimes& lt, const std::vector<uint64_t>& sizes,
-                              const std::vector<uint8_t>* optional = nullptr);
+                              const std::vector<uint8_t>* optional = nullptr, const AllocatorSettings& settings = {});
 uint64_t least_allocator_room(const DeviceLifetimes& lt, const ReplayOrder& order, const std::vector<uint64_t>& sizes,
-                              const std::vector<uint8_t>* optional = nullptr);
+                              const std::vector<uint8_t>* optional = nullptr, const AllocatorSettings& settings = {});
 
 // Whether a run fits a GPU. A prediction has an error that grows with how far its target is from what was recorded
 // (and, with one snapshot, with a sequence scale it cannot see attention in): "unsure" where the GPU's room lies
@@ -79,17 +94,52 @@ struct WhatIfTerms {
   uint64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, temporaries = 0, other = 0;
 };
 
+// A change a user makes to the job, as `whatif` takes it (whatif/changes.cpp models each on the recorded run).
+struct WhatIfChange {
+  enum class Kind : uint8_t {
+    kAccumulate,  // value: micro-batches per optimizer step (K), the same batch per step
+    kPrecision,   // text: "bf16-autocast" (fp32 weights, bf16 math) or "bf16-weights" (everything bf16)
+    kOptimizer,   // text: "sgd", "sgd-momentum", "adamw", "adamw-fused", "adafactor", "adam-8bit"
+    kCheckpoint,  // text: "all" (every repeated block) or a regex of the module frames to recompute
+    kZeroGrad,    // text: "none" (set_to_none, PyTorch's default) or "zeros"
+    kAllocator,   // settings: PYTORCH_CUDA_ALLOC_CONF
+    kShard,       // text: "zero1", "zero2", "zero3"; value: the world size
+    kOffload,     // text: "optimizer": the optimizer's state on the host
+  };
+  Kind kind = Kind::kAccumulate;
+  double value = 0;
+  std::string text;
+  AllocatorSettings settings;
+  std::string flag() const;  // as the CLI spells it: "--optimizer sgd", "--shard zero2 --world-size 8"
+  std::string code() const;  // the one line (of code, or of environment) that makes the change
+  int cost() const;          // what it costs the user: 1 a setting, 2 a line of code, 3 a change of training
+};
+// One flag of `whatif` and its value (--accumulate 4, --checkpoint all, ...); --shard takes its world size from
+// `world_size` (0: not given). An error says what the flag takes.
+Result<WhatIfChange> parse_change(std::string_view flag, std::string_view value, double world_size = 0);
+
+// What one change did to the run: a sentence with the bytes it moved, per change.
+struct WhatIfEffect {
+  std::string change;  // its flag
+  std::string what;
+};
+
 struct WhatIfOptions {
   double batch = 1.0;  // scale of the batch size
   double seq = 1.0;    // scale of the sequence length (linear in one snapshot: see `notes`)
+  std::vector<WhatIfChange> changes;  // applied in order, before the batch and sequence scales
   std::optional<GpuCapacity> gpu;  // for fits / the largest batch that fits
   bool with_totals = false;        // fill WhatIfReport::predicted_total (the viewer draws it)
 };
 
 struct WhatIfReport {
+  std::string error;  // a change the recording cannot take (nothing else is filled)
   int64_t device = 0;
   double batch = 1.0, seq = 1.0;
+  std::vector<WhatIfChange> changes;  // as given
+  std::vector<WhatIfEffect> effects;  // what each change did
   std::vector<WhatIfTerms> terms;  // measured
+  WhatIfTerms predicted_terms;     // at the predicted peak (with changes: how the terms moved)
   // Measured (this snapshot) and predicted (after scaling), in the allocator's block bytes.
   uint64_t measured_allocated = 0, measured_reserved = 0;
   uint64_t predicted_allocated = 0, predicted_reserved = 0;

@@ -19,11 +19,30 @@ bool parse_positive(const std::string& text, double* out) {
   return true;
 }
 
+// The changes, in the order given (each is a flag of its own: --optimizer sgd --checkpoint all ...).
+Result<std::vector<WhatIfChange>> parse_changes(const AnswerOptions& o) {
+  std::vector<WhatIfChange> out;
+  double world = 0;
+  if (o.has("world-size") && !parse_positive(o.get("world-size"), &world))
+    return fail("whatif", "--world-size takes the number of GPUs");
+  if (o.has("world-size") && !o.has("shard")) return fail("whatif", "--world-size goes with --shard");
+  for (const auto& [name, value] : o.items) {
+    if (name != "accumulate" && name != "precision" && name != "optimizer" && name != "checkpoint" &&
+        name != "zero-grad" && name != "allocator" && name != "shard" && name != "offload")
+      continue;
+    auto c = parse_change(name, value, world);
+    if (!c.ok()) return fail("whatif", c.error().message);
+    out.push_back(c.value());
+  }
+  return out;
+}
+
 // Options read alone; those that depend on how many files there are are read in `run`.
 Result<std::optional<GpuCapacity>> parse(const AnswerOptions& o) {
   for (const auto& [name, value] : o.items)
     // Given twice, one would silently win.
     if (o.all(name).size() > 1) return fail("whatif", "--" + name + " is given twice");
+  if (auto c = parse_changes(o); !c.ok()) return c.error();
   if (o.has("to-batch") + o.has("to-seq") + o.has("to") > 1) return fail("whatif", "give one of --to-batch and --to-seq");
   double v = 0;
   if (o.has("batch") && !parse_positive(o.get("batch"), &v)) return fail("whatif", "--batch needs a scale above 0 and at most 1e9");
@@ -71,10 +90,12 @@ Result<AnswerOutput> one_snapshot(LoadedSnapshot& f, const DeviceLifetimes& lt, 
   WhatIfOptions w;
   parse_positive(o.get("batch", "1"), &w.batch);
   parse_positive(o.get("seq", "1"), &w.seq);
+  w.changes = parse_changes(o).value();
   w.gpu = gpu;
   auto c = categorize(f.snapshot(), lt, detect_iterations(f.snapshot(), lt), f.frame_filter());
   if (!c.ok()) return fail("whatif", c.error().describe());
   const WhatIfReport r = what_if(f.snapshot(), lt, c.value(), w);
+  if (!r.error.empty()) return fail("whatif", r.error);
   AnswerOutput out;
   out.out = o.has("json") ? to_json(r) + "\n" : to_text(r);
   return out;
@@ -85,6 +106,8 @@ Result<AnswerOutput> several(Files files, const std::vector<const DeviceLifetime
   if (o.has("batch") || o.has("seq"))
     return fail("whatif", "two snapshots or more are predicted at a size (--to-batch N or --to-seq N), not scaled by "
                           "--batch or --seq");
+  if (!parse_changes(o).value().empty())
+    return fail("whatif", "changes (--accumulate, --optimizer, ...) are predicted from one snapshot");
   // --sizes: one size per file, in the files' order.
   const std::string sizes = o.get("sizes");
   std::vector<WhatIfRun> runs;
@@ -134,8 +157,10 @@ Result<AnswerOutput> run(Files files, const AnswerOptions& o) {
 
 const AnswerDef& whatif_answer() {
   static const AnswerDef d{
-      {"whatif", {"json"}, {"batch", "seq", "gpu", "device", "sizes", "to", "to-batch", "to-seq"}, 1, 16,
-       "usage: allocscope whatif FILE [--batch X] [--seq X] [--gpu NAME|SIZE] [--json]\n"
+      {"whatif", {"json"}, {"batch", "seq", "gpu", "device", "sizes", "to", "to-batch", "to-seq", "accumulate",
+                            "precision", "optimizer", "checkpoint", "zero-grad", "allocator", "shard", "world-size",
+                            "offload"}, 1, 16,
+       "usage: allocscope whatif FILE [--batch X] [--seq X] [CHANGE...] [--gpu NAME|SIZE] [--json]\n"
        "       allocscope whatif A B [C...] --sizes SA,SB[,SC...] --to-batch N|--to-seq N [--gpu NAME|SIZE] [--json]"},
       [](const AnswerOptions& o) { return status_of(parse(o)); }, run};
   return d;

@@ -48,7 +48,9 @@ struct Decision {
 Decision decide(const DeviceLifetimes& lt, const ReplayOrder& order, const std::vector<uint64_t>& low,
                 const std::vector<uint64_t>& point, const std::vector<uint64_t>& high, uint64_t point_needed,
                 double band, uint64_t room, const std::vector<uint8_t>* optional, bool expandable, uint64_t floor,
-                uint64_t oom_room);
+                uint64_t oom_room, const AllocatorSettings& settings = {});
+// The error the changes add to a prediction's band (calibrated on the tuning runs of tests/fixtures/plan_runs).
+double change_band(const std::vector<WhatIfChange>& changes);
 
 // A trace that ran out of memory: the room it ran out in, its failed requests as rows, what they needed.
 uint64_t room_at_oom(const Snapshot& s, const DeviceLifetimes& lt, const std::optional<GpuCapacity>& gpu);

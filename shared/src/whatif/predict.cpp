@@ -12,6 +12,7 @@
 #include "allocscope/iterations.h"
 #include "allocscope/oom.h"
 #include "whatif/internal.h"
+#include "whatif/run_model.h"
 
 namespace allocscope {
 
@@ -76,9 +77,49 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   r.measured_allocated = measured.peak_allocated;
   r.measured_reserved = measured.peak_reserved;
   const double factor = options.batch * options.seq;
-  const std::vector<uint64_t> sizes = scaled_sizes(lt, grows, factor);
-  const AllocatorReplay predicted = replay_caching_allocator(lt, sizes);
-  if (options.with_totals) {
+
+  // The run to predict: the recorded rows, with the requests that failed (with_failed_requests: tried in a run at
+  // least as long as recorded), or the model the changes make of them (run_model.h).
+  std::optional<DeviceLifetimes> with_failed;
+  if (options.seq >= 1.0) with_failed = with_failed_requests(s, lt);
+  DeviceLifetimes changed;
+  std::vector<uint8_t> run_grows, failed, optional;
+  AllocatorSettings settings;
+  const bool has_changes = !options.changes.empty();
+  if (has_changes) {
+    RunModel model = build_run_model(s, lt, c, grows, with_failed ? &*with_failed : nullptr);
+    for (const WhatIfChange& change : options.changes) {
+      if (Status st = apply_change(change, &model, &r.effects); !st.ok()) {
+        r.error = st.error().message;
+        return r;
+      }
+    }
+    changed = model_lifetimes(model);
+    run_grows = model.grows;
+    failed = model.failed;
+    optional = model.optional;
+    settings = model.settings;
+    r.changes = options.changes;
+    const AllocatorReplay at = replay_caching_allocator(changed, scaled_sizes(changed, run_grows, factor), 0,
+                                                        nullptr, settings);
+    r.predicted_terms = model_terms(model, at.peak_allocated_step, factor);
+  } else {
+    const DeviceLifetimes& rows = with_failed ? *with_failed : lt;
+    run_grows = grows;
+    run_grows.resize(rows.count(), 0);
+    failed.assign(rows.count(), 0);
+    for (uint32_t i = lt.count(); i < rows.count(); ++i) failed[i] = 1;
+    optional = optional_rows(s, lt);
+    optional.resize(rows.count(), 0);
+  }
+  const DeviceLifetimes& rl = has_changes ? changed : with_failed ? *with_failed : lt;
+  const bool failed_rows = std::find(failed.begin(), failed.end(), 1) != failed.end();
+  // The run's rows scaled, without the failed requests (what it allocates when nothing fails).
+  std::vector<uint64_t> sizes = scaled_sizes(rl, run_grows, factor);
+  for (uint32_t i = 0; i < rl.count(); ++i)
+    if (failed[i]) sizes[i] = 0;
+  const AllocatorReplay predicted = replay_caching_allocator(rl, sizes, 0, nullptr, settings);
+  if (options.with_totals && !has_changes) {
     // A difference array over steps: each row adds its size while alive.
     std::vector<int64_t> delta(lt.steps() + 1, 0);
     for (uint32_t i = 0; i < n; ++i) {
@@ -91,34 +132,25 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   }
   r.predicted_allocated = predicted.peak_allocated;
   r.predicted_reserved = predicted.peak_reserved;
-  r.predicted_peak_step = predicted.peak_allocated_step;
-  // The requests that failed are tried too (with_failed_requests). A run at least as large as recorded makes them at
-  // their recorded size. A smaller batch may make them smaller (if they grow with it) or not: the prediction takes
-  // them as growing, the high end of its range as they were. (They were left out below the recorded batch: an
-  // audit's OOM trace, which asked 95 GiB of an 80 GB GPU, was said to fit at 0.9x.)
-  std::optional<DeviceLifetimes> with_failed;
-  if (options.seq >= 1.0) with_failed = with_failed_requests(s, lt);
-  const bool failed_rows = with_failed.has_value();
+  r.predicted_peak_step = has_changes ? predicted.peak_allocated_step / RunModel::kTick : predicted.peak_allocated_step;
+  // The requests that failed are tried too. A run at least as large as recorded makes them at their recorded size.
+  // A smaller batch may make them smaller (if they grow with it) or not: the prediction takes them as growing, the
+  // high end of its range as they were. (They were left out below the recorded batch: an audit's OOM trace, which
+  // asked 95 GiB of an 80 GB GPU, was said to fit at 0.9x.)
   const bool smaller = options.batch < 1.0;
-  const DeviceLifetimes& rl = failed_rows ? *with_failed : lt;
-  std::vector<uint8_t> grows_with_failed, grows_failed_fixed, optional = optional_rows(s, lt);
-  std::vector<uint64_t> sizes_with_failed;
-  if (failed_rows) {
-    grows_failed_fixed = grows;
-    grows_failed_fixed.resize(rl.count(), 0);  // a failed request at its recorded size
-    grows_with_failed = grows;
-    grows_with_failed.resize(rl.count(), smaller ? 1 : 0);
-    optional.resize(rl.count(), 0);
-    sizes_with_failed = scaled_sizes(rl, grows_with_failed, factor);
-  }
-  const std::vector<uint8_t>& grows_rl = failed_rows ? grows_with_failed : grows;
-  const std::vector<uint8_t>& grows_high = failed_rows ? grows_failed_fixed : grows;
-  const std::vector<uint64_t>& sizes_rl = failed_rows ? sizes_with_failed : sizes;
+  std::vector<uint8_t> grows_point(run_grows), grows_high(run_grows), grows_shrinking(run_grows);
+  for (uint32_t i = 0; i < rl.count(); ++i)
+    if (failed[i]) {
+      grows_point[i] = smaller ? 1 : 0;
+      grows_high[i] = 0;
+      grows_shrinking[i] = 1;
+    }
+  const std::vector<uint64_t> sizes_rl = scaled_sizes(rl, grows_point, factor);
   const ReplayOrder order_rl = replay_order(rl);  // for every replay of rl below (bisections)
-  r.predicted_needed = least_allocator_room(rl, order_rl, sizes_rl, &optional);
+  r.predicted_needed = least_allocator_room(rl, order_rl, sizes_rl, &optional, settings);
   // What was alive at a failure plus the request is a measured floor (the replay of a fragmenting run can need more),
-  // for a run at least as large as recorded.
-  const uint64_t failed_need = smaller ? 0 : failed_floor(lt, with_failed);
+  // for a run at least as large as recorded and unchanged (a change can need less than what failed).
+  const uint64_t failed_need = smaller || has_changes ? 0 : failed_floor(lt, with_failed);
   if (failed_need > r.predicted_needed) {
     r.predicted_needed = failed_need;
     char note[200];
@@ -139,20 +171,26 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     // With a sequence scale, one snapshot cannot tell linear activations from attention's t^2 scores: the sizes
     // that grow are bracketed between the two.
     // The distance from the recording counts both scales (twice the batch at twice the length is four times the
-    // tokens).
-    auto band_at = [&](double b) { return error_band(std::exp2(std::fabs(std::log2(b)) + std::fabs(std::log2(options.seq)))); };
+    // tokens); each change adds its own error (change_band).
+    const double changes_band = change_band(options.changes);
+    auto band_at = [&](double b) {
+      return std::min(0.5, error_band(std::exp2(std::fabs(std::log2(b)) + std::fabs(std::log2(options.seq)))) +
+                               changes_band);
+    };
     const double q2 = options.seq * options.seq;
-    auto low_at = [&](double b) { return scaled_sizes(rl, grows_rl, b * std::min(options.seq, q2)); };
+    auto low_at = [&](double b) { return scaled_sizes(rl, grows_point, b * std::min(options.seq, q2)); };
     auto high_at = [&](double b) { return scaled_sizes(rl, grows_high, b * std::max(options.seq, q2)); };
-    const uint64_t oom_room = options.seq >= 1.0 ? room_at_oom(s, lt, options.gpu) : 0;
-    const uint64_t oom_room_here = options.batch >= 1.0 ? oom_room : 0;  // binds a run at least as large only
+    // The room the recorded run ran out in binds a run at least as large and unchanged only.
+    const uint64_t oom_room = options.seq >= 1.0 && !has_changes ? room_at_oom(s, lt, options.gpu) : 0;
+    const uint64_t oom_room_here = options.batch >= 1.0 ? oom_room : 0;
+    const bool expandable = s.expandable_segments() || settings.expandable_segments;
     Decision d;
     if (options.seq != 1.0 || (failed_rows && smaller)) {
       d = decide(rl, order_rl, low_at(options.batch), sizes_rl, high_at(options.batch), r.predicted_needed,
-                 band_at(options.batch), room, &optional, s.expandable_segments(), failed_need, oom_room_here);
+                 band_at(options.batch), room, &optional, expandable, failed_need, oom_room_here, settings);
     } else {
       d = decide(rl, order_rl, sizes_rl, sizes_rl, sizes_rl, r.predicted_needed, band_at(options.batch), room,
-                 &optional, s.expandable_segments(), failed_need, oom_room_here);
+                 &optional, expandable, failed_need, oom_room_here, settings);
     }
     if (oom_room_here && room <= oom_room_here) {
       char note[220];
@@ -188,18 +226,14 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     // about, and needs what was alive at its failure (an audit: asked at 0.9x, an OOM trace was said to fit "surely"
     // at 1.13x to 65,000x on the GPU it failed on); below it, they may shrink with the batch by the prediction, and
     // do not by the sure end. A GPU with no room past the context fits nothing.
-    const uint64_t failed_need_all = failed_floor(lt, with_failed);
-    std::vector<uint8_t> grows_shrinking;
-    if (failed_rows) {
-      grows_shrinking = grows;
-      grows_shrinking.resize(rl.count(), 1);
-    }
+    const uint64_t failed_need_all = has_changes ? 0 : failed_floor(lt, with_failed);
     auto fits_capped = [&](double b, double scale, uint64_t cap, bool sure) {
       if (cap == 0) return false;
       if (failed_rows && b >= 1.0 && failed_need_all > cap) return false;
       if (oom_room && b >= 1.0 && room <= oom_room) return false;
-      const std::vector<uint8_t>& g = !failed_rows ? grows : (b >= 1.0 || sure) ? grows_failed_fixed : grows_shrinking;
-      return !replay_caching_allocator(rl, order_rl, scaled_sizes(rl, g, scale), cap, &optional).out_of_memory;
+      const std::vector<uint8_t>& g = !failed_rows ? run_grows : (b >= 1.0 || sure) ? grows_high : grows_shrinking;
+      return !replay_caching_allocator(rl, order_rl, scaled_sizes(rl, g, scale), cap, &optional, settings)
+                  .out_of_memory;
     };
     r.max_batch_scale = largest([&](double b) { return fits_capped(b, b * options.seq, room, false); });
     r.max_batch_scale_sure = largest([&](double b) {

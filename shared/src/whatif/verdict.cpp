@@ -75,19 +75,22 @@ uint64_t room_at_oom(const Snapshot& s, const DeviceLifetimes& lt, const std::op
 Decision decide(const DeviceLifetimes& lt, const ReplayOrder& order, const std::vector<uint64_t>& low,
                 const std::vector<uint64_t>& point,
                 const std::vector<uint64_t>& high, uint64_t point_needed, double band, uint64_t room,
-                const std::vector<uint8_t>* optional, bool expandable, uint64_t floor, uint64_t oom_room) {
+                const std::vector<uint8_t>* optional, bool expandable, uint64_t floor, uint64_t oom_room,
+                const AllocatorSettings& settings) {
   Decision d;
   if (oom_room && room <= oom_room) floor = std::max(floor, room + 1);
-  const uint64_t at_low = &low == &point ? point_needed : least_allocator_room(lt, order, low, optional);
-  const uint64_t at_high = &high == &point ? point_needed : least_allocator_room(lt, order, high, optional);
+  const uint64_t at_low = &low == &point ? point_needed : least_allocator_room(lt, order, low, optional, settings);
+  const uint64_t at_high = &high == &point ? point_needed : least_allocator_room(lt, order, high, optional, settings);
   // (At the arithmetic's cap, 2^56 bytes, the range still holds the point.)
   d.low = std::min(times(std::min(at_low, point_needed), 1.0 - band), point_needed);
   d.high = std::max(times(std::max(at_high, point_needed), 1.0 + band), point_needed);
-  if (expandable) d.low = std::min(d.low, times(replay_caching_allocator(lt, order, low).peak_allocated, 1.0 - band));
+  if (expandable)
+    d.low = std::min(d.low, times(replay_caching_allocator(lt, order, low, 0, nullptr, settings).peak_allocated,
+                                  1.0 - band));
   d.low = std::max(d.low, floor);
   d.high = std::max(d.high, d.low);
   const bool point_fits =
-      point_needed <= room && !replay_caching_allocator(lt, order, point, room, optional).out_of_memory;
+      point_needed <= room && !replay_caching_allocator(lt, order, point, room, optional, settings).out_of_memory;
   if (point_fits && d.high <= room) d.verdict = Verdict::kFits;
   else if (d.low > room) d.verdict = Verdict::kDoesNotFit;
   return d;
@@ -170,6 +173,23 @@ std::string incomplete_trace(const DeviceLifetimes& lt) {
 Verdict incomplete_verdict(Verdict v, bool at_least_recorded) {
   if (v == Verdict::kFits || (v == Verdict::kDoesNotFit && !at_least_recorded)) return Verdict::kUnsure;
   return v;
+}
+
+double change_band(const std::vector<WhatIfChange>& changes) {
+  double band = 0;
+  for (const WhatIfChange& c : changes) {
+    switch (c.kind) {
+      case WhatIfChange::Kind::kAllocator: band += 0.05; break;
+      case WhatIfChange::Kind::kOptimizer: band += 0.03; break;
+      case WhatIfChange::Kind::kOffload: band += 0.03; break;
+      case WhatIfChange::Kind::kZeroGrad: band += 0.03; break;
+      case WhatIfChange::Kind::kAccumulate: band += 0.05; break;
+      case WhatIfChange::Kind::kCheckpoint: band += 0.10; break;
+      case WhatIfChange::Kind::kPrecision: band += 0.10; break;
+      case WhatIfChange::Kind::kShard: band += 0.10; break;
+    }
+  }
+  return band;
 }
 
 }  // namespace whatif_detail

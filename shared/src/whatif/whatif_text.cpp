@@ -58,6 +58,7 @@ Json gpu_json(const std::optional<GpuCapacity>& gpu) {
 std::string to_text(const WhatIfReport& r) {
   std::string o = "device " + std::to_string(r.device) + ": batch " + scale(r.batch) + ", sequence " + scale(r.seq) +
                   "\n";
+  for (const WhatIfEffect& e : r.effects) o += "  " + e.change + ": " + e.what + "\n";
   o += "  peak allocated  " + rpad(size(r.measured_allocated), 10) + " -> " + rpad(size(r.predicted_allocated), 10) +
        "  (allocator blocks)\n";
   o += "  peak reserved   " + rpad(size(r.measured_reserved), 10) + " -> " + rpad(size(r.predicted_reserved), 10) + "\n";
@@ -84,6 +85,15 @@ std::string to_text(const WhatIfReport& r) {
   for (const WhatIfTerms& t : r.terms) {
     char line[256];
     std::snprintf(line, sizeof line, "  %-14s %6u %10s %11s %11s %10s %12s %12s %9s\n", t.phase.c_str(), t.step,
+                  size(t.total).c_str(), size(t.parameters).c_str(), size(t.gradients).c_str(),
+                  size(t.optimizer_state).c_str(), size(t.activations).c_str(), size(t.temporaries).c_str(),
+                  size(t.other).c_str());
+    o += line;
+  }
+  if (!r.changes.empty()) {
+    const WhatIfTerms& t = r.predicted_terms;
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-14s %6s %10s %11s %11s %10s %12s %12s %9s\n", "changed peak", "",
                   size(t.total).c_str(), size(t.parameters).c_str(), size(t.gradients).c_str(),
                   size(t.optimizer_state).c_str(), size(t.activations).c_str(), size(t.temporaries).c_str(),
                   size(t.other).c_str());
@@ -119,6 +129,18 @@ std::string to_json(const WhatIfReport& r) {
          {"max_batch_scale_sure", r.gpu ? Json(r.max_batch_scale_sure) : Json(nullptr)},
          {"terms", terms},
          {"notes", r.notes}};
+  if (!r.changes.empty()) {
+    Json changes = Json::array();
+    for (size_t k = 0; k < r.changes.size(); ++k)
+      changes.push_back({{"change", r.changes[k].flag()},
+                         {"code", r.changes[k].code()},
+                         {"effect", k < r.effects.size() ? Json(r.effects[k].what) : Json(nullptr)}});
+    j["changes"] = changes;
+    const WhatIfTerms& t = r.predicted_terms;
+    j["predicted_terms"] = Json{{"total", t.total}, {"parameters", t.parameters}, {"gradients", t.gradients},
+                                {"optimizer_state", t.optimizer_state}, {"activations", t.activations},
+                                {"temporaries", t.temporaries}, {"other", t.other}};
+  }
   return json_detail::dump(j);
 }
 

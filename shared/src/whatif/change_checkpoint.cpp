@@ -1,0 +1,220 @@
+// Activation checkpointing: a checkpointed module keeps only its input and output from its forward; what it saved for
+// the backward is freed when its forward returns and made again just before its backward (recomputed), one module at
+// a time. Modules are found in the Python stacks: a `forward` frame and the line that called it (past nn.Module's
+// __call__ plumbing); the calls of one module in a step are told apart by time (a call's rows are consecutive, and a
+// new call starts its forward's lines from the top again). `all` picks the repeated module that saved the most
+// (a transformer's blocks); a regex picks the modules whose "FILE:LINE:forward <- CALLER" text it matches.
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <unordered_map>
+
+#include "allocscope/frame_filter.h"
+#include "whatif/changes_impl.h"
+#include "whatif/internal.h"
+#include "whatif/run_model.h"
+
+namespace allocscope::whatif_detail {
+namespace {
+
+bool python_file(std::string_view file) { return file.size() > 3 && file.substr(file.size() - 3) == ".py"; }
+
+// Frames between a call site and the module's forward: nn.Module's __call__, hooks, checkpoint wrappers, and the
+// interpreter's own C++ frames (stacks='all' interleaves them).
+bool plumbing(std::string_view file, std::string_view fn) {
+  return !python_file(file) || fn == "_call_impl" || fn == "_wrapped_call_impl" || fn == "__call__" || fn == "inner" ||
+         fn == "_call" || file.find("torch/nn/modules/module.py") != std::string_view::npos ||
+         file.find("torch/utils/checkpoint.py") != std::string_view::npos ||
+         file.find("torch/_dynamo/") != std::string_view::npos;
+}
+
+struct Call {
+  uint32_t key;   // the module: its forward's code and its call site
+  int64_t line;   // the forward's line this row was made at
+  uint32_t depth; // frames from the outermost (smaller: outer)
+};
+
+struct Modules {
+  std::vector<std::string> key_text;               // "FILE:LINE:forward <- CALLER" (full paths: what a regex reads)
+  std::vector<std::string> key_name;               // the same with file names only, to show
+  std::vector<std::vector<Call>> calls_of_stack;   // per stack id, its module calls
+};
+
+Modules find_modules(const RunModel& m) {
+  const Snapshot& s = *m.snapshot;
+  Modules out;
+  out.calls_of_stack.resize(s.stacks.size());
+  std::vector<uint8_t> done(s.stacks.size(), 0);
+  std::map<std::pair<std::string, FrameId>, uint32_t> keys;  // (forward's file:function, call site) -> key
+  for (uint32_t i = 0; i < m.count(); ++i) {
+    const StackId id = m.stack[i];
+    if (id >= s.stacks.size() || done[id]) continue;
+    done[id] = 1;
+    const auto frames = s.stack(id);  // innermost first
+    for (size_t p = 0; p < frames.size(); ++p) {
+      const Frame& f = s.frames[frames[p]];
+      const std::string_view file = s.str(f.filename), fn = s.str(f.name);
+      if (fn != "forward" || !python_file(file)) continue;
+      size_t q = p + 1;
+      while (q < frames.size() && plumbing(s.str(s.frames[frames[q]].filename), s.str(s.frames[frames[q]].name))) ++q;
+      if (q >= frames.size()) continue;
+      const auto [it, added] = keys.emplace(std::make_pair(std::string(file) + ":forward", frames[q]),
+                                            static_cast<uint32_t>(out.key_text.size()));
+      if (added) {
+        out.key_text.push_back(FrameFilter::format(s, frames[p], true) + " <- " +
+                               FrameFilter::format(s, frames[q], true));
+        out.key_name.push_back(FrameFilter::format(s, frames[p]) + " <- " + FrameFilter::format(s, frames[q]));
+      }
+      out.calls_of_stack[id].push_back({it->second, f.line, static_cast<uint32_t>(frames.size() - 1 - p)});
+    }
+  }
+  return out;
+}
+
+const Call* call_of(const Modules& mods, const RunModel& m, uint32_t row, uint32_t key) {
+  if (m.stack[row] >= mods.calls_of_stack.size()) return nullptr;
+  for (const Call& c : mods.calls_of_stack[m.stack[row]])
+    if (c.key == key) return &c;
+  return nullptr;
+}
+
+// One call of a module in a step: the forward rows made inside it.
+struct Instance {
+  std::vector<uint32_t> rows;
+};
+
+// The calls of module `key` among the forward rows `fwd` (one step's, in birth order).
+std::vector<Instance> instances(const Modules& mods, const RunModel& m, const std::vector<uint32_t>& fwd,
+                                uint32_t key) {
+  std::vector<Instance> out;
+  bool open = false;
+  int64_t last_line = 0;
+  for (uint32_t i : fwd) {
+    const Call* c = call_of(mods, m, i, key);
+    if (!c) {
+      open = false;  // other code ran: the call (if any) has returned
+      continue;
+    }
+    if (!open || c->line < last_line) out.emplace_back();  // a new call starts its forward from the top
+    out.back().rows.push_back(i);
+    open = true;
+    last_line = c->line;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status apply_checkpoint(const WhatIfChange& change, RunModel* mp, std::string* what) {
+  RunModel& m = *mp;
+  const Modules mods = find_modules(m);
+  if (mods.key_text.empty())
+    return Error{"no module forward in the stacks (checkpointing needs Python frames: record with stacks 'python' or "
+                 "'all')"};
+  const std::vector<uint32_t> starts = forward_starts(m);
+  // Each step's forward rows, in birth order, and when its backward starts.
+  const uint32_t regions = static_cast<uint32_t>(starts.size());
+  std::vector<std::vector<uint32_t>> fwd(regions);
+  std::vector<uint32_t> backward(regions, RunModel::kForever);
+  for (uint32_t i = 0; i < m.count(); ++i) {
+    if (!m.size[i] || m.failed[i] || m.birth[i] == 0) continue;
+    const uint32_t r = m.region_of_tick(m.birth[i]);
+    if (starts[r] == RunModel::kForever || m.birth[i] < starts[r]) continue;
+    if (m.phase(i) == 2 || m.category[i] == Category::kGradient) backward[r] = std::min(backward[r], m.birth[i]);
+  }
+  for (uint32_t i = 0; i < m.count(); ++i) {
+    if (!m.size[i] || m.failed[i] || m.birth[i] == 0) continue;
+    const uint32_t r = m.region_of_tick(m.birth[i]);
+    if (starts[r] == RunModel::kForever || m.birth[i] < starts[r] || m.birth[i] >= backward[r]) continue;
+    fwd[r].push_back(i);
+  }
+  for (auto& f : fwd)
+    std::stable_sort(f.begin(), f.end(), [&](uint32_t a, uint32_t b) { return m.birth[a] < m.birth[b]; });
+  auto saved = [&](uint32_t i, uint32_t r) {
+    return m.category[i] != Category::kInput && backward[r] != RunModel::kForever &&
+           (m.death[i] == RunModel::kForever || m.death[i] > backward[r]);
+  };
+
+  // Which modules: matching the regex, or the repeated one that covers the most saved bytes (ties: fewer calls).
+  std::vector<uint32_t> chosen;
+  if (change.text == "all") {
+    std::vector<uint64_t> covered(mods.key_text.size(), 0);
+    std::vector<uint32_t> calls(mods.key_text.size(), 0);
+    for (uint32_t r = 0; r < regions; ++r) {
+      std::vector<uint8_t> seen(mods.key_text.size(), 0);
+      for (uint32_t i : fwd[r]) {
+        if (!saved(i, r) || m.stack[i] >= mods.calls_of_stack.size()) continue;
+        for (const Call& c : mods.calls_of_stack[m.stack[i]]) {
+          covered[c.key] += m.size[i];
+          seen[c.key] = 1;
+        }
+      }
+      for (uint32_t k = 0; k < seen.size(); ++k)
+        if (seen[k]) calls[k] = std::max<uint32_t>(calls[k], static_cast<uint32_t>(instances(mods, m, fwd[r], k).size()));
+    }
+    int64_t best = -1;
+    for (uint32_t k = 0; k < covered.size(); ++k) {
+      if (calls[k] < 2) continue;
+      const double mine = static_cast<double>(covered[k]), theirs = best < 0 ? 0 : static_cast<double>(covered[best]);
+      if (best < 0 || mine > theirs * 1.05 || (mine * 1.05 >= theirs && calls[k] < calls[best])) best = k;
+    }
+    if (best < 0) return Error{"no module is called twice or more in a step: nothing repeats to checkpoint"};
+    chosen.push_back(static_cast<uint32_t>(best));
+  } else {
+    std::regex re;
+    try {
+      re = std::regex(change.text, std::regex::ECMAScript);
+    } catch (const std::regex_error&) {
+      return Error{"'" + change.text + "' is not a valid regex"};
+    }
+    for (uint32_t k = 0; k < mods.key_text.size(); ++k)
+      if (std::regex_search(mods.key_text[k], re)) chosen.push_back(k);
+    if (chosen.empty())
+      return Error{"no module matches '" + change.text + "' (modules are named \"FILE:LINE:forward <- CALLER\"; `all` "
+                   "picks the repeated blocks)"};
+  }
+
+  // Each row belongs to the outermost chosen module it was made in.
+  uint64_t freed = 0;
+  uint32_t checkpointed = 0;
+  for (uint32_t r = 0; r < regions; ++r) {
+    if (backward[r] == RunModel::kForever) continue;
+    for (uint32_t key : chosen) {
+      for (const Instance& inst : instances(mods, m, fwd[r], key)) {
+        uint32_t end = 0;
+        for (uint32_t i : inst.rows) end = std::max(end, m.birth[i]);
+        // Its output (the last saved row still alive when it returns) stays: the next module keeps it as its input.
+        int64_t output = -1;
+        for (uint32_t i : inst.rows)
+          if (saved(i, r) && (output < 0 || m.birth[i] >= m.birth[static_cast<uint32_t>(output)])) output = i;
+        uint32_t first_use = RunModel::kForever;
+        for (uint32_t i : inst.rows)
+          if (saved(i, r) && static_cast<int64_t>(i) != output) first_use = std::min(first_use, m.death[i]);
+        if (first_use == RunModel::kForever || first_use <= end + 2) continue;
+        ++checkpointed;
+        // The checkpointed forward runs without autograd, which saves nothing: a tensor lives until the ops after
+        // it have read it (taken as the three next allocations of the module), not to the module's end.
+        for (size_t k = 0; k < inst.rows.size(); ++k) {
+          const uint32_t i = inst.rows[k];
+          if (!saved(i, r) || static_cast<int64_t>(i) == output) continue;
+          const uint32_t dies = m.death[i];
+          m.death[i] = k + 3 < inst.rows.size() ? std::min(end + 1, m.birth[inst.rows[k + 3]] + 1) : end + 1;
+          m.copy_row(i, first_use - 1, dies);  // recomputed just before its backward
+          freed += m.size[i];
+        }
+      }
+    }
+  }
+  std::string names;
+  for (uint32_t k : chosen) names += (names.empty() ? "" : "; ") + mods.key_name[k];
+  if (checkpointed == 0) {
+    *what = "the modules (" + printable(names) + ") keep nothing but their outputs for the backward: checkpointing "
+            "them frees nothing";
+    return {};
+  }
+  *what = std::to_string(checkpointed) + " module calls recomputed in the backward (" + printable(names) + "): " +
+          bytes_text(freed) + " they saved for it freed after each forward and made again, one module at a time";
+  return {};
+}
+
+}  // namespace allocscope::whatif_detail

@@ -1,0 +1,114 @@
+// Gradients' lifetimes: accumulating over K micro-batches (each forward and backward on batch/K, the gradients of the
+// earlier micro-batches alive through the later ones), and zero_grad without set_to_none (the gradients stay
+// allocated from the first backward on, and each backward's gradients are added into them).
+#include <algorithm>
+
+#include "whatif/changes_impl.h"
+#include "whatif/internal.h"
+#include "whatif/run_model.h"
+
+namespace allocscope::whatif_detail {
+
+std::vector<uint32_t> forward_starts(const RunModel& m) {
+  const uint32_t regions = m.iterations.regions();
+  std::vector<uint32_t> last_optimizer(regions, 0), start(regions, RunModel::kForever);
+  for (uint32_t i = 0; i < m.count(); ++i)
+    if (m.size[i] && m.phase(i) == 3) {
+      const uint32_t r = m.region_of_tick(m.birth[i]);
+      last_optimizer[r] = std::max(last_optimizer[r], m.birth[i]);
+    }
+  for (uint32_t i = 0; i < m.count(); ++i) {
+    if (!m.size[i] || m.birth[i] == 0 || m.failed[i]) continue;
+    if (m.category[i] != Category::kActivation && m.category[i] != Category::kInput) continue;
+    const uint32_t r = m.region_of_tick(m.birth[i]);
+    if (m.birth[i] > last_optimizer[r]) start[r] = std::min(start[r], m.birth[i]);
+  }
+  return start;
+}
+
+bool stack_mentions(const RunModel& m, uint32_t row, std::string_view needle) {
+  const Snapshot& s = *m.snapshot;
+  if (m.stack[row] >= s.stacks.size()) return false;
+  for (FrameId f : s.stack(m.stack[row]))
+    if (s.str(s.frames[f].name).find(needle) != std::string_view::npos ||
+        s.str(s.frames[f].filename).find(needle) != std::string_view::npos)
+      return true;
+  return false;
+}
+
+Status apply_accumulate(const WhatIfChange& c, RunModel* mp, std::string* what) {
+  RunModel& m = *mp;
+  const double k = c.value;
+  if (k <= 1) {
+    *what = "one micro-batch a step: no change";
+    return {};
+  }
+  uint64_t grown = 0, held = 0;
+  for (uint32_t i = 0; i < m.count(); ++i)
+    if (m.grows[i] && m.size[i]) {
+      grown += m.size[i];
+      m.size[i] = std::max<uint64_t>(1, scaled(m.size[i], 1.0 / k));
+    }
+  // From the second micro-batch on, the gradients of the first are alive through the forward and the backward:
+  // each step's gradients are taken as made when its forward starts.
+  const std::vector<uint32_t> starts = forward_starts(m);
+  uint32_t moved = 0;
+  for (uint32_t i = 0; i < m.count(); ++i) {
+    if (!m.size[i] || m.category[i] != Category::kGradient || m.birth[i] == 0) continue;
+    const uint32_t r = m.region_of_tick(m.birth[i]);
+    if (starts[r] == RunModel::kForever || starts[r] >= m.birth[i]) continue;
+    m.birth[i] = starts[r];
+    held += m.size[i];
+    ++moved;
+  }
+  if (moved == 0 && m.iterations.source == Iterations::Source::kNone)
+    return Error{"no iterations found in the trace, so when each step's forward starts is unknown: record a few whole "
+                 "steps"};
+  *what = "each micro-batch's forward and backward on 1/" + std::to_string(static_cast<int>(k)) +
+          " of the batch (what grows with it: " + bytes_text(grown) + " over the trace); the gradients (" +
+          bytes_text(held) + " over the trace) alive from the forward of the second micro-batch on";
+  return {};
+}
+
+Status apply_zero_grad(const WhatIfChange& c, RunModel* mp, std::string* what) {
+  RunModel& m = *mp;
+  // Gradients a recording keeps across iterations (zeroed, not freed): born in one region, alive past the next.
+  std::vector<uint32_t> grads;
+  bool held = false;
+  for (uint32_t i = 0; i < m.count(); ++i)
+    if (m.size[i] && m.category[i] == Category::kGradient) {
+      grads.push_back(i);
+      const uint32_t r = m.region_of_tick(m.birth[i]);
+      held = held || (m.death[i] != RunModel::kForever && m.region_of_tick(m.death[i]) > r + 1) ||
+             (m.death[i] == RunModel::kForever && r + 1 < m.iterations.regions());
+    }
+  if (c.text == "none") {
+    if (held)
+      return Error{"the recording keeps its gradients across steps (zero_grad(set_to_none=False)); freeing them is "
+                   "not modelled: record with set_to_none=True to compare"};
+    *what = "the recording already frees its gradients at zero_grad (set_to_none=True): no change";
+    return {};
+  }
+  if (held) {
+    *what = "the recording already keeps its gradients across steps: no change";
+    return {};
+  }
+  if (grads.empty()) return Error{"the trace holds no gradients"};
+  // The first step's gradients stay allocated to the end; each later backward's are temporaries added into them.
+  uint32_t first_region = UINT32_MAX;
+  for (uint32_t i : grads) first_region = std::min(first_region, m.region_of_tick(m.birth[i]));
+  uint64_t kept = 0;
+  for (uint32_t i : grads) {
+    if (m.region_of_tick(m.birth[i]) == first_region) {
+      m.death[i] = RunModel::kForever;
+      kept += m.size[i];
+    } else {
+      m.death[i] = m.birth[i] + 2;
+      m.category[i] = Category::kAutogradDetail;
+    }
+  }
+  *what = "the gradients (" + bytes_text(kept) + ") stay allocated from the first backward on, through every forward";
+  return {};
+}
+
+}  // namespace allocscope::whatif_detail

@@ -1,0 +1,127 @@
+// bf16: under autocast, the forward's and backward's tensors are bf16 (half the bytes) except what autocast runs in
+// fp32 (softmax, the norms, the losses, embeddings), the weights, their gradients and the optimizer's state stay fp32,
+// and each weight gets a bf16 copy for the step (cached for the forward, kept until its backward); with bf16 weights,
+// everything a step allocates in floating point is half.
+#include <algorithm>
+#include <map>
+
+#include "whatif/changes_impl.h"
+#include "whatif/internal.h"
+#include "whatif/run_model.h"
+
+namespace allocscope::whatif_detail {
+namespace {
+
+// Ops autocast runs in fp32 (PyTorch's autocast op lists), and embedding, which keeps its fp32 weight's type: their
+// outputs keep their size. Matched in the frames' names, C++ (at::native::softmax) or Python (functional.softmax).
+bool fp32_op(const RunModel& m, uint32_t i) {
+  for (const char* op : {"softmax", "layer_norm", "group_norm", "rms_norm", "cross_entropy", "nll_loss", "mse_loss",
+                         "l1_loss", "kl_div", "logsumexp", "embedding", "cumsum", "binary_cross_entropy"})
+    if (stack_mentions(m, i, op)) return true;
+  return false;
+}
+
+uint64_t half(uint64_t b) { return std::max<uint64_t>(512, b / 2); }
+
+// The loss: computed in fp32 in a bf16 model too (the logits upcast first, as transformers' losses do), so its tensors
+// keep their size.
+bool loss_op(const RunModel& m, uint32_t i) {
+  for (const char* op : {"cross_entropy", "nll_loss", "log_softmax", "mse_loss", "l1_loss", "binary_cross_entropy"})
+    if (stack_mentions(m, i, op)) return true;
+  return false;
+}
+
+bool under_autocast(const RunModel& m) {
+  for (uint32_t i = 0; i < m.count(); ++i)
+    if (m.size[i] && (flags_at(m.flags, m.stack[i]) & kAutocastCast)) return true;
+  return false;
+}
+
+}  // namespace
+
+Status apply_precision(const WhatIfChange& c, RunModel* mp, std::string* what) {
+  RunModel& m = *mp;
+  const bool autocast = under_autocast(m);
+  const uint32_t n = m.count();
+  if (c.text == "bf16-weights") {
+    uint64_t before = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!m.size[i] || m.failed[i]) continue;
+      switch (m.category[i]) {
+        case Category::kParameter:
+        case Category::kGradient:
+        case Category::kOptimizerState:
+        case Category::kActivation:
+        case Category::kInput:
+        case Category::kTemporary:
+        case Category::kAutogradDetail:
+          if (loss_op(m, i)) break;
+          before += m.size[i];
+          // Autocast's copies of the weights are the weights now: no copy.
+          if (autocast && (flags_at(m.flags, m.stack[i]) & kAutocastCast) && !m.grows[i]) m.drop(i);
+          else m.size[i] = half(m.size[i]);
+          break;
+        default: break;
+      }
+    }
+    *what = "weights, gradients, optimizer state and every floating-point tensor a step makes in bf16 but the "
+            "loss's: half of " + bytes_text(before) + " over the trace";
+    return {};
+  }
+  if (autocast) return Error{"the run was recorded under autocast already"};
+  // The forward's and backward's tensors, but for what autocast keeps in fp32.
+  uint64_t halved = 0, kept = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!m.size[i] || m.failed[i] || m.category[i] == Category::kInput) continue;
+    const bool step_tensor = m.category[i] == Category::kActivation || m.category[i] == Category::kAutogradDetail ||
+                             (m.category[i] == Category::kTemporary && m.reason[i] != CategoryReason::kOptimizerFrame);
+    if (!step_tensor) continue;
+    if (fp32_op(m, i)) {
+      kept += m.size[i];
+      continue;
+    }
+    halved += m.size[i];
+    m.size[i] = half(m.size[i]);
+  }
+  // A bf16 copy of each weight (a bias or a norm's scale too, if small) from its forward to its backward: made when
+  // the step's forward starts and freed when that weight's gradient is made (the backward visits the weights in
+  // reverse: the k-th weight of a size pairs with the k-th gradient of that size from the end).
+  const std::vector<uint32_t> starts = forward_starts(m);
+  std::map<uint64_t, std::vector<uint32_t>> params;
+  for (uint32_t i = 0; i < n; ++i)
+    if (m.size[i] && m.category[i] == Category::kParameter && m.size[i] >= (16u << 10)) params[m.size[i]].push_back(i);
+  for (auto& [size, rows] : params)
+    std::stable_sort(rows.begin(), rows.end(), [&](uint32_t a, uint32_t b) { return m.birth[a] < m.birth[b]; });
+  uint64_t copies = 0;
+  for (uint32_t r = 0; r < starts.size(); ++r) {
+    if (starts[r] == RunModel::kForever) continue;
+    std::map<uint64_t, std::vector<uint32_t>> grads;  // this step's gradients by size, in birth order
+    uint32_t last_grad = starts[r] + 1;
+    for (uint32_t i = 0; i < n; ++i)
+      if (m.size[i] && m.category[i] == Category::kGradient && m.birth[i] >= starts[r] &&
+          m.region_of_tick(m.birth[i]) == r) {
+        grads[m.size[i]].push_back(i);
+        last_grad = std::max(last_grad, m.birth[i]);
+      }
+    for (auto& [size, g] : grads)
+      std::stable_sort(g.begin(), g.end(), [&](uint32_t a, uint32_t b) { return m.birth[a] < m.birth[b]; });
+    for (auto& [size, rows] : params) {
+      const std::vector<uint32_t>* g = grads.count(size) ? &grads[size] : nullptr;
+      for (size_t k = 0; k < rows.size(); ++k) {
+        const uint32_t dies = g && k < g->size() ? m.birth[(*g)[g->size() - 1 - k]] : last_grad;
+        const uint32_t row = m.copy_row(rows[k], starts[r], std::max(dies, starts[r] + 1));
+        m.size[row] = half(size);
+        m.category[row] = Category::kActivation;
+        m.reason[row] = CategoryReason::kForwardFrame;
+        m.grows[row] = 0;
+        copies += m.size[row];
+      }
+    }
+  }
+  *what = "the forward's and backward's tensors in bf16 (" + bytes_text(halved) + " over the trace halved; " +
+          bytes_text(kept) + " of fp32 ops kept), and a bf16 copy of the weights for each step (" +
+          bytes_text(copies) + " over the trace)";
+  return {};
+}
+
+}  // namespace allocscope::whatif_detail
