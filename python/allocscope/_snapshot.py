@@ -130,6 +130,17 @@ class Snapshot:
         """The peak at `batch` (and `seq`) times the recorded batch (sequence length), and whether it fits `gpu`."""
         return self._answer("whatif", batch=batch, seq=seq, gpu=gpu, device=device)
 
+    def whatif_changes(self, gpu=None, device=None, batch=None, seq=None, **changes):
+        """The run under changes a user makes, as `allocscope whatif`'s flags: accumulate=4, precision="bf16-autocast",
+        optimizer="sgd", checkpoint="all", zero_grad="zeros", allocator="expandable_segments:True",
+        shard="zero2" with world_size=8, offload="optimizer". Each change's effect is in ["changes"]."""
+        return self._answer("whatif", batch=batch, seq=seq, gpu=gpu, device=device, **changes)
+
+    def plan(self, gpu=None, world_size=None, device=None, top=None):
+        """What to change so the job fits `gpu` (or, without one, the GPU it ran out of memory on, else what cuts the
+        peak most), cheapest first, each with the line that applies it (``allocscope plan``)."""
+        return self._answer("plan", gpu=gpu, world_size=world_size, device=device, top=top)
+
     def export(self, tree=False, rules=None):
         """Every answer as one document (``allocscope export --json``)."""
         return self._answer("export", tree=tree, rule=_rules(rules))

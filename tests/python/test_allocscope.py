@@ -75,6 +75,7 @@ class AnswersEqualTheCli(unittest.TestCase):
             ("oom", {"gpu": "h100"}, ["--gpu", "h100"], lambda s, k: s[0].oom(**k)),
             ("categories", {"at": "end"}, ["--at", "end"], lambda s, k: s[0].categories(**k)),
             ("whatif", {"batch": 2, "gpu": "h100"}, ["--batch", "2", "--gpu", "h100"], lambda s, k: s[0].whatif(**k)),
+            ("plan", {"gpu": "24gb"}, ["--gpu", "24gb"], lambda s, k: s[0].plan(**k)),
             ("export", {}, [], lambda s, k: s[0].export(**k)),
         ]
         checked = 0
@@ -85,6 +86,15 @@ class AnswersEqualTheCli(unittest.TestCase):
                     self.compare(verb, [path], kwargs, options, method)
                     checked += 1
         self.assertEqual(checked, len(FILES) * len(cases))
+
+    def test_changes_and_plan(self):
+        path = FIXTURES / "plan_runs" / "gpt_sdpa.pickle.gz"
+        self.compare("whatif", [path], {"accumulate": 2, "precision": "bf16-autocast", "gpu": "4gb"},
+                     ["--accumulate", "2", "--precision", "bf16-autocast", "--gpu", "4gb"],
+                     lambda s, k: s[0].whatif_changes(**k))
+        self.compare("whatif", [path], {"shard": "zero2", "world_size": 4}, ["--shard", "zero2", "--world-size", "4"],
+                     lambda s, k: s[0].whatif_changes(**k))
+        self.compare("plan", [FIXTURES / "python_gpu" / "hf_oom.pickle.gz"], {}, [], lambda s, k: s[0].plan(**k))
 
     def test_window_device_and_rules(self):
         path = FIXTURES / "resnet50_train.pickle"

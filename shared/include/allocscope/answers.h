@@ -67,7 +67,7 @@ struct AnswerSpec {
   size_t min_files = 1, max_files = 1;
   const char* usage;  // "usage: allocscope peak FILE [--device N] ...", for errors
 };
-// The answers: summary, peak, leaks, oom, categories, diff, whatif, export, check. Null for another name.
+// The answers: summary, peak, leaks, oom, categories, diff, whatif, plan, export, check. Null for another name.
 const AnswerSpec* answer_spec(std::string_view name);
 std::vector<std::string> answer_names();
 

@@ -130,6 +130,7 @@ struct WhatIfOptions {
   std::vector<WhatIfChange> changes;  // applied in order, before the batch and sequence scales
   std::optional<GpuCapacity> gpu;  // for fits / the largest batch that fits
   bool with_totals = false;        // fill WhatIfReport::predicted_total (the viewer draws it)
+  bool largest_batch = true;       // with a GPU, bisect the largest batch that fits (plan skips it)
 };
 
 struct WhatIfReport {

@@ -27,6 +27,7 @@ const AnswerDef& diff_answer();
 const AnswerDef& whatif_answer();
 const AnswerDef& export_answer();
 const AnswerDef& check_answer_def();
+const AnswerDef& plan_answer();
 
 // A parse's result as a check's status.
 template <typename T>

@@ -42,7 +42,7 @@ using namespace answers;
 const AnswerDef* const* table() {
   static const AnswerDef* const defs[] = {&summary_answer(),    &peak_answer(), &leaks_answer(),
                                           &oom_answer(),        &categories_answer(), &diff_answer(),
-                                          &whatif_answer(),     &export_answer(), &check_answer_def(), nullptr};
+                                          &whatif_answer(),     &export_answer(), &check_answer_def(), &plan_answer(), nullptr};
   return defs;
 }
 const AnswerDef* find(std::string_view name) {

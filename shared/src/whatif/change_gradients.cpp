@@ -65,8 +65,10 @@ Status apply_accumulate(const WhatIfChange& c, RunModel* mp, std::string* what) 
     return Error{"no iterations found in the trace, so when each step's forward starts is unknown: record a few whole "
                  "steps"};
   *what = "each micro-batch's forward and backward on 1/" + std::to_string(static_cast<int>(k)) +
-          " of the batch (what grows with it: " + bytes_text(grown) + " over the trace); the gradients (" +
-          bytes_text(held) + " over the trace) alive from the forward of the second micro-batch on";
+          " of the batch (what grows with it: " + bytes_text(grown) + " over the trace)";
+  if (held)
+    *what += "; the gradients (" + bytes_text(held) + " over the trace) alive from the forward of the second "
+             "micro-batch on";
   return {};
 }
 

@@ -85,9 +85,16 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   DeviceLifetimes changed;
   std::vector<uint8_t> run_grows, failed, optional;
   AllocatorSettings settings;
-  const bool has_changes = !options.changes.empty();
+  // A trace an OOM cut short in its first step goes through the model too, which completes the step.
+  const auto events = s.events.action.begin() + lt.event_begin;
+  const bool ran_out = std::any_of(events, events + lt.event_count, [](Action a) { return a == Action::kOom; });
+  RunModel model;
+  if (!options.changes.empty() || ran_out) model = build_run_model(s, lt, c, grows, with_failed ? &*with_failed : nullptr);
+  const Cut cut = ran_out ? first_step_cut(model) : Cut::kNone;
+  const double cut_band = cut == Cut::kInForward ? kCutInForwardBand : cut == Cut::kInBackward ? kCutInBackwardBand : 0;
+  const bool has_changes = !options.changes.empty() || cut != Cut::kNone;
   if (has_changes) {
-    RunModel model = build_run_model(s, lt, c, grows, with_failed ? &*with_failed : nullptr);
+    if (cut != Cut::kNone) complete_first_step(&model, &r.effects);
     for (const WhatIfChange& change : options.changes) {
       if (Status st = apply_change(change, &model, &r.effects); !st.ok()) {
         r.error = st.error().message;
@@ -150,7 +157,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   r.predicted_needed = least_allocator_room(rl, order_rl, sizes_rl, &optional, settings);
   // What was alive at a failure plus the request is a measured floor (the replay of a fragmenting run can need more),
   // for a run at least as large as recorded and unchanged (a change can need less than what failed).
-  const uint64_t failed_need = smaller || has_changes ? 0 : failed_floor(lt, with_failed);
+  const uint64_t failed_need = smaller || !options.changes.empty() ? 0 : failed_floor(lt, with_failed);
   if (failed_need > r.predicted_needed) {
     r.predicted_needed = failed_need;
     char note[200];
@@ -172,6 +179,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     // that grow are bracketed between the two.
     // The distance from the recording counts both scales (twice the batch at twice the length is four times the
     // tokens); each change adds its own error (change_band).
+    // A cut first step leaves the rest of its forward and backward unknown: a wider band (cut_band above).
     const double changes_band = change_band(options.changes);
     auto band_at = [&](double b) {
       return std::min(0.5, error_band(std::exp2(std::fabs(std::log2(b)) + std::fabs(std::log2(options.seq)))) +
@@ -181,16 +189,16 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     auto low_at = [&](double b) { return scaled_sizes(rl, grows_point, b * std::min(options.seq, q2)); };
     auto high_at = [&](double b) { return scaled_sizes(rl, grows_high, b * std::max(options.seq, q2)); };
     // The room the recorded run ran out in binds a run at least as large and unchanged only.
-    const uint64_t oom_room = options.seq >= 1.0 && !has_changes ? room_at_oom(s, lt, options.gpu) : 0;
+    const uint64_t oom_room = options.seq >= 1.0 && options.changes.empty() ? room_at_oom(s, lt, options.gpu) : 0;
     const uint64_t oom_room_here = options.batch >= 1.0 ? oom_room : 0;
     const bool expandable = s.expandable_segments() || settings.expandable_segments;
     Decision d;
     if (options.seq != 1.0 || (failed_rows && smaller)) {
       d = decide(rl, order_rl, low_at(options.batch), sizes_rl, high_at(options.batch), r.predicted_needed,
-                 band_at(options.batch), room, &optional, expandable, failed_need, oom_room_here, settings);
+                 band_at(options.batch), room, &optional, expandable, failed_need, oom_room_here, settings, cut_band);
     } else {
       d = decide(rl, order_rl, sizes_rl, sizes_rl, sizes_rl, r.predicted_needed, band_at(options.batch), room,
-                 &optional, expandable, failed_need, oom_room_here, settings);
+                 &optional, expandable, failed_need, oom_room_here, settings, cut_band);
     }
     if (oom_room_here && room <= oom_room_here) {
       char note[220];
@@ -226,7 +234,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     // about, and needs what was alive at its failure (an audit: asked at 0.9x, an OOM trace was said to fit "surely"
     // at 1.13x to 65,000x on the GPU it failed on); below it, they may shrink with the batch by the prediction, and
     // do not by the sure end. A GPU with no room past the context fits nothing.
-    const uint64_t failed_need_all = has_changes ? 0 : failed_floor(lt, with_failed);
+    const uint64_t failed_need_all = !options.changes.empty() ? 0 : failed_floor(lt, with_failed);
     auto fits_capped = [&](double b, double scale, uint64_t cap, bool sure) {
       if (cap == 0) return false;
       if (failed_rows && b >= 1.0 && failed_need_all > cap) return false;
@@ -235,11 +243,13 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       return !replay_caching_allocator(rl, order_rl, scaled_sizes(rl, g, scale), cap, &optional, settings)
                   .out_of_memory;
     };
-    r.max_batch_scale = largest([&](double b) { return fits_capped(b, b * options.seq, room, false); });
-    r.max_batch_scale_sure = largest([&](double b) {
-      const double cap = static_cast<double>(room) / (1.0 + band_at(b));
-      return fits_capped(b, b * std::max(options.seq, q2), static_cast<uint64_t>(cap), true);
-    });
+    if (options.largest_batch) {
+      r.max_batch_scale = largest([&](double b) { return fits_capped(b, b * options.seq, room, false); });
+      r.max_batch_scale_sure = largest([&](double b) {
+        const double cap = static_cast<double>(room) / (1.0 + band_at(b) + cut_band);
+        return fits_capped(b, b * std::max(options.seq, q2), static_cast<uint64_t>(cap), true);
+      });
+    }
     r.max_batch_scale_sure = std::min(r.max_batch_scale_sure, r.max_batch_scale);
     // Both agree with the verdict on the batch asked about (the bisections test other points): FITS has the sure
     // end at or above it, DOES NOT FIT the prediction's end below it, UNSURE lies between them.

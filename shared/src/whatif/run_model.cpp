@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "allocscope/memviz.h"
 #include "whatif/internal.h"
 
 namespace allocscope::whatif_detail {
@@ -108,6 +109,48 @@ DeviceLifetimes model_lifetimes(const RunModel& m) {
   int64_t run = 0;
   for (uint32_t t = 0; t < out.steps(); ++t) out.total[t] = static_cast<uint64_t>(run += delta[t]);
   return out;
+}
+
+Cut first_step_cut(const RunModel& m) {
+  const Snapshot& s = *m.snapshot;
+  const DeviceLifetimes& lt = *m.lifetimes;
+  bool oom = false, params = false, backward = false;
+  for (uint32_t e = 0; e < lt.event_count && !oom; ++e) oom = s.events.action[lt.event_begin + e] == Action::kOom;
+  if (!oom || m.iterations.source == Iterations::Source::kAnnotations) return Cut::kNone;
+  for (uint32_t i = 0; i < m.count(); ++i) {
+    if (!m.size[i] || m.failed[i]) continue;
+    if (m.reason[i] == CategoryReason::kOptimizerFrame || m.category[i] == Category::kOptimizerState) return Cut::kNone;
+    params = params || m.category[i] == Category::kParameter;
+    backward = backward || m.phase(i) == 2 || m.category[i] == Category::kGradient;
+  }
+  if (!params) return Cut::kNone;
+  return backward ? Cut::kInBackward : Cut::kInForward;
+}
+
+void complete_first_step(RunModel* mp, std::vector<WhatIfEffect>* effects) {
+  RunModel& m = *mp;
+  const uint32_t n = m.count();
+  uint64_t weights = 0;
+  const uint32_t end = m.ticks + 1;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!m.size[i] || m.failed[i] || m.category[i] != Category::kParameter) continue;
+    weights += m.size[i];
+    const uint32_t g = m.copy_row(i, end, RunModel::kForever);
+    m.category[g] = Category::kGradient;
+    m.reason[g] = CategoryReason::kBackwardFrame;
+    m.grows[g] = 0;
+    for (int k = 0; k < 2; ++k) {
+      const uint32_t st = m.copy_row(i, end + 1, RunModel::kForever);
+      m.category[st] = Category::kOptimizerState;
+      m.reason[st] = CategoryReason::kOptimizerFrame;
+      m.grows[st] = 0;
+    }
+  }
+  effects->push_back({"(the first step, completed)",
+                      "the trace ends at an out-of-memory error before the first optimizer step: the step's "
+                      "gradients (" + memviz::format_size(weights) + ") and AdamW's two moments (" +
+                      memviz::format_size(2 * weights) + ") are added as it would make them; what the rest of its "
+                      "forward and backward would allocate is unknown, and the range allows for it"});
 }
 
 WhatIfTerms model_terms(const RunModel& m, uint32_t t, double factor) {

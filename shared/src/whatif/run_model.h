@@ -63,6 +63,14 @@ DeviceLifetimes model_lifetimes(const RunModel& m);
 // The bytes of each category alive at tick `t`, with the rows that grow scaled by `factor`.
 WhatIfTerms model_terms(const RunModel& m, uint32_t t, double factor);
 
+// A trace cut short by an out-of-memory error before its first optimizer step, and where: in the forward (the rest
+// of it unknown) or in the backward (the forward seen whole).
+enum class Cut : uint8_t { kNone, kInForward, kInBackward };
+Cut first_step_cut(const RunModel& m);
+// Adds the first step's gradients (one a weight) and AdamW's two moments a weight after the trace's end, as the step
+// would have made them (the rest of its forward and backward stays unknown: the verdict's band says so).
+void complete_first_step(RunModel* m, std::vector<WhatIfEffect>* effects);
+
 // Applies one change to the model, saying what it did in `effects`. Errors for a change the recording cannot take
 // (autocast on a run recorded under autocast, a checkpoint regex no frame matches, ...).
 Status apply_change(const WhatIfChange& change, RunModel* m, std::vector<WhatIfEffect>* effects);

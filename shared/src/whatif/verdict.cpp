@@ -76,14 +76,15 @@ Decision decide(const DeviceLifetimes& lt, const ReplayOrder& order, const std::
                 const std::vector<uint64_t>& point,
                 const std::vector<uint64_t>& high, uint64_t point_needed, double band, uint64_t room,
                 const std::vector<uint8_t>* optional, bool expandable, uint64_t floor, uint64_t oom_room,
-                const AllocatorSettings& settings) {
+                const AllocatorSettings& settings, double high_band_extra) {
   Decision d;
   if (oom_room && room <= oom_room) floor = std::max(floor, room + 1);
   const uint64_t at_low = &low == &point ? point_needed : least_allocator_room(lt, order, low, optional, settings);
   const uint64_t at_high = &high == &point ? point_needed : least_allocator_room(lt, order, high, optional, settings);
   // (At the arithmetic's cap, 2^56 bytes, the range still holds the point.)
   d.low = std::min(times(std::min(at_low, point_needed), 1.0 - band), point_needed);
-  d.high = std::max(times(std::max(at_high, point_needed), 1.0 + band), point_needed);
+  // `high_band_extra`: what only the high end allows for (the part of a step a trace cut short never recorded).
+  d.high = std::max(times(std::max(at_high, point_needed), 1.0 + band + high_band_extra), point_needed);
   if (expandable)
     d.low = std::min(d.low, times(replay_caching_allocator(lt, order, low, 0, nullptr, settings).peak_allocated,
                                   1.0 - band));
@@ -175,17 +176,21 @@ Verdict incomplete_verdict(Verdict v, bool at_least_recorded) {
   return v;
 }
 
+// Each change's own error, added to the band: the largest error of its model on the tuning runs of
+// tests/fixtures/plan_runs (gpt_sdpa, cnn, mlp: allocated peaks, and the least memory where measured), times 1.25,
+// rounded up to a percent. The hold-out runs (gpt_attn, vit, llama_hf) were never used for these (docs/analyses.md
+// reports both). Sharding could not be measured (no machine of several GPUs was lent): it keeps a wide 10%.
 double change_band(const std::vector<WhatIfChange>& changes) {
   double band = 0;
   for (const WhatIfChange& c : changes) {
     switch (c.kind) {
-      case WhatIfChange::Kind::kAllocator: band += 0.05; break;
-      case WhatIfChange::Kind::kOptimizer: band += 0.03; break;
-      case WhatIfChange::Kind::kOffload: band += 0.03; break;
-      case WhatIfChange::Kind::kZeroGrad: band += 0.03; break;
-      case WhatIfChange::Kind::kAccumulate: band += 0.05; break;
-      case WhatIfChange::Kind::kCheckpoint: band += 0.10; break;
-      case WhatIfChange::Kind::kPrecision: band += 0.10; break;
+      case WhatIfChange::Kind::kAccumulate: band += 0.07; break;  // cnn at 4 micro-batches: 5.1% low
+      case WhatIfChange::Kind::kPrecision: band += 0.05; break;   // cnn's least memory under autocast: 3.5% low
+      case WhatIfChange::Kind::kCheckpoint: band += 0.09; break;  // cnn's least memory: 7.0% low
+      case WhatIfChange::Kind::kOptimizer: band += 0.05; break;   // cnn with Adafactor: 3.7% low
+      case WhatIfChange::Kind::kZeroGrad: band += 0.05; break;    // mlp: 3.8% low
+      case WhatIfChange::Kind::kOffload: band += 0.03; break;     // cnn: 1.8% high
+      case WhatIfChange::Kind::kAllocator: band += 0.05; break;   // cnn's reserved under max_split_size: 3.5% low
       case WhatIfChange::Kind::kShard: band += 0.10; break;
     }
   }

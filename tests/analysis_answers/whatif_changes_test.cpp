@@ -1,0 +1,267 @@
+// What-if's changes and plan against runs measured on an H200 (tests/fixtures/plan_runs: six jobs, each recorded once
+// and then measured with each change; PyTorch's max_memory_allocated / max_memory_reserved and the least memory each
+// trained in are the oracle). The rules were fitted on the tuning jobs only (gpt_sdpa, cnn, mlp); gpt_attn, vit and
+// llama_hf are held out. The bounds below are what was measured when the rules were frozen (docs/analyses.md), so a
+// change that makes any prediction worse fails here. And plan's first options against what really trained on the
+// GPU under a cap (plan_runs/oom_cut).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "allocscope/categories.h"
+#include "allocscope/frame_filter.h"
+#include "allocscope/iterations.h"
+#include "allocscope/loader.h"
+#include "allocscope/plan.h"
+#include "allocscope/whatif.h"
+
+namespace allocscope {
+namespace {
+
+using nlohmann::json;
+
+std::string dir() { return std::string(ALLOCSCOPE_FIXTURES) + "/plan_runs/"; }
+
+std::vector<json> lines(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+const std::vector<json>& runs() {
+  static const std::vector<json> r = lines(dir() + "plan_runs.jsonl");
+  return r;
+}
+
+bool held_out(const std::string& job) { return job == "gpt_attn" || job == "vit" || job == "llama_hf"; }
+
+struct Loaded {
+  Snapshot s;
+  DeviceLifetimes lt;
+  Categories c;
+};
+const Loaded& load(const std::string& file) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  auto& p = cache[file];
+  if (!p) {
+    auto r = load_snapshot_file(file);
+    EXPECT_TRUE(r.ok()) << file;
+    p = std::make_unique<Loaded>();
+    if (!r.ok()) return *p;
+    p->s = std::move(r).value();
+    p->lt = build_device_lifetimes(p->s, 0);
+    p->c = categorize(p->s, p->lt, detect_iterations(p->s, p->lt), FrameFilter(p->s)).value();
+  }
+  return *p;
+}
+
+// A run's change as whatif options ({"batch": 2, "checkpoint": "all"} -> batch 2 and --checkpoint all).
+WhatIfOptions options_of(const json& change) {
+  WhatIfOptions o;
+  for (const auto& [key, value] : change.items()) {
+    if (key == "batch") o.batch = value.get<double>();
+    else if (key == "seq") o.seq = value.get<double>();
+    else {
+      std::string flag = key;
+      for (char& ch : flag) ch = ch == '_' ? '-' : ch;
+      const std::string v = value.is_string() ? value.get<std::string>() : std::to_string(value.get<int>());
+      auto c = parse_change(flag, v);
+      EXPECT_TRUE(c.ok()) << flag << " " << v;
+      if (c.ok()) o.changes.push_back(c.value());
+    }
+  }
+  return o;
+}
+
+TEST(WhatIfChanges, EachChangeWithinItsMeasuredBounds) {
+  // The worst ratios (predicted / measured) at freezing; the sequence scale of written-out attention (0.82) is the
+  // linear-in-length limit of one snapshot, said in the note, and stays outside.
+  struct Worst {
+    double allocated = 0, reserved = 0;
+  };
+  std::map<std::string, Worst> worst;
+  int judged = 0;
+  for (const json& r : runs()) {
+    if (r.contains("recorded") || r["max_allocated"].is_null()) continue;
+    const std::string job = r["job"];
+    if (r["change"].contains("seq") && job == "gpt_attn") continue;
+    const Loaded& l = load(dir() + job + ".pickle.gz");
+    const WhatIfReport w = what_if(l.s, l.lt, l.c, options_of(r["change"]));
+    ASSERT_TRUE(w.error.empty()) << job << " " << r["change"] << ": " << w.error;
+    const double a = static_cast<double>(w.predicted_allocated) / r["max_allocated"].get<double>();
+    const double res = static_cast<double>(w.predicted_reserved) / r["max_reserved"].get<double>();
+    Worst& k = worst[std::string(held_out(job) ? "holdout" : "tuning") + (r["change"].size() > 1 ? " combined" : "")];
+    k.allocated = std::max(k.allocated, std::fabs(a - 1));
+    k.reserved = std::max(k.reserved, std::fabs(res - 1));
+    ++judged;
+  }
+  EXPECT_GE(judged, 130);
+  // Allocated, one change: tuning 6.6% (the MLP at 4x the batch: a reduction's staging buffers), hold-out 10.9%
+  // (written-out attention under autocast). Combined: tuning 9.2%, hold-out 12.1% (both accumulation with autocast).
+  EXPECT_LE(worst["tuning"].allocated, 0.07);
+  EXPECT_LE(worst["holdout"].allocated, 0.11);
+  EXPECT_LE(worst["tuning combined"].allocated, 0.10);
+  EXPECT_LE(worst["holdout combined"].allocated, 0.13);
+  // Reserved: cnn's reserved moves by ~10% between runs of one configuration (cuDNN's workspaces) and so do the
+  // predictions (19.6% on bf16 weights); the hold-out's worst is written-out attention checkpointed (18.7% low).
+  for (const char* k : {"tuning", "holdout", "tuning combined", "holdout combined"})
+    EXPECT_LE(worst[k].reserved, 0.20) << k;
+}
+
+TEST(WhatIfChanges, VerdictsAtFifteenPercentAreNeverWrongAndRarelyUnsure) {
+  // For each run whose least memory was measured, a GPU whose allocator has 15% more (it trains) and 15% less (it
+  // does not): the verdict must never say the opposite, and says UNSURE at most as often as when it was frozen.
+  std::map<std::string, int> unsure, wrong, total;
+  for (const json& r : runs()) {
+    if (r.contains("recorded") || !r.contains("least_memory") || r["least_memory"].is_null()) continue;
+    const std::string job = r["job"];
+    const Loaded& l = load(dir() + job + ".pickle.gz");
+    const std::string split = held_out(job) ? "holdout" : "tuning";
+    for (const double f : {1.15, 0.85}) {
+      WhatIfOptions o = options_of(r["change"]);
+      GpuCapacity gpu;
+      gpu.total_bytes = static_cast<uint64_t>(r["least_memory"].get<double>() * f) + kTypicalContextBytes;
+      gpu.label = "test";
+      gpu.inferred = false;
+      o.gpu = gpu;
+      o.largest_batch = false;
+      const WhatIfReport w = what_if(l.s, l.lt, l.c, o);
+      const Verdict want = f > 1 ? Verdict::kFits : Verdict::kDoesNotFit;
+      ++total[split];
+      if (w.verdict == Verdict::kUnsure) ++unsure[split];
+      else if (w.verdict != want) {
+        ++wrong[split];
+        ADD_FAILURE() << job << " " << r["change"] << " at " << f << ": " << verdict_name(w.verdict);
+      }
+    }
+  }
+  EXPECT_EQ(total["tuning"], 24);
+  EXPECT_EQ(total["holdout"], 24);
+  EXPECT_EQ(wrong["tuning"] + wrong["holdout"], 0);
+  EXPECT_LE(unsure["tuning"], 2);   // 8%
+  EXPECT_LE(unsure["holdout"], 5);  // 21%: the goal was 20% (docs/analyses.md)
+}
+
+// The configurations that really trained under each case's cap on the GPU (plan_choices.jsonl: both the plan made
+// from the whole recording and the one made from the snapshot of its OOM), as flag lists.
+std::map<std::pair<std::string, double>, std::vector<std::vector<std::string>>> trained() {
+  std::map<std::pair<std::string, double>, std::vector<std::vector<std::string>>> out;
+  for (const json& r : lines(dir() + "oom_cut/plan_choices.jsonl"))
+    for (const char* which : {"from_recording", "from_oom"})
+      if (r.contains(which) && r[which].value("trained", false) && r[which]["changes"].is_array())
+        out[{r["job"], r["fraction"]}].push_back(r[which]["changes"].get<std::vector<std::string>>());
+  return out;
+}
+
+PlanOptions for_cap(const json& c) {
+  PlanOptions o;
+  GpuCapacity gpu;
+  gpu.total_bytes = c["cap"].get<uint64_t>() + kTypicalContextBytes;
+  gpu.label = "capped";
+  gpu.inferred = false;
+  o.gpu = gpu;
+  return o;
+}
+
+std::vector<std::string> flags(const PlanOption& o) {
+  std::vector<std::string> f;
+  for (const WhatIfChange& c : o.changes) f.push_back(c.flag());
+  return f;
+}
+
+TEST(Plan, FirstChoiceTrainedOnTheGpuFromTheOomSnapshot) {
+  // Each case ran out of memory under its cap (recorded_ooms); the plan from that OOM's own snapshot must still pick
+  // an option that trained there. A plan that picks another option needs a GPU run to be judged (check_plan_choices).
+  const auto ok = trained();
+  const json cases = json::parse(std::ifstream(dir() + "oom_cut/cases.json"));
+  int judged = 0, good = 0;
+  for (const json& c : cases) {
+    char name[64];
+    std::snprintf(name, sizeof name, "%s_%02d_oom.pickle.gz", c["job"].get<std::string>().c_str(),
+                  static_cast<int>(std::lround(c["fraction"].get<double>() * 100)));
+    const Loaded& l = load(dir() + "oom_cut/" + name);
+    const Plan p = plan(l.s, l.lt, l.c, for_cap(c));
+    ASSERT_FALSE(p.options.empty()) << name;
+    ++judged;
+    const auto& known = ok.count({c["job"], c["fraction"]}) ? ok.at({c["job"], c["fraction"]})
+                                                               : std::vector<std::vector<std::string>>{};
+    const bool trained_there = std::find(known.begin(), known.end(), flags(p.options[0])) != known.end();
+    good += trained_there;
+    EXPECT_TRUE(trained_there) << name << ": " << testing::PrintToString(flags(p.options[0]));
+  }
+  EXPECT_EQ(judged, 24);
+  EXPECT_EQ(good, 24);
+}
+
+TEST(Plan, FirstChoiceFromAWholeRecordingTrained) {
+  // From the job's full recording, for the same caps: 23 of 24 first options trained; gpt_attn at 90% took bf16
+  // autocast, which its model under-predicts by 11% (held out: the rule was not fitted to it).
+  const auto ok = trained();
+  const json cases = json::parse(std::ifstream(dir() + "oom_cut/cases.json"));
+  int good = 0;
+  for (const json& c : cases) {
+    const Loaded& l = load(dir() + c["job"].get<std::string>() + ".pickle.gz");
+    const Plan p = plan(l.s, l.lt, l.c, for_cap(c));
+    ASSERT_FALSE(p.options.empty());
+    const auto& known = ok.count({c["job"], c["fraction"]}) ? ok.at({c["job"], c["fraction"]})
+                                                               : std::vector<std::vector<std::string>>{};
+    good += std::find(known.begin(), known.end(), flags(p.options[0])) != known.end();
+  }
+  EXPECT_GE(good, 23);
+}
+
+TEST(WhatIfChanges, ShardingDividesWhatEachStageShards) {
+  // ZeRO's arithmetic (what each rank keeps of the model's state): stage 1 the optimizer state, stage 2 the
+  // gradients too, stage 3 the weights too, each 1/N. The predicted terms at the peak say so.
+  const Loaded& l = load(dir() + "mlp.pickle.gz");
+  WhatIfOptions base;
+  base.changes.push_back(parse_change("zero-grad", "none").value());  // through the model, changing nothing
+  const WhatIfReport whole = what_if(l.s, l.lt, l.c, base);
+  ASSERT_TRUE(whole.error.empty());
+  ASSERT_GT(whole.predicted_terms.optimizer_state, 0u);
+  for (const char* stage : {"zero1", "zero2", "zero3"}) {
+    WhatIfOptions o;
+    o.changes.push_back(parse_change("shard", stage, 4).value());
+    const WhatIfReport w = what_if(l.s, l.lt, l.c, o);
+    ASSERT_TRUE(w.error.empty()) << w.error;
+    EXPECT_NEAR(static_cast<double>(w.predicted_terms.optimizer_state),
+                static_cast<double>(whole.predicted_terms.optimizer_state) / 4, 4096.0 * 64)
+        << stage;
+    EXPECT_LT(w.predicted_allocated, whole.predicted_allocated) << stage;
+  }
+  EXPECT_FALSE(parse_change("shard", "zero2").ok());  // needs --world-size
+  EXPECT_FALSE(parse_change("shard", "zero4", 8).ok());
+}
+
+TEST(WhatIfChanges, AllocatorSettingsAsPyTorchSpellsThem) {
+  auto s = parse_allocator_settings("expandable_segments:True,max_split_size_mb:128, garbage_collection_threshold:0.6");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(s->expandable_segments);
+  EXPECT_EQ(s->max_split_size, 128ull << 20);
+  EXPECT_DOUBLE_EQ(s->garbage_collection_threshold, 0.6);
+  EXPECT_EQ(s->text(), "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6");
+  EXPECT_FALSE(parse_allocator_settings("roundup_power2_divisions:4").ok());
+  EXPECT_FALSE(parse_allocator_settings("expandable_segments:yes").ok());
+  EXPECT_FALSE(parse_allocator_settings("max_split_size_mb:10").ok());
+  EXPECT_FALSE(parse_allocator_settings("max_split_size_mb").ok());
+}
+
+TEST(WhatIfChanges, ARecordingThatCannotTakeAChangeSaysWhy) {
+  const Loaded& l = load(std::string(ALLOCSCOPE_FIXTURES) + "/whatif/gpt_amp_adamw_b8_s256.pickle.gz");
+  WhatIfOptions o;
+  o.changes.push_back(parse_change("precision", "bf16-autocast").value());
+  const WhatIfReport w = what_if(l.s, l.lt, l.c, o);
+  EXPECT_NE(w.error.find("recorded under autocast already"), std::string::npos) << w.error;
+  o.changes = {parse_change("checkpoint", "no_such_module_anywhere").value()};
+  EXPECT_NE(what_if(l.s, l.lt, l.c, o).error.find("no module matches"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace allocscope
