@@ -5,6 +5,23 @@ import sys
 from ._record import record
 
 
+class CallbackProperties:
+    """What both callbacks expose: the recording, the leak answers of each epoch, and the file written."""
+
+    @property
+    def recording(self):
+        return self._rec.record
+
+    @property
+    def leak_answers(self):
+        return self._rec.leak_answers
+
+    @property
+    def path(self):
+        """The snapshot written at the end (or at the OOM)."""
+        return self._rec.path or self._rec.record.oom_path
+
+
 class TrainerRecording:
     def __init__(self, path, max_entries, leak_check, gpu, quiet):
         self.record = record(path=path, max_entries=max_entries, gpu=gpu, quiet=quiet)

@@ -6,25 +6,13 @@ PyTorch's OOM observer before the error unwinds (the Trainer has no exception ev
 check at the end of each epoch (``leak_answers``), and the snapshot at the end of training."""
 from transformers import TrainerCallback
 
-from ._trainer import TrainerRecording
+from ._trainer import CallbackProperties, TrainerRecording
 
 
-class AllocscopeCallback(TrainerCallback):
+class AllocscopeCallback(CallbackProperties, TrainerCallback):
     def __init__(self, path="allocscope-rank%r.pickle.gz", max_entries=100000, leak_check=True, gpu=None,
                  quiet=False):
         self._rec = TrainerRecording(path, max_entries, leak_check, gpu, quiet)
-
-    @property
-    def recording(self):
-        return self._rec.record
-
-    @property
-    def leak_answers(self):
-        return self._rec.leak_answers
-
-    @property
-    def path(self):
-        return self._rec.path or self._rec.record.oom_path
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._rec.begin()

@@ -9,27 +9,14 @@ try:
 except ImportError:  # the older package name
     from pytorch_lightning import Callback as _Callback
 
-from ._trainer import TrainerRecording
+from ._trainer import CallbackProperties, TrainerRecording
 
 
-class AllocscopeCallback(_Callback):
+class AllocscopeCallback(CallbackProperties, _Callback):
     def __init__(self, path="allocscope-rank%r.pickle.gz", max_entries=100000, leak_check=True, gpu=None,
                  quiet=False):
         super().__init__()
         self._rec = TrainerRecording(path, max_entries, leak_check, gpu, quiet)
-
-    @property
-    def recording(self):
-        return self._rec.record
-
-    @property
-    def leak_answers(self):
-        return self._rec.leak_answers
-
-    @property
-    def path(self):
-        """The snapshot written at the end (or at the OOM)."""
-        return self._rec.path or self._rec.record.oom_path
 
     def on_fit_start(self, trainer, pl_module):
         self._rec.begin()

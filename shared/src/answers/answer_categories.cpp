@@ -15,19 +15,11 @@ struct Request {
 
 Result<Request> parse(const AnswerOptions& o) {
   Request r;
-  for (const std::string& rule : o.all("rule")) {
-    auto parsed = parse_category_rule(rule);
-    if (!parsed.ok()) return fail("categories", parsed.error().describe());
-    r.co.rules.push_back(parsed.value());
-  }
+  ALLOCSCOPE_RETURN_IF_ERROR(parse_rules("categories", o, &r.co));
   r.at = o.get("at", "peak");
   if (r.at != "peak" && r.at != "end" && !parse_count(r.at, &r.at_step))
     return fail("categories", "--at takes peak, end or a step number");
-  uint32_t device = 0;
-  if (o.has("device")) {
-    if (!parse_count(o.get("device"), &device)) return fail("categories", "--device needs an ordinal");
-    r.device = device;
-  }
+  ALLOCSCOPE_RETURN_IF_ERROR(parse_device("categories", o, &r.device));
   return r;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "allocscope/answers.h"
+#include "allocscope/categories.h"
 
 namespace allocscope::answers {
 
@@ -49,6 +50,15 @@ Result<AnswerOutput> no_device(const char* answer, LoadedSnapshot& file, const s
 // The note `peak`, `categories` and `export` leave on stderr for the devices answered_without_device left out
 // (segments, no trace), or "" when none was.
 std::string devices_left_out(const char* answer, const Lifetimes& all);
+
+// --rule REGEX=CATEGORY, each given (categories.h); the error names the answer.
+Status parse_rules(const char* answer, const AnswerOptions& o, CategoryOptions* out);
+// --device N: -1 when not given.
+Status parse_device(const char* answer, const AnswerOptions& o, int64_t* out);
+// The device a prediction answers for (`whatif`, `plan`): --device, else the one that ran out of memory, else the one
+// with the most events (an audit: a 4-GPU file was answered for device 0, "fits", where device 1 had run out). Null
+// when none has a trace (or --device names none).
+const DeviceLifetimes* device_to_predict(LoadedSnapshot& f, const AnswerOptions& o);
 
 // The file's name as JSON text (its bytes need not be UTF-8).
 std::string json_string(const std::string& s);

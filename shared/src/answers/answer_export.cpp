@@ -13,11 +13,7 @@ namespace {
 
 Result<CategoryOptions> parse(const AnswerOptions& o) {
   CategoryOptions co;
-  for (const std::string& rule : o.all("rule")) {
-    auto r = parse_category_rule(rule);
-    if (!r.ok()) return fail("export", r.error().describe());
-    co.rules.push_back(r.value());
-  }
+  ALLOCSCOPE_RETURN_IF_ERROR(parse_rules("export", o, &co));
   if (!o.has("json")) return Error{"usage: allocscope export --json FILE [--tree] [--rule REGEX=CATEGORY]..."};
   return co;
 }

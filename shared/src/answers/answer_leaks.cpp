@@ -14,16 +14,8 @@ struct Request {
 
 Result<Request> parse(const AnswerOptions& o) {
   Request r;
-  for (const std::string& rule : o.all("rule")) {
-    auto parsed = parse_category_rule(rule);
-    if (!parsed.ok()) return fail("leaks", parsed.error().describe());
-    r.co.rules.push_back(parsed.value());
-  }
-  uint32_t device = 0;
-  if (o.has("device")) {
-    if (!parse_count(o.get("device"), &device)) return fail("leaks", "--device needs an ordinal");
-    r.device = device;
-  }
+  ALLOCSCOPE_RETURN_IF_ERROR(parse_rules("leaks", o, &r.co));
+  ALLOCSCOPE_RETURN_IF_ERROR(parse_device("leaks", o, &r.device));
   return r;
 }
 

@@ -33,19 +33,7 @@ Result<AnswerOutput> run(Files files, const AnswerOptions& o) {
   if (!po.ok()) return po.error();
   LoadedSnapshot& f = *files[0];
   const Snapshot& s = f.snapshot();
-  // The device: --device, else the one that ran out of memory, else the busiest (as `whatif`).
-  const DeviceLifetimes* lt = nullptr;
-  bool lt_oom = false;
-  for (const DeviceLifetimes& d : f.lifetimes().devices) {
-    if (o.has("device")) {
-      if (std::to_string(d.device) == o.get("device")) lt = &d;
-      continue;
-    }
-    if (d.event_count == 0) continue;
-    bool oom = false;
-    for (uint32_t i = 0; i < d.event_count && !oom; ++i) oom = s.events.action[d.event_begin + i] == Action::kOom;
-    if (!lt || (oom && !lt_oom) || (oom == lt_oom && d.event_count > lt->event_count)) lt = &d, lt_oom = oom;
-  }
+  const DeviceLifetimes* lt = device_to_predict(f, o);
   if (!lt) return no_device("plan", f, o.get("device"), o.has("json"));
   auto c = categorize(s, *lt, detect_iterations(s, *lt), f.frame_filter());
   if (!c.ok()) return fail("plan", c.error().describe());

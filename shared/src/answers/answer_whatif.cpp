@@ -56,25 +56,6 @@ Result<std::optional<GpuCapacity>> parse(const AnswerOptions& o) {
   return gpu;
 }
 
-// The device to answer for: --device, else the one that ran out of memory, else the one with the most events (an
-// audit: a 4-GPU file was answered for device 0, "fits", where device 1 had run out).
-const DeviceLifetimes* pick(const Snapshot& s, const Lifetimes& all, const AnswerOptions& o) {
-  if (o.has("device")) {
-    for (const DeviceLifetimes& d : all.devices)
-      if (std::to_string(d.device) == o.get("device")) return &d;
-    return nullptr;
-  }
-  const DeviceLifetimes* best = nullptr;
-  bool best_oom = false;
-  for (const DeviceLifetimes& d : all.devices) {
-    if (d.event_count == 0) continue;
-    bool oom = false;
-    for (uint32_t i = 0; i < d.event_count && !oom; ++i) oom = s.events.action[d.event_begin + i] == Action::kOom;
-    if (!best || (oom && !best_oom) || (oom == best_oom && d.event_count > best->event_count)) best = &d, best_oom = oom;
-  }
-  return best;
-}
-
 size_t traced_devices(const Lifetimes& all) {
   size_t n = 0;
   for (const DeviceLifetimes& d : all.devices) n += d.event_count > 0;
@@ -139,7 +120,7 @@ Result<AnswerOutput> run(Files files, const AnswerOptions& o) {
   if (!gpu.ok()) return gpu.error();
   std::vector<const DeviceLifetimes*> devs;
   for (LoadedSnapshot* f : files) {
-    devs.push_back(pick(f->snapshot(), f->lifetimes(), o));
+    devs.push_back(device_to_predict(*f, o));
     if (!devs.back()) return no_device("whatif", *f, o.get("device"), o.has("json"));
   }
   auto out = files.size() == 1 ? one_snapshot(*files[0], *devs[0], o, gpu.value()) : several(files, devs, o, gpu.value());

@@ -138,6 +138,42 @@ std::string devices_left_out(const char* answer, const Lifetimes& all) {
          "--device " + std::to_string(first) + "` answers from its segments; `allocscope summary` lists every device)";
 }
 
+Status parse_rules(const char* answer, const AnswerOptions& o, CategoryOptions* out) {
+  for (const std::string& rule : o.all("rule")) {
+    auto parsed = parse_category_rule(rule);
+    if (!parsed.ok()) return fail(answer, parsed.error().describe());
+    out->rules.push_back(parsed.value());
+  }
+  return {};
+}
+
+Status parse_device(const char* answer, const AnswerOptions& o, int64_t* out) {
+  *out = -1;
+  uint32_t device = 0;
+  if (!o.has("device")) return {};
+  if (!parse_count(o.get("device"), &device)) return fail(answer, "--device needs an ordinal");
+  *out = device;
+  return {};
+}
+
+const DeviceLifetimes* device_to_predict(LoadedSnapshot& f, const AnswerOptions& o) {
+  const Snapshot& s = f.snapshot();
+  if (o.has("device")) {
+    for (const DeviceLifetimes& d : f.lifetimes().devices)
+      if (std::to_string(d.device) == o.get("device")) return &d;
+    return nullptr;
+  }
+  const DeviceLifetimes* best = nullptr;
+  bool best_oom = false;
+  for (const DeviceLifetimes& d : f.lifetimes().devices) {
+    if (d.event_count == 0) continue;
+    bool oom = false;
+    for (uint32_t i = 0; i < d.event_count && !oom; ++i) oom = s.events.action[d.event_begin + i] == Action::kOom;
+    if (!best || (oom && !best_oom) || (oom == best_oom && d.event_count > best->event_count)) best = &d, best_oom = oom;
+  }
+  return best;
+}
+
 std::string json_string(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
