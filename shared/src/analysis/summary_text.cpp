@@ -11,6 +11,12 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
   std::string o;
   o += std::to_string(sum.devices.size()) + " device(s), " + std::to_string(sum.events) + " events, " +
        std::to_string(sum.segments) + " segments, " + std::to_string(sum.blocks) + " blocks\n";
+  // An empty snapshot is a real outcome (pt26_empty): zeros alone read as a broken file or a broken tool.
+  if (sum.devices.empty())
+    o += "\nIt holds no allocations: its device traces are empty and it has no segments (taken before anything was "
+         "allocated, or after everything was freed and torch.cuda.empty_cache() gave the cache back). To see memory "
+         "over time, call torch.cuda.memory._record_memory_history() before the work and dump the snapshot while "
+         "memory is in use.\n";
   for (const DeviceSummary& d : sum.devices) {
     // PyTorch 2.0's and 2.1's files record no times: a span of 0 would read as measured.
     o += "\ndevice " + std::to_string(d.device) + ": " + std::to_string(d.events) + " events " +

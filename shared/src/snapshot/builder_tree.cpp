@@ -463,20 +463,48 @@ void Builder::note_peer_mappings(const PeerMappings& m) {
   s_->warnings.push_back(std::move(w));
 }
 
+namespace {
+// A key from the file, quoted in an error: printable ASCII only, at most 40 characters.
+std::string printable_key(std::string_view k) {
+  std::string out;
+  for (char c : k.substr(0, 40)) out += c >= 0x20 && c < 0x7f ? c : '?';
+  return k.size() > 40 ? out + "..." : out;
+}
+}  // namespace
+
 Status Builder::finish(const pickle::Reader& r, const Value& root) {
   root_ = root;
   if (root.tag == Tag::kList) {  // oldest format: a bare list of segments
+    // A list of anything but dicts is some other pickle (`pickle.dump([1, 2, 3])`), not a segment list.
+    if (!r.items(root).empty() && r.items(root)[0].tag != Tag::kDict)
+      return Error{"a pickle, but not a memory snapshot: it holds a list of " + type_of(r.items(root)[0]) +
+                       "; a snapshot is a dict with 'segments' and 'device_traces' (or a list of segment dicts)",
+                   0};
     ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, root));
   } else if (root.tag == Tag::kDict) {
     auto items = r.items(root);
+    std::string others;  // the first few keys, quoted, for a dict that has none of a snapshot's
+    bool known = false;
     for (size_t i = 0; i + 1 < items.size(); i += 2) {
       const Value& k = items[i];
       if (k.tag != Tag::kStr) return Error{"top-level dict has a non-string key", r.offset_of(root)};
       const StringId key = static_cast<StringId>(k.payload);
       if (key != keys_.segments && key != keys_.device_traces && key != keys_.external_annotations &&
-          key != keys_.allocator_settings && key != keys_.allocscope_outside)
+          key != keys_.allocator_settings && key != keys_.allocscope_outside) {
         ++unknown_[key];
+        if (i < 6) others += (others.empty() ? "'" : ", '") + printable_key(r.str(k)) + "'";
+      } else {
+        known = true;
+      }
     }
+    // `pickle.dump({'a': [1, 2, 3]})` once read as an empty snapshot, and a script that checked it saw success.
+    // Unknown keys beside a snapshot's are kept and counted; a dict with none of its keys is something else.
+    if (!known)
+      return Error{"a pickle, but not a memory snapshot: " +
+                       (others.empty() ? std::string("an empty dict")
+                                       : "a dict with the key(s) " + others + (items.size() > 6 ? ", ..." : "")) +
+                       " and neither 'segments' nor 'device_traces' (what torch.cuda.memory._snapshot() returns)",
+                   0};
     if (const Value* v = r.find(root, keys_.allocscope_outside)) ALLOCSCOPE_RETURN_IF_ERROR(read_outside(r, *v));
     ALLOCSCOPE_RETURN_IF_ERROR(read_top(r, root));
   } else {
