@@ -233,7 +233,7 @@ TEST(CliAnswers, MemoryVizOffersADeviceWithSegmentsAndAnEmptyTrace) {
   const nlohmann::json tl = json_of(run({"timeline", "--json", path}));
   std::remove(path.c_str());
   EXPECT_NE(text.out.find("no trace: the state the snapshot holds, not a peak"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("peak 1.0KiB at event 1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("peak 1.0KiB at step 2"), std::string::npos) << text.out;
   ASSERT_EQ(tl.size(), 3u) << tl.dump();
   EXPECT_EQ(tl[0]["traced"], true);
   EXPECT_EQ(tl[1]["traced"], false);
