@@ -51,6 +51,14 @@ Answer info(const Request&, std::span<Loaded* const> files) {
     const DeviceTrace& t = s.devices[d];
     json dj{{"device", t.device}, {"events", t.count()}, {"timed", records_times(s.events, t.begin, t.end)},
             {"busiest", t.device == busiest}};
+    // The device's oom events (their index in its trace, at most 64): the page opens an OOM file on the device that
+    // ran out, marks them on the timeline and badges the OOM tab.
+    json ooms = json::array();
+    uint64_t oom_count = 0;
+    for (uint32_t e = t.begin; e < t.end; ++e)
+      if (s.events.action[e] == Action::kOom && oom_count++ < 64) ooms.push_back(e - t.begin);
+    dj["ooms"] = oom_count;
+    dj["oom_events"] = ooms;
     if (t.count()) {
       auto first = s.events.time_us.begin() + t.begin, last = s.events.time_us.begin() + t.end;
       dj["time_min_us"] = *std::min_element(first, last);
