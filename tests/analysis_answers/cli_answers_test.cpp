@@ -105,6 +105,31 @@ TEST(CliAnswers, PeakTreeNamesMemoryWithNoStack) {
   EXPECT_NE(t.out.substr(begin, at - begin).find("128.2MiB"), std::string::npos) << t.out.substr(begin, at - begin);
 }
 
+// PyTorch 2.12-2.14's layout (tests/fixtures/newest, written from PyTorch's key names): the ring buffer's overflow
+// is read from allocator_settings instead of guessed from a round event count, pinned host memory has its own line,
+// a gradient's site is its forward line, and the drop-in `trace` prints the frames PyTorch recorded, not the
+// forward_frames the loader appended.
+TEST(CliAnswers, NewestFormat) {
+  const std::string f = fixture_path("newest/pt214_training");
+  const CliRun sum = run({"summary", f});
+  ASSERT_EQ(sum.code, 0) << sum.err;
+  EXPECT_NE(sum.out.find("the ring buffer overflowed (the file says so: trace_alloc_overflowed, max_entries=12)"),
+            std::string::npos) << sum.out;
+  EXPECT_EQ(sum.out.find("most likely wrapped"), std::string::npos) << sum.out;
+  EXPECT_NE(sum.out.find("pinned host memory: 1 host segment(s), 4.0MiB reserved and 4.0MiB allocated at the "
+                         "snapshot; peak allocated 4.0MiB over 2 host trace events"),
+            std::string::npos) << sum.out;
+  const CliRun peak = run({"peak", f});
+  ASSERT_EQ(peak.code, 0) << peak.err;
+  // fc1's and fc2's weight gradients (2 MiB each) by their forward lines; no gradient at loss.backward()'s line.
+  EXPECT_NE(peak.out.find("2.0MiB  model.py:13:forward"), std::string::npos) << peak.out;
+  EXPECT_NE(peak.out.find("2.0MiB  model.py:12:forward"), std::string::npos) << peak.out;
+  EXPECT_EQ(peak.out.find("train.py:34"), std::string::npos) << peak.out;
+  const CliRun trace = run({"trace", f});
+  ASSERT_EQ(trace.code, 0) << trace.err;
+  EXPECT_EQ(trace.out.find("<forward pass>"), std::string::npos) << trace.out;
+}
+
 TEST(CliAnswers, Oom) {
   const CliRun t = run({"oom", fixture_path("oom")});
   ASSERT_EQ(t.code, 0) << t.err;
