@@ -28,7 +28,9 @@ json frames_json(const Snapshot& s, StackId stack) {
   for (FrameId id : s.stack(stack)) {
     const Frame& fr = s.frames[id];
     // The id last: the page marks search hits by it (the search ran over the `frames` method's texts, by id).
-    out.push_back({s.str(fr.name), s.str(fr.filename), fr.line_none ? json(nullptr) : fr.line_unsigned ? json(line_text(fr)) : json(fr.line), memviz::frame_filter(s.str(fr.name), s.str(fr.filename)), id});
+    json one = {s.str(fr.name), s.str(fr.filename), fr.line_none ? json(nullptr) : fr.line_unsigned ? json(line_text(fr)) : json(fr.line), memviz::frame_filter(s.str(fr.name), s.str(fr.filename)), id};
+    if (fr.fx) one.push_back(s.str(fr.fx));  // a torch.compile'd frame's FX node and original model code
+    out.push_back(std::move(one));
   }
   return out;
 }

@@ -214,6 +214,43 @@ async function vocabulary(page, origin) {
      `What-if calls its number the peak in blocks (${labels.slice(0, 2).join('; ')})`);
 }
 
+// PyTorch 2.12-2.14's layout (tests/fixtures/newest, written from PyTorch's key names: no real file exists here).
+async function newestFormat(page, origin) {
+  console.log('the newest format (newest/pt214_training: forward_frames, FX, user metadata, a private pool, host memory)');
+  eq(await open(page, origin, ['newest/pt214_training.pickle'], 'view=peak'), 'ready', 'opens');
+  // fc2's weight gradient: made on the autograd engine's thread with no frames; its forward_frames name fc2's line.
+  await page.locator('#view tr.clickable', { hasText: 'model.py:13:forward' }).filter({ hasText: '2.00 MiB' }).first().click();
+  await page.waitForSelector('#detail .alloc-card');
+  const grad = await page.evaluate(() => ({ lead: (document.querySelector('#detail .site-lead') || {}).dataset?.site,
+    forward: !!document.querySelector('#detail [data-forward-frames]') }));
+  ok(grad.lead === '/work/model.py:13' && grad.forward, `a gradient's card leads with its forward line and shows the forward frames (${JSON.stringify(grad)})`);
+  await page.locator('#view tr.clickable', { hasText: '512 KiB' }).first().click();
+  await page.waitForFunction(() => !!document.querySelector('#detail [data-fx]'), null, { timeout: 10000 }).catch(() => null);
+  const fx = await page.textContent('#detail [data-fx]').catch(() => '');
+  ok(/node=addmm, op=call_function, target=aten\.addmm\.default/.test(fx) && /x = self\.fc1\(x\)/.test(fx), `a torch.compile'd frame shows its FX node and model code ("${fx.replace(/\s+/g, ' ')}")`);
+  // user metadata (torch.cuda.memory._set_memory_metadata): shown on the card, and found by the search box.
+  await page.click('[data-view="timeline"]');
+  await page.waitForSelector('#view canvas[data-rects]');
+  await page.fill('#search', 'step 1');
+  await page.waitForFunction(() => /allocations match/.test(document.querySelector('.timeline-info').textContent), null, { timeout: 10000 }).catch(() => null);
+  const info = await page.textContent('.timeline-info');
+  ok(/\b4 of \d+ allocations match/.test(info), `the search finds the 4 allocations made under the metadata "step 1" ("${info}")`);
+  await page.fill('#search', '');
+  eq(Number(await page.getAttribute('#view canvas[aria-label="active memory timeline"]', 'data-annotate-marks')), 1,
+     'the annotate entry is marked on the timeline');
+  // The private pool's segment is marked in the State history; pinned host memory has its own row in the Overview.
+  await page.click('[data-view="state"]');
+  await page.waitForSelector('#view canvas[data-private-pool-segments]');
+  await page.keyboard.press('End');
+  await page.waitForFunction(() => { const c = document.querySelector('#view canvas[data-state-step]'), sc = document.querySelector('#view .scrubber'); return c && sc && c.dataset.stateStep === sc.max; }, null, { timeout: 10000 }).catch(() => null);
+  eq(Number(await page.getAttribute('#view canvas[data-private-pool-segments]', 'data-private-pool-segments')), 1, 'the State history marks the private pool\'s segment');
+  await page.click('[data-view="overview"]');
+  eq(Number(await page.getAttribute('[data-host-reserved]', 'data-host-reserved').catch(() => null)), 4 * 2 ** 20, 'the Overview has a row for the pinned host memory');
+  const settings = await page.textContent('#view').catch(() => '');
+  ok(/trace_alloc_overflowed\s*True/.test(settings), 'the allocator settings show trace_alloc_overflowed');
+  await shot(page, 'newest-format');
+}
+
 // (7) The smaller things.
 async function smaller(page, origin) {
   console.log('smaller things');
@@ -244,7 +281,7 @@ async function main() {
   const t0 = Date.now();
   try {
     const { context, page, watch } = await watchedPage(browser, origin);
-    for (const moment of [detailColumn, traceless, oomFile, noStack, badInput, vocabulary, smaller]) {
+    for (const moment of [detailColumn, traceless, oomFile, noStack, badInput, vocabulary, newestFormat, smaller]) {
       const t = Date.now();
       try { await moment(page, origin); } catch (e) { ok(false, `${moment.name}: ${e && e.stack ? e.stack : e}`); }
       console.log(`  (${Date.now() - t} ms)`);

@@ -70,6 +70,15 @@ export default {
         el('div', { class: 'card-value', 'data-fact': 'events', 'data-value': events }, count(events)),
         el('div', { class: 'card-label', text: 'Trace events' })));
       root.append(grid);
+      // Pinned host memory (record_pinned_host_memory=True, PyTorch 2.14): not GPU memory, so a row of its own.
+      if (f.info.host) {
+        const h = f.info.host;
+        root.append(el('div', { class: 'cards', 'data-host': h.reserved_bytes },
+          el('div', { class: 'card' }, el('div', { class: 'card-value', 'data-host-reserved': h.reserved_bytes }, bytes(h.reserved_bytes)),
+            el('div', { class: 'card-label', text: `pinned host memory reserved (${count(h.segments)} host segments)` })),
+          el('div', { class: 'card' }, el('div', { class: 'card-value', 'data-host-allocated': h.allocated_bytes }, bytes(h.allocated_bytes)),
+            el('div', { class: 'card-label', text: `pinned host memory allocated at the snapshot (${count(h.events)} host trace events)` }))));
+      }
       if (!f.info.devices.some((d) => d.events > 0)) root.append(noTrace(f));
       const glance = el('div', { class: 'glance' }, el('p', { class: 'fine', text: 'Analysing…' }));
       root.append(glance);

@@ -1,7 +1,9 @@
 // Peak: when active memory was highest, what was alive then by category, by allocation site and by size, with
 // links to the flame graph and the allocator state at that moment.
-import { afterEvents, bytes, count, el, micros } from '../format.js';
-import { categoryBar, markSearch, rowFrames, siteText, stackList, card } from './widgets.js';
+import { afterEvents, bytes, count, deviceTimed, el, micros } from '../format.js';
+import { allocationCard } from '../detail.js';
+import { knownHits } from '../search.js';
+import { categoryBar, markSearch, rowFrames, siteText, card } from './widgets.js';
 
 export default {
   id: 'peak',
@@ -65,8 +67,9 @@ export default {
           el('td', { class: 'mono', text: siteText(a) }));
         tr.addEventListener('click', async () => {
           const d = (await ctx.call({ method: 'allocation', id: f.id, device, row: p.largest_rows[i] })).body;
-          detailCard = el('div', null, el('h4', { text: `${bytes(d.size)} at ${d.address}` }),
-            el('div', { class: 'fine', text: `${d.category ? d.category + ' · ' : ''}${d.origin}` }), stackList(d.frames, ctx.state));
+          // The timeline's card (detail.js): the user's line first, forward_frames and FX nodes, the frame filter.
+          detailCard = allocationCard(d, { filter: ctx.state.filterFrames, hits: knownHits(f, ctx.state.search),
+            timed: deviceTimed(f.info, device), timeFirst: ax.time_first_us });
           ctx.detail(detailCard);
           search();
         });

@@ -126,11 +126,25 @@ export default {
         return { row: 0, x: 0 };
       };
       // segments (cached but free = grey)
+      const pool = data.blobs.seg_private_pool;
       for (let k = 0; k < segX.length; ++k)
         for (const p of segX[k]) {
           g.fillStyle = data.blobs.seg_expandable[k] ? (th.dark ? '#3a3f4b' : '#d9dde6') : (th.dark ? '#2c313b' : '#e7e9ee');
           g.fillRect(PAD + p.x, PAD + p.row * ROW_H, p.w, ROW_H - 4);
         }
+      // A private pool's segments (a CUDA graph's or a MemPool's) framed in the accent colour, dashed: their free
+      // memory is not free for other allocations.
+      let pooled = 0;
+      g.save();
+      g.strokeStyle = th.accent;
+      g.setLineDash([3, 2]);
+      for (let k = 0; pool && k < segX.length; ++k) {
+        if (!pool[k]) continue;
+        ++pooled;
+        for (const p of segX[k]) g.strokeRect(PAD + p.x + 0.5, PAD + p.row * ROW_H - 1.5, Math.max(1, p.w - 1), ROW_H - 1);
+      }
+      g.restore();
+      canvas.dataset.privatePoolSegments = pooled;  // for the tests
       // blocks
       for (let i = 0; i < blk_seg.length; ++i) {
         const k = blk_seg[i];
@@ -166,7 +180,11 @@ export default {
       g.font = '11px system-ui, sans-serif';
       // Below the last row the layout can use (rows stop CAPTION px above the bottom).
       const captionY = Math.min(height - 4, PAD + (r + 1) * ROW_H + 12);
-      g.fillText(`${count(seg_size.length)} segments, ${count(blk_seg.length)} blocks · 1 px ≈ ${bytes(bpp)}`, PAD, captionY);
+      const pools = data.body.private_pools || [];
+      g.fillText(`${count(seg_size.length)} segments, ${count(blk_seg.length)} blocks · 1 px ≈ ${bytes(bpp)}` +
+        (pools.length ? ` · dashed: private pool${pools.length > 1 ? 's' : ''} ` +
+          pools.map((p) => `(${p.pool.join(', ')}) ${bytes(p.reserved_bytes)}`).join(', ') +
+          ', free only for their own allocations' : ''), PAD, captionY);
       canvas.dataset.lastRowBottom = PAD + r * ROW_H + ROW_H - 4;  // for the tests: the caption's baseline is below it
       canvas.dataset.captionY = captionY;
       if (!painted) { painted = true; ctx.painted(); }

@@ -292,13 +292,35 @@ export function timelineView(kind) {
     // The device's oom events (the core's `info`), as red lines where the request failed: the moment an OOM file is
     // opened for, which the user used to find by reading the OOM view's event number.
     const oomEvents = ((f.info.devices.find((d) => d.device === device) || {}).oom_events) || [];
+    // `annotate` trace entries (newer PyTorch): dotted marks with their text, as moments the user named.
+    const notes = ((f.info.devices.find((d) => d.device === device) || {}).annotate_events) || [];
     let oomAt = null;  // their x on the current axis: event e happens between steps e and e + 1
+    let noteAt = [];
     async function placeOoms() {
-      if (!oomEvents.length) { oomAt = []; return; }
-      if (st.axis !== 'time') { oomAt = oomEvents.map((e) => e + 0.5); return; }
-      oomAt = (await ctx.call({ method: 'axis', id: f.id, device, steps: oomEvents.map((e) => e + 1) })).body.times;
+      const at = async (events) => (st.axis !== 'time' ? events.map((e) => e + 0.5)
+        : (await ctx.call({ method: 'axis', id: f.id, device, steps: events.map((e) => e + 1) })).body.times);
+      noteAt = notes.length ? await at(notes.map((n) => n[0])) : [];
+      oomAt = oomEvents.length ? await at(oomEvents) : [];
     }
     function drawOoms(g, th, L, T, W, B) {
+      let notesShown = 0;
+      g.save();
+      g.strokeStyle = th.muted;
+      g.fillStyle = th.muted;
+      g.font = '11px system-ui, sans-serif';
+      g.setLineDash([1, 3]);
+      noteAt.forEach((v, i) => {
+        const x = L + zoom.toX(v, W);
+        if (x < L - 1 || x > L + W + 1) return;
+        ++notesShown;
+        g.beginPath();
+        g.moveTo(x, T);
+        g.lineTo(x, B);
+        g.stroke();
+        g.fillText(notes[i][1].slice(0, 40), Math.min(x + 3, L + W - 60), T + 26);
+      });
+      g.restore();
+      canvas.dataset.annotateMarks = notesShown;
       if (!oomAt || !oomAt.length) return;
       let shown = 0;
       g.save();
