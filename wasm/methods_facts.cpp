@@ -51,6 +51,20 @@ Answer info(const Request&, std::span<Loaded* const> files) {
     const DeviceTrace& t = s.devices[d];
     json dj{{"device", t.device}, {"events", t.count()}, {"timed", records_times(s.events, t.begin, t.end)},
             {"busiest", t.device == busiest}};
+    // The device's oom events (their index in its trace, at most 64): the page opens an OOM file on the device that
+    // ran out, marks them on the timeline and badges the OOM tab.
+    json ooms = json::array();
+    uint64_t oom_count = 0;
+    for (uint32_t e = t.begin; e < t.end; ++e)
+      if (s.events.action[e] == Action::kOom && oom_count++ < 64) ooms.push_back(e - t.begin);
+    dj["ooms"] = oom_count;
+    dj["oom_events"] = ooms;
+    // `annotate` entries (newer PyTorch): their index and text (user_metadata), drawn as marks on the timeline.
+    json notes = json::array();
+    for (uint32_t e = t.begin; e < t.end && notes.size() < 256; ++e)
+      if (s.events.action[e] == Action::kAnnotate)
+        notes.push_back({e - t.begin, std::string(s.str(s.events.user_metadata[e]))});
+    if (!notes.empty()) dj["annotate_events"] = notes;
     if (t.count()) {
       auto first = s.events.time_us.begin() + t.begin, last = s.events.time_us.begin() + t.end;
       dj["time_min_us"] = *std::min_element(first, last);
@@ -81,8 +95,21 @@ Answer info(const Request&, std::span<Loaded* const> files) {
   for (const Annotation& an : s.annotations)
     annotations.push_back({{"start", an.start}, {"name", s.str(an.name)}, {"device", an.device},
                            {"time_us", an.time_us}});
+  // Pinned host memory (PyTorch 2.14's record_pinned_host_memory), apart from every device's numbers.
+  json host = nullptr;
+  if (s.host) {
+    uint64_t reserved = 0, allocated = 0;
+    for (const Segment& seg : s.host->segments) {
+      reserved += seg.total_size;
+      for (const Block& b : s.host->blocks_of(seg))
+        if (b.state == BlockState::kActiveAllocated) allocated += b.size;
+    }
+    host = {{"segments", s.host->segments.size()}, {"reserved_bytes", reserved}, {"allocated_bytes", allocated},
+            {"events", s.host->events.size_rows()}};
+  }
   Answer a;
   a.body = {{"name", f.name},
+            {"host", host},
             {"facts", facts_of(s)},
             {"devices", devices},
             {"has_device_traces", s.has_device_traces},

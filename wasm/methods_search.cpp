@@ -8,13 +8,33 @@
 namespace allocscope::wasm {
 namespace {
 
+// The distinct user_metadata texts of the trace (torch.cuda.memory._set_memory_metadata, PyTorch 2.12+), in order
+// of first appearance: the search matches them too, as the texts after the frames' (ids from frames.size() on).
+std::vector<StringId> metadata_texts(const Snapshot& s) {
+  std::vector<StringId> out;
+  const SameOrColumn& um = s.events.user_metadata;
+  if (um.uniform()) {
+    if (um.size() && um[0] && !s.str(um[0]).empty()) out.push_back(um[0]);
+    return out;
+  }
+  std::vector<uint8_t> seen;
+  for (size_t row = 0; row < um.size(); ++row) {
+    const StringId id = um[row];
+    if (!id || s.str(id).empty()) continue;
+    if (id >= seen.size()) seen.resize(id + 1, 0);
+    if (!seen[id]) seen[id] = 1, out.push_back(id);
+  }
+  return out;
+}
+
 Answer frames(const Request&, std::span<Loaded* const> files) {
   const Snapshot& s = files[0]->snapshot;
   json out = json::array();
   for (const Frame& f : s.frames)
     out.push_back(std::string(s.str(f.filename)) + ":" + line_text(f) + ":" + std::string(s.str(f.name)));
+  for (StringId id : metadata_texts(s)) out.push_back("user metadata: " + std::string(s.str(id)));
   Answer a;
-  a.body = {{"frames", out}};
+  a.body = {{"frames", out}, {"metadata_from", s.frames.size()}};
   return a;
 }
 
@@ -28,8 +48,17 @@ Answer match_rows(const Request& r, std::span<Loaded* const> files) {
   uint64_t matches = 0;
   if (auto it = r.j.find("frames"); it != r.j.end() && it->is_array()) {
     std::vector<uint8_t> frame_hit(s.frames.size(), 0);
-    for (const auto& v : *it)
-      if (v.is_number_unsigned() && v.get<uint64_t>() < frame_hit.size()) frame_hit[v.get<uint64_t>()] = 1;
+    const std::vector<StringId> metadata = metadata_texts(s);
+    std::vector<StringId> metadata_hit;  // ids past the frames: user_metadata texts (frames' answer)
+    for (const auto& v : *it) {
+      if (!v.is_number_unsigned()) continue;
+      const uint64_t id = v.get<uint64_t>();
+      if (id < frame_hit.size()) frame_hit[id] = 1;
+      else if (id - frame_hit.size() < metadata.size()) metadata_hit.push_back(metadata[id - frame_hit.size()]);
+    }
+    auto metadata_of = [&](uint32_t row) -> StringId {
+      return lt.alloc_event[row] == kNoEvent ? 0 : s.events.user_metadata[lt.event_begin + lt.alloc_event[row]];
+    };
     std::vector<int8_t> stack_hit(s.stacks.size(), -1);  // memo: stacks are shared by many rows
     for (uint32_t row = 0; row < lt.count(); ++row) {
       const StackId st = lt.stack[row];
@@ -37,7 +66,10 @@ Answer match_rows(const Request& r, std::span<Loaded* const> files) {
         auto fs = s.stack(st);
         stack_hit[st] = std::any_of(fs.begin(), fs.end(), [&](FrameId f) { return frame_hit[f] != 0; }) ? 1 : 0;
       }
-      if (stack_hit[st]) mask[row] = 1, ++matches;
+      if (stack_hit[st] ||
+          (!metadata_hit.empty() &&
+           std::find(metadata_hit.begin(), metadata_hit.end(), metadata_of(row)) != metadata_hit.end()))
+        mask[row] = 1, ++matches;
     }
   } else {
     const std::string text = r.str("address");

@@ -2,6 +2,7 @@
 // History (segments with their blocks at one step), over the core's SegmentTimeline and AllocatorStateIndex.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "allocscope/allocator_state.h"
 #include "allocscope/outside.h"
@@ -187,6 +188,26 @@ Answer state_at(const Request& r, std::span<Loaded* const> files) {
   std::vector<uint8_t> flags(nb);  // bit 0 pending free, bit 1 size known
   for (size_t b = 0; b < nb; ++b) flags[b] = (st.block_pending_free[b] ? 1 : 0) | (st.block_size_known[b] ? 2 : 0);
   std::vector<uint8_t> seg_exp(st.segment_expandable);
+  // Private pools (a CUDA graph's, a MemPool's: segment_pool_id other than (0, 0)): their free memory serves only
+  // their own allocations. The state's segments are matched by address to the snapshot's, whose pool is known; one
+  // the snapshot no longer lists (freed before it was taken) reads as the default pool.
+  std::vector<const Segment*> known;
+  for (const Segment& sg : f.snapshot.segments)
+    if (sg.device == r.i64("device")) known.push_back(&sg);
+  std::sort(known.begin(), known.end(), [](const Segment* a, const Segment* b) { return a->address < b->address; });
+  std::vector<uint8_t> seg_pool(ns, 0);
+  std::map<std::pair<int64_t, int64_t>, uint64_t> pools;  // private pool -> bytes reserved at this step
+  for (size_t k = 0; k < ns; ++k) {
+    auto it = std::upper_bound(known.begin(), known.end(), st.segment_addr[k],
+                               [](uint64_t addr, const Segment* sg) { return addr < sg->address; });
+    if (it == known.begin()) continue;
+    const Segment* sg = *(it - 1);
+    if (st.segment_addr[k] >= sg->address + sg->total_size || (sg->pool_id[0] == 0 && sg->pool_id[1] == 0)) continue;
+    seg_pool[k] = 1;
+    pools[{sg->pool_id[0], sg->pool_id[1]}] += st.segment_size[k];
+  }
+  json private_pools = json::array();
+  for (const auto& [id, bytes] : pools) private_pools.push_back({{"pool", {id.first, id.second}}, {"reserved_bytes", bytes}});
   Answer a;
   a.body = {{"step", step},
             {"steps", steps},
@@ -198,7 +219,8 @@ Answer state_at(const Request& r, std::span<Loaded* const> files) {
             {"pending_free_bytes", st.pending_free_bytes},
             {"rounding_waste_bytes", st.rounding_waste_bytes},
             {"inactive_bytes", st.inactive_bytes},
-            {"blocks_outside_segments", st.blocks_outside_segments}};
+            {"blocks_outside_segments", st.blocks_outside_segments},
+            {"private_pools", private_pools}};
   if (step > 0) {
     const uint32_t e = t->lifetimes->event_begin + step - 1;
     a.body["event"] = {{"action", action_name(f.snapshot.events.action[e])},
@@ -208,6 +230,7 @@ Answer state_at(const Request& r, std::span<Loaded* const> files) {
   a.add<double>("seg_size", "f64", seg_size);
   a.add<double>("seg_allocated", "f64", seg_alloc);
   a.add<uint8_t>("seg_expandable", "u8", seg_exp);
+  a.add<uint8_t>("seg_private_pool", "u8", seg_pool);
   a.add<uint32_t>("blk_seg", "u32", blk_seg);
   a.add<double>("blk_offset", "f64", blk_off);
   a.add<double>("blk_size", "f64", blk_size);

@@ -28,7 +28,9 @@ json frames_json(const Snapshot& s, StackId stack) {
   for (FrameId id : s.stack(stack)) {
     const Frame& fr = s.frames[id];
     // The id last: the page marks search hits by it (the search ran over the `frames` method's texts, by id).
-    out.push_back({s.str(fr.name), s.str(fr.filename), fr.line_none ? json(nullptr) : fr.line_unsigned ? json(line_text(fr)) : json(fr.line), memviz::frame_filter(s.str(fr.name), s.str(fr.filename)), id});
+    json one = {s.str(fr.name), s.str(fr.filename), fr.line_none ? json(nullptr) : fr.line_unsigned ? json(line_text(fr)) : json(fr.line), memviz::frame_filter(s.str(fr.name), s.str(fr.filename)), id};
+    if (fr.fx) one.push_back(s.str(fr.fx));  // a torch.compile'd frame's FX node and original model code
+    out.push_back(std::move(one));
   }
   return out;
 }
@@ -42,7 +44,7 @@ static const char* origin_name(LifetimeOrigin o) {
   return "";
 }
 
-json allocation_json(const Loaded& f, const DeviceTimeline& t, uint32_t row, const Categories* categories) {
+json allocation_json(Loaded& f, const DeviceTimeline& t, uint32_t row, const Categories* categories) {
   const DeviceLifetimes& lt = *t.lifetimes;
   const Snapshot& s = f.snapshot;
   char hex[32];
@@ -59,6 +61,13 @@ json allocation_json(const Loaded& f, const DeviceTimeline& t, uint32_t row, con
          {"birth_us", lt.step_time_us(s, lt.birth_step(row))},
          {"frames", frames_json(s, lt.stack[row])}};
   if (lt.free_event[row] != kNoEvent) j["death_us"] = lt.step_time_us(s, lt.death_step(row));
+  // The frame the one site rule picks (frame_filter.h), by id: the card leads with it, marked, also when a
+  // context='all' stack puts fifteen allocator frames before it.
+  const FrameFilter& ff = frame_filter_of(f);
+  if (const FrameId site = ff.site(lt.stack[row]); site != kNoFrame) {
+    j["site"] = site;
+    j["site_user"] = ff.has_user_frame(lt.stack[row]);
+  }
   if (categories && row < categories->category.size()) {
     j["category"] = category_name(categories->category[row]);
     j["category_reason"] = category_reason_name(categories->reason[row]);

@@ -27,7 +27,7 @@ DeviceTimeline* timeline_of(Loaded& f, int64_t device);
 
 // Allocation details for hover, pin and the side panels: size, address, steps and times, origin, stream, frames,
 // and the category with its evidence when `categories` is given.
-json allocation_json(const Loaded& f, const DeviceTimeline& t, uint32_t row, const Categories* categories = nullptr);
+json allocation_json(Loaded& f, const DeviceTimeline& t, uint32_t row, const Categories* categories = nullptr);
 
 // Per-file and per-device analysis inputs, built on first use (methods_analyses.cpp, methods_segments.cpp).
 const Lifetimes& all_lifetimes(Loaded& f);

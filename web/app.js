@@ -12,7 +12,15 @@ function setPageState(s) { html.dataset.state = s; }
 
 function show(section) {
   for (const id of ['welcome', 'loading', 'error', 'view']) $(id).classList.toggle('hidden', id !== section);
+  $('workspace').classList.toggle('hidden', section !== 'view');
   if (section !== 'view') $('detail').classList.add('hidden');
+}
+
+// The detail column's words while nothing is hovered or pinned: it keeps its place (the plot does not resize under
+// the pointer when a card appears), and says what will appear there.
+function detailPlaceholder() {
+  return el('p', { class: 'detail-empty' }, 'Point at something in the view for its details here: size, life and ' +
+    'the stack, your own line first. Click pins it; Esc unpins.');
 }
 
 // lost: the worker's core was restarted (an abort), so the files it held are gone and "back" goes to the start.
@@ -128,21 +136,30 @@ function applyState(patch) {
   writeHash();
 }
 
+// The view a file opens on, the most useful one for what it holds: the Active Memory Timeline where there is a trace
+// (on the device that ran out of memory, with the OOM marked, when there was one: defaultDevice), the allocator's
+// segment map where there are segments but no trace (torch.cuda.memory_snapshot(), a dump without history), else the
+// Overview, which says why there is nothing to draw.
 function defaultView() {
   if (state.files.length > 2 && views.some((v) => v.id === 'ranks')) return 'ranks';
   if (state.files.length === 2 && views.some((v) => v.id === 'diff')) return 'diff';
-  const t = views.find((v) => v.id === 'timeline');
-  return t && t.available(state) ? 'timeline' : 'overview';
+  for (const id of ['timeline', 'state']) {
+    const v = views.find((x) => x.id === id);
+    if (v && v.available(state)) return id;
+  }
+  return 'overview';
 }
 
 function currentFile() { return state.files[state.file] || state.files[0]; }
 
 function devicesOf(f) { return f.info.devices; }
 function validDevice(d) { return d !== null && devicesOf(currentFile()).some((x) => x.device === d); }
+// The device that ran out of memory first, else the first with a trace, else the first with segments: a 4-GPU file
+// that ran out on cuda:1 used to open on cuda:0.
 function defaultDevice() {
   const ds = devicesOf(currentFile());
-  const withEvents = ds.find((d) => d.events > 0);
-  return (withEvents || ds[0] || { device: 0 }).device;
+  const pick = ds.find((d) => d.ooms > 0 && d.events > 0) || ds.find((d) => d.events > 0) || ds.find((d) => d.segments > 0);
+  return (pick || ds[0] || { device: 0 }).device;
 }
 
 function filesFromList(fileList) { return Array.from(fileList).map((f) => ({ name: f.name, blob: f })); }
@@ -167,12 +184,16 @@ async function fetchFiles(urls) {
 function setupChrome() {
   const tabs = $('tabs');
   tabs.replaceChildren();
+  const ooms = state.files.length ? devicesOf(currentFile()).reduce((n, d) => n + (d.ooms || 0), 0) : 0;
   for (const v of views) {
     if (!v.available(state)) continue;
+    // The OOM tab carries the file's count of oom events, so a file that ran out of memory says so from any view.
+    const badge = v.id === 'oom' && ooms
+      ? el('span', { class: 'badge', 'data-oom-badge': ooms, title: `${count(ooms)} out-of-memory event(s)` }, count(ooms)) : null;
     tabs.append(el('button', {
       type: 'button', class: v.id === state.view ? 'tab active' : 'tab', 'data-view': v.id,
       title: `${v.long || v.title} (key ${v.key})`, onclick: () => selectView(v.id),
-    }, v.title));
+    }, v.title, badge));
   }
   if (!state.files.length) {  // a ranks file: no snapshot to pick a file or device of, nothing to search
     for (const id of ['file-pick', 'device-pick', 'search']) $(id).classList.add('hidden');
@@ -217,12 +238,16 @@ function mountView() {
   const root = $('view');
   root.replaceChildren();
   root.className = `view-${state.view}`;
-  $('detail').classList.add('hidden');
   const v = views.find((x) => x.id === state.view) || views[0];
+  // Views that show details (detail: true) get the column beside them before they mount, so they measure their
+  // canvases once, at the width they keep.
+  $('detail').replaceChildren(detailPlaceholder());
+  $('detail').classList.toggle('hidden', !v.detail);
   const my = ++mountSeq;
   // A per-device view on a device the trace never reached (a 4-GPU box traced on one): say so, not the core's error.
+  // Views marked fromSegments (State, Flame, Peak) answer a device without a trace from the segments it holds.
   const dev = v.perDevice ? devicesOf(currentFile()).find((d) => d.device === state.device) : null;
-  if (dev && !dev.events) {
+  if (dev && !dev.events && !(v.fromSegments && dev.segments)) {
     root.append(el('div', { class: 'verdict', 'data-empty': 'no-trace' },
       `cuda:${dev.device} has no trace: this snapshot recorded no allocation events on that device, so ` +
       `${v.long || v.title} has nothing to show for it. Choose a device with a trace in the device selector` +
@@ -255,9 +280,8 @@ function mountView() {
     fail(e) { if (my === mountSeq || e.lost) showError(`${v.title}: ${e.message || e}`, e.lost); },
     detail(node) {
       const d = $('detail');
-      if (!node) { d.classList.add('hidden'); d.replaceChildren(); return; }
-      d.replaceChildren(node);
-      d.classList.remove('hidden');
+      d.replaceChildren(node || detailPlaceholder());
+      if (node && !v.detail) d.classList.remove('hidden');  // a view without the column never asks; shown if one does
     },
   };
   try {
@@ -278,8 +302,9 @@ subscribe((st, patch) => {
 
 // ---- help ----
 
+// Every view's own key is listed from the views themselves (w, 8 and 9 were missing from a fixed "0–9" line).
 const KEYS = [
-  ['?', 'this help'], ['o', 'open files'], ['0–9', 'switch view (see tab tooltips)'],
+  ['?', 'this help'], ['o', 'open files'],
   ['← →', 'pan the timeline; step the allocator state history'], ['+ − / wheel', 'zoom the timeline'],
   ['Home', 'zoom out to everything'], ['t', 'event axis ↔ time axis'], ['c', 'colour by allocation ↔ by category'], ['/', 'search frames (regex) or an address (0x…)'],
   ['f', 'toggle the frame filter (hide Python/C++ internals in stacks)'], ['Esc', 'unpin / close'],
@@ -288,7 +313,9 @@ const KEYS = [
 
 function openHelp() {
   const t = $('help-keys');
-  t.replaceChildren(...KEYS.map(([k, d]) => el('tr', null, el('td', null, el('kbd', { text: k })), el('td', { text: d }))));
+  const viewKeys = views.map((v) => [v.key, `${v.long || v.title}${v.id === 'diff' ? ' (two files)' : v.id === 'ranks' ? ' (two or more files)' : ''}`]);
+  t.replaceChildren(...[...KEYS.slice(0, 2), ...viewKeys, ...KEYS.slice(2)].map(([k, d]) =>
+    el('tr', { 'data-help-key': k }, el('td', null, el('kbd', { text: k })), el('td', { text: d }))));
   if (!$('help').open) $('help').showModal();
 }
 

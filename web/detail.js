@@ -35,13 +35,36 @@ export function allocationCard(a, opts) {
   if (opts.onToggleFilter)
     head.append(el('button', { type: 'button', onclick: opts.onToggleFilter, title: 'toggle the frame filter (f)' },
       opts.filter ? 'show all frames' : 'hide internals'));
+  // The line that made it first: the core's site (the one rule of frame_filter.h, as every answer names it), which a
+  // context='all' stack puts behind a dozen allocator and dispatcher frames.
+  const site = a.site !== undefined ? frames.find((f) => f[4] === a.site) : null;
+  if (site) {
+    card.insertBefore(el('div', { class: 'site-lead', 'data-site': `${site[1]}:${lineText(site[2])}` },
+      el('span', { class: 'fine', text: a.site_user ? 'your code: ' : 'allocated at: ' }),
+      el('span', { class: 'fn mono', text: site[0] }), el('span', { class: 'mono', text: `  ${site[1]}:${lineText(site[2])}` })),
+      card.children[1]);
+  }
   card.append(head);
   const pre = el('div', { class: 'stack' });
   if (!frames.length) pre.append(el('div', { class: 'fine', text: '(no frames recorded: enable stacks in _record_memory_history)' }));
-  for (const f of shown) {
-    const line = el('div', null, el('span', { class: 'fn', text: f[0] }), el('span', { class: 'fine', text: `  ${f[1]}:${lineText(f[2])}` }));
+  for (const f of frames) {
+    // The loader's marker before forward_frames (PyTorch 2.13+: where a backward tensor's forward op ran).
+    if (f[1] === '<forward pass>') {
+      pre.append(el('div', { class: 'forward-head', 'data-forward-frames': '' }, 'forward pass: where this tensor\'s forward op ran'));
+      continue;
+    }
+    if (opts.filter && !f[3] && f !== site) continue;
+    const mine = f === site;
+    const line = el('div', null, mine ? el('span', { class: 'site-mark', text: '▶ ' }) : null,
+      el('span', { class: 'fn', text: f[0] }), el('span', { class: 'fine', text: `  ${f[1]}:${lineText(f[2])}` }));
+    // A torch.compile'd frame (PyTorch 2.13+): its FX node and the model code it came from, under it.
+    if (f[5]) line.append(el('div', { class: 'fx', 'data-fx': '', text: `FX ${f[5]}` }));
     line.title = frameText(f);
-    if (opts.hits && opts.hits.has(f[4])) line.className = 'hit';
+    line.dataset.frame = String(f[4]);  // the answer views' markSearch marks lines by frame id, as this card does
+    const classes = [];
+    if (opts.hits && opts.hits.has(f[4])) classes.push('hit');
+    if (mine) classes.push('site');
+    line.className = classes.join(' ');
     pre.append(line);
   }
   card.append(pre);

@@ -78,10 +78,11 @@ void print_text(const nlohmann::json& j) {
               static_cast<unsigned long long>(j["allocated_before_trace"]["alive_at_end"].get<uint64_t>()));
   const auto& a = j["active"];
   const auto& r = j["reserved"];
-  // Step s is the state after s events: step 0 is before the first one.
+  // Step s is the state after s events: step 0 is before the first one. Said as `peak` and `summary` say it ("event
+  // 4397" here was "step 4398" there: one numbering, docs/analyses.md "Words").
   auto when = [](const nlohmann::json& step) {
     const int64_t s = step.get<int64_t>();
-    return s == 0 ? std::string("before the first event") : "at event " + std::to_string(s - 1);
+    return s == 0 ? std::string("before the first event") : "at step " + std::to_string(s);
   };
   if (!j["traced"].get<bool>()) {
     // No trace: one state, the snapshot's, as `peak` says; "peak ... before the first event" read as a measured peak.

@@ -31,6 +31,8 @@ const traced = (facts) => facts.trace_events_per_device.some((n) => n > 0);
 const FILE_VIEWS = ['overview', 'oom'];
 const DEVICE_VIEWS = ['timeline', 'segments', 'state', 'flame', 'peak', 'leaks'];
 const CANVAS_VIEWS = new Set(['timeline', 'segments', 'state', 'flame']);
+// What a file without a trace still offers, from the segments it holds: the segment map and what is alive in it.
+const SEGMENT_VIEWS = ['state', 'flame', 'peak'];
 // What a view must say when it has nothing to draw: a [data-empty] element with words in it.
 const EMPTY = '#view [data-empty]';
 
@@ -72,7 +74,7 @@ async function settle(page) { return waitState(page, ['ready', 'error'], 30000).
 async function openUrl(page, origin, files, view) {
   const q = files.map((f) => 'url=' + encodeURIComponent('/fixtures/' + f)).join('&');
   await page.goto('about:blank');  // a hash-only change would not reload the page
-  await page.goto(`${origin}/app/?${q}#view=${view}`);
+  await page.goto(`${origin}/app/?${q}${view ? `#view=${view}` : ''}`);
   return waitState(page, ['ready', 'error'], 60000).catch(() => 'timeout');
 }
 
@@ -102,9 +104,26 @@ async function singleFiles(page, origin, watch) {
   for (const f of FILES) {
     const base = baseOf(f), facts = factsOf(f);
     const t0 = Date.now(), errorsBefore = watch.errors.length;
-    const st = await openUrl(page, origin, [`external/${f}`], 'overview');
+    // Opened as a user opens it (no view asked for): it lands on its most useful view and draws it. A trace: the
+    // Active Memory Timeline, on the device that ran out of memory if one did; segments without a trace: the
+    // allocator's segment map; nothing at all: the Overview, which says why.
+    const landed = await openUrl(page, origin, [`external/${f}`], '');
+    const first = await look(page);
+    if (!ok(landed === 'ready', `${base}: opens (${landed}${first.error ? `: "${first.error}"` : ''})`)) { await shot(page, base); continue; }
+    const withSegments = facts.segments > 0;
+    const wantView = traced(facts) ? 'timeline' : withSegments ? 'state' : 'overview';
+    const where = await page.evaluate(() => ({ view: (document.querySelector('#tabs .tab.active') || {}).dataset?.view,
+      device: Number(document.getElementById('device-select').value), badge: document.querySelector('[data-oom-badge]') ? 1 : 0 }));
+    eq(where.view, wantView, `${base}: lands on its most useful view`);
+    if (wantView === 'overview') ok(first.empty && first.empty.kind === 'no-trace', `${base}: the Overview it lands on says why there is nothing to draw`);
+    else ok(first.inked > 0, `${base}: the ${wantView} it lands on is drawn (${first.inked} px)`);
+    if (traced(facts)) ok((facts.trace_events_per_device[where.device] || 0) > 0, `${base}: on a device with a trace (cuda:${where.device})`);
+    eq(where.badge, facts.actions.oom ? 1 : 0, `${base}: the OOM tab has a badge exactly when the file has oom events`);
+    await mark(page);
+    await page.click('[data-view="overview"]');
+    const st = wantView === 'overview' ? landed : await settle(page);
     const opened = await look(page);
-    if (!ok(st === 'ready', `${base}: opens (${st}${opened.error ? `: "${opened.error}"` : ''})`)) { await shot(page, base); continue; }
+    if (!ok(st === 'ready', `${base}: its Overview opens (${st})`)) continue;
 
     // Overview: PyTorch's counts, and per device what the trace and the segments hold.
     const shown = await page.evaluate(() => {
@@ -128,7 +147,8 @@ async function singleFiles(page, origin, watch) {
     // the overview says why.
     const tabs = await page.$$eval('#tabs button', (bs) => bs.map((b) => b.dataset.view));
     const withTrace = traced(facts);
-    eq(tabs, withTrace ? [...FILE_VIEWS.slice(0, 1), ...DEVICE_VIEWS, 'oom', 'whatif'] : FILE_VIEWS, `${base}: the views offered`);
+    eq(tabs, withTrace ? [...FILE_VIEWS.slice(0, 1), ...DEVICE_VIEWS, 'oom', 'whatif']
+      : withSegments ? ['overview', ...SEGMENT_VIEWS, 'oom'] : FILE_VIEWS, `${base}: the views offered`);
     if (!withTrace) {
       const why = opened.empty;
       ok(why && why.kind === 'no-trace' && /no (allocation )?trace/i.test(why.text) && /_record_memory_history/.test(why.text),
@@ -165,7 +185,12 @@ async function singleFiles(page, origin, watch) {
           await page.click(`[data-view="${view}"]`);
           const v = await checkView(page, where, await settle(page), view);
           if (v.state !== 'ready') continue;
-          if (!events) {
+          const segsHere = (shown.devices.find(([dev]) => dev === d) || [d, 0])[1];
+          if (!events && SEGMENT_VIEWS.includes(view) && segsHere) {
+            // The segments this device holds answer State, Flame and Peak (the one state there is).
+            ok(!v.empty && (v.inked > 0 || v.peakAllocated !== null), `${where}: a device without a trace shows its segments' state (${v.inked} px)`);
+            if (view === 'state') stateSegments += v.stateSegments || 0;
+          } else if (!events) {
             ok(v.empty && v.empty.kind === 'no-trace' && new RegExp(`cuda:${d}`).test(v.empty.text),
                `${where}: a device without a trace says so (${v.empty ? `"${v.empty.text}"` : `no message; ${v.canvases} canvases, ${v.inked} px`})`);
           } else if (view === 'timeline') {
@@ -203,6 +228,37 @@ async function singleFiles(page, origin, watch) {
         }
       }
       eq(stateSegments, facts.segments, `${base}: State history at the last event shows PyTorch's segment count, summed over devices`);
+    } else if (withSegments) {
+      // No trace: State, Flame and Peak answer from the segments, on every device that has some.
+      const devices = await page.$$eval('#device-select option', (os) => os.map((o) => Number(o.value)));
+      let stateSegments = 0;
+      for (const d of devices) {
+        if (devices.length > 1 && Number(await page.inputValue('#device-select')) !== d) {
+          await mark(page);
+          await page.selectOption('#device-select', String(d));
+          await settle(page);
+        }
+        let flame = null;
+        const segsHere = (shown.devices.find(([dev]) => dev === d) || [d, 0])[1];
+        for (const view of SEGMENT_VIEWS) {
+          const where = `${base} cuda:${d} ${view} (no trace)`;
+          await mark(page);
+          await page.click(`[data-view="${view}"]`);
+          const v = await checkView(page, where, await settle(page), view);
+          if (v.state !== 'ready') continue;
+          if (!segsHere) {  // an empty device trace and no segments: nothing to show, said in words
+            ok(v.empty && v.empty.kind === 'no-trace', `${where}: a device with neither trace nor segments says so`);
+            continue;
+          }
+          if (view === 'state') stateSegments += v.stateSegments || 0;
+          if (view === 'flame') {
+            await page.waitForFunction(() => (document.querySelector('#view [data-total]') || {}).dataset?.total !== undefined, null, { timeout: 10000 }).catch(() => null);
+            flame = Number(await page.getAttribute('#view [data-total]', 'data-total').catch(() => null));
+          }
+          if (view === 'peak') eq(v.peakAllocated, flame, `${where}: what is alive equals the flame graph's total`);
+        }
+      }
+      eq(stateSegments, facts.segments, `${base}: the segment map shows PyTorch's segment count, summed over devices`);
     }
     eq(watch.errors.slice(errorsBefore), [], `${base}: no console errors or uncaught exceptions`);
     console.log(`  ${base}: ${Date.now() - t0} ms`);

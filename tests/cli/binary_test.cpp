@@ -221,6 +221,46 @@ TEST(Binary, NotASnapshot) {
   clitest::write_bytes(path, "hello, this is not a pickle\n");
   expect_one_line_error(clitest::run_cli({"memory", path}), "text file");
   expect_one_line_error(clitest::run_cli({"stats", clitest::temp_path("missing.pickle")}), "missing file");
+  std::remove(path.c_str());
+}
+
+// Issue 40: bad input said in words a user acts on, never in pickle opcodes, and never a success. Text and CSV say
+// they are text (their bytes are opcodes too: 'h' is BINGET, and the error was about memo slot 101); a pickle that is
+// not a snapshot exits 1 (`pickle.dump({'a': [1, 2, 3]})` read as an empty snapshot, exit 0); a missing file says
+// why; an empty real snapshot's summary explains itself instead of printing zeros.
+TEST(Binary, BadInputSaysWhatItIs) {
+  struct Case {
+    const char* leaf;
+    std::string bytes;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"notes.txt", "hello, this is not a pickle\n", "a text file, not a pickle: it begins \"hello, this is not a pickle\""},
+      {"table.csv", "step,bytes\n1,100\n2,200\n", "CSV text, not a pickle: it begins \"step,bytes\""},
+      // pickle.dumps({'a': [1, 2, 3]}, protocol=2) and pickle.dumps([1, 2, 3], protocol=4)
+      {"dict.pickle", std::string("\x80\x02}q\x00X\x01\x00\x00\x00" "aq\x01]q\x02(K\x01K\x02K\x03" "es.", 26),
+       "a pickle, but not a memory snapshot: a dict with the key(s) 'a'"},
+      {"list.pickle", std::string("\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00]\x94(K\x01K\x02K\x03" "e.", 22),
+       "a pickle, but not a memory snapshot: it holds a list of int"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = clitest::temp_path(c.leaf);
+    clitest::write_bytes(path, c.bytes);
+    for (const char* verb : {"summary", "peak", "stats"}) {
+      const auto r = clitest::run_cli({verb, path});
+      expect_one_line_error(r, c.leaf);
+      EXPECT_EQ(r.exit_code, 1) << c.leaf;
+      EXPECT_NE(r.err.find(c.says), std::string::npos) << verb << " " << c.leaf << ": " << r.err;
+      EXPECT_EQ(r.err.find("opcode"), std::string::npos) << r.err;
+    }
+    std::remove(path.c_str());
+  }
+  const auto missing = clitest::run_cli({"summary", clitest::temp_path("missing.pickle")});
+  expect_one_line_error(missing, "missing file");
+  EXPECT_NE(missing.err.find("No such file or directory"), std::string::npos) << missing.err;
+  const auto empty = clitest::run_cli({"summary", clitest::snapshot_path("external/pt26_empty")});
+  EXPECT_EQ(empty.exit_code, 0) << empty.err;
+  EXPECT_NE(empty.out.find("It holds no allocations"), std::string::npos) << empty.out;
 }
 
 // A page written by PyTorch's trace_plot or segment_plot (tests/fixtures/pages, PyTorch 2.11) is the snapshot it

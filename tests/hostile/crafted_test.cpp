@@ -320,14 +320,30 @@ TEST(WrongTypes, ScalarsUnderTopLevelKeysNameAnOffset) {
 }
 
 TEST(WrongTypes, UnexpectedButHarmlessShapesLoad) {
-  // allocator_settings that is not a dict is ignored; unknown keys are counted, not fatal.
-  for (const Bytes& in : {top_with("allocator_settings", [](P& p) { p.list(); }),
-                          top_with("whatever", [](P& p) { p.i(1); }),
+  // allocator_settings that is not a dict is ignored; unknown keys beside a snapshot's are counted, not fatal (a dict
+  // with none of a snapshot's keys is another pickle, refused: Refused.PicklesThatAreNotSnapshots).
+  Bytes beside;
+  {
+    P p(2);
+    p.dict().mark().str("segments").list().str("whatever").i(1).setitems();
+    beside = p.done();
+  }
+  for (const Bytes& in : {top_with("allocator_settings", [](P& p) { p.list(); }), beside,
                           entry_with([](P& p) { p.str("extra").list(); }),
                           entry_with([](P& p) { p.str("frames").none(); })}) {
     Outcome o = load_metered(in);
     EXPECT_TRUE(o.ok) << o.error.describe();
   }
+}
+
+// Issue 40: `pickle.dump({'a': [1, 2, 3]})`, `{}` and `[1, 2, 3]` loaded as empty snapshots (exit status 0).
+TEST(Refused, PicklesThatAreNotSnapshots) {
+  std::vector<TypeCase> cases = {
+      {"a dict of other keys", top_with("a", [](P& p) { p.list().i(1).append(); }), "not a memory snapshot: a dict with the key(s) 'a'"},
+      {"an empty dict", P(2).dict().done(), "not a memory snapshot: an empty dict"},
+      {"a list of ints", P(2).list().i(1).append().done(), "not a memory snapshot: it holds a list of int"},
+  };
+  for (const TypeCase& c : cases) expect_error(c.in, c.needle, c.what);
 }
 
 // ---- Code-execution opcodes anywhere in a real file are refused.

@@ -125,7 +125,7 @@ TEST(Gzip, OddButValidShapes) {
   ASSERT_FALSE(e.ok);
   EXPECT_NE(e.error.message.find("empty"), std::string::npos) << e.error.describe();
 
-  Bytes pickle = P(2).dict().done();
+  Bytes pickle = P(2).dict().str("segments").list().setitem().done();  // {'segments': []}
   Bytes gz = gzip(pickle).value();
   Bytes padded = gz;
   padded.insert(padded.end(), 1000, 0);

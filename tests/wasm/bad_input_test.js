@@ -13,7 +13,13 @@ async function main() {
   const good = new Uint8Array(fs.readFileSync(fixture));
   const cases = [
     ['empty file', new Uint8Array(0)],
-    ['text file', new TextEncoder().encode('hello, this is not a pickle\n')],
+    // Text and CSV are said to be text (their bytes are pickle opcodes too: 'h' is BINGET), and a pickle that is not a
+    // snapshot is refused with what it holds, not loaded as an empty snapshot (issue 40).
+    ['text file', new TextEncoder().encode('hello, this is not a pickle\n'), /a text file, not a pickle: it begins "hello, this is not a pickle"/],
+    ['CSV file', new TextEncoder().encode('step,bytes\n1,100\n'), /CSV text, not a pickle: it begins "step,bytes"/],
+    // pickle.dumps({'a': [1, 2, 3]}, protocol=2)
+    ['pickle of another dict', new Uint8Array(Buffer.from('80027d710058010000006171015d7102284b014b024b0365732e', 'hex')),
+     /a pickle, but not a memory snapshot: a dict with the key\(s\) 'a'/],
     ['truncated pickle', good.slice(0, Math.floor(good.length / 2))],
     ['pickle calling a global', new Uint8Array([0x80, 0x02, 0x63, ...new TextEncoder().encode('os\nsystem\n'), 0x2e])],
     ['gzip header then garbage', new Uint8Array([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6, 7, 8])],

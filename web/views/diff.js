@@ -27,6 +27,7 @@ export default {
   title: 'Diff',
   key: '8',
   available: (st) => st.files.length === 2,
+  detail: true,
   mount(root, ctx) {
     const st = ctx.state;
     const [a, b] = ctx.files();

@@ -11,8 +11,11 @@ export default {
   title: 'Flame',
   long: 'Flame graph of live memory',
   key: '4',
-  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  // Without a trace, the one state the snapshot holds: its segments' live blocks (fromSegments, app.js).
+  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0 || d.segments > 0),
   perDevice: true,
+  fromSegments: true,
+  detail: true,
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();
@@ -24,9 +27,11 @@ export default {
     const wrap = el('div', { class: 'canvas-wrap flame-wrap' });
     const canvas = el('canvas', { 'aria-label': 'flame graph' });
     wrap.append(canvas);
+    // Without a trace there is one moment to show, the snapshot's: no peak to go to, no event to pick.
+    const traced = ((f.info.devices.find((d) => d.device === device) || {}).events || 0) > 0;
     root.append(el('div', { class: 'toolbar' },
-      el('button', { type: 'button', onclick: () => load(-1) }, 'At peak'),
-      el('label', null, 'at event ', stepInput), filterBtn, info, searchNote), wrap);
+      traced ? el('button', { type: 'button', onclick: () => load(-1) }, 'At peak') : null,
+      traced ? el('label', null, 'at event ', stepInput) : null, filterBtn, info, searchNote), wrap);
 
     let data = null, children = null, focus = 0, layout = [], hover = -1, painted = false, destroyed = false;
     let hits = null;  // the search's frame ids (search.js), marked in the graph
@@ -56,16 +61,31 @@ export default {
       focus = 0;
       stepInput.value = String(data.body.step);
       filterBtn.textContent = st.filterFrames ? 'show all frames' : 'hide internals';
-      info.textContent = `${bytes(data.body.total)} in ${count(data.body.allocations)} live allocations ` +
-        `${afterEvents(data.body.step)} (${since(data.body.time_us, data.body.time_first_us, deviceTimed(f.info, device))})` +
-        (data.body.step === data.body.peak_step ? ' — the peak' : '');
+      info.textContent = !traced
+        ? `${bytes(data.body.total)} in ${count(data.body.allocations)} live allocations when the snapshot was taken (no trace recorded)`
+        : `${bytes(data.body.total)} in ${count(data.body.allocations)} live allocations ` +
+          `${afterEvents(data.body.step)} (${since(data.body.time_us, data.body.time_first_us, deviceTimed(f.info, device))})` +
+          (data.body.step === data.body.peak_step ? ' — the peak' : '');
       info.dataset.total = data.body.total;
+      // For the tests: the bytes of the "no stack" node under the root (0 when there is none).
+      const noStack = data.body.labels.findIndex((l) => l[3] === -1 && l[0] === 'no stack');
+      let noStackBytes = 0;
+      for (const n of children[0]) if (data.blobs.label[n] === noStack) noStackBytes = value[n];
+      info.dataset.noStack = noStackBytes;
       ctx.set({ step: data.body.step }, { quiet: true });
       draw();
     }
 
     function name(n) { return n === 0 ? 'all' : data.body.labels[data.blobs.label[n]][0]; }
     function where(n) { const l = data.body.labels[data.blobs.label[n]]; return `${l[1]}:${lineText(l[2])}`; }
+    // The core's pseudo-frames (id -1): memory with no stack, or only frames the filter hides.
+    function pseudo(n) { return n !== 0 && data.body.labels[data.blobs.label[n]][3] === -1; }
+    const PSEUDO_WHY = {
+      'no stack': 'No stack was recorded for these allocations: they were made before the history was recorded, ' +
+        'or recorded with stacks=None / without Python frames.',
+      'only frames the filter hides': 'Every frame of these stacks is one the frame filter hides (interpreter and ' +
+        'dispatcher internals): press f to show all frames.',
+    };
 
     function draw() {
       if (!data) return;
@@ -97,7 +117,8 @@ export default {
         const y = b.d * ROW;
         if (y > height) continue;
         const hit = hits && b.n !== 0 && hits.has(data.body.labels[data.blobs.label[b.n]][3]);
-        g.fillStyle = b.n === 0 ? (th.dark ? '#3a3f4b' : '#d9dde6') : colour(data.blobs.label[b.n] * 3 + 1, th.dark, hits && !hit ? 0.35 : 0.95);
+        g.fillStyle = b.n === 0 || pseudo(b.n) ? (th.dark ? '#3a3f4b' : '#d9dde6')
+          : colour(data.blobs.label[b.n] * 3 + 1, th.dark, hits && !hit ? 0.35 : 0.95);
         g.fillRect(b.x, y, Math.max(0.5, b.w - 0.5), ROW - 1);
         if (b.n === hover) { g.strokeStyle = th.fg; g.strokeRect(b.x + 0.5, y + 0.5, b.w - 1.5, ROW - 2); }
         if (b.w > 40) {
@@ -127,7 +148,8 @@ export default {
       if (n < 0) { ctx.detail(null); return; }
       const v = data.blobs.value[n];
       ctx.detail(el('div', null, el('h4', { text: name(n) }),
-        n ? el('div', { class: 'mono', text: where(n) }) : null,
+        n && !pseudo(n) ? el('div', { class: 'mono', text: where(n) }) : null,
+        pseudo(n) ? el('div', { class: 'fine', text: PSEUDO_WHY[name(n)] || '' }) : null,
         el('div', { text: `${bytes(v)} (${count(v)} bytes) · ${(100 * v / Math.max(1, data.body.total)).toFixed(1)}% of live memory` }),
         el('div', { class: 'fine', text: `${count(data.blobs.count[n])} allocations; ${bytes(data.blobs.self[n])} allocated directly here` })));
     });
@@ -136,7 +158,7 @@ export default {
     stepInput.addEventListener('change', () => load(Number(stepInput.value)));
     filterBtn.addEventListener('click', () => ctx.set({ filterFrames: !st.filterFrames }));
     const stop = onResize(wrap, draw);
-    load(st.step === null || st.step === undefined ? -1 : st.step);
+    load(!traced || st.step === null || st.step === undefined ? -1 : st.step);
     if (st.search) search();
     return {
       update(patch) {

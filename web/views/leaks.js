@@ -2,7 +2,7 @@
 // stay alive across optimizer steps (held, not growing). Iterations come from optimizer annotations or the trace's
 // repeating pattern.
 import { bytes, count, el } from '../format.js';
-import { markSearch, rowFrames, siteText, stackList, sparkline } from './widgets.js';
+import { lineChart, markSearch, rowFrames, siteText, stackList, sparkline } from './widgets.js';
 
 // `unit` is what the boundaries are: 'iteration', or 'repeat' where they all run inside module forwards.
 function groupTable(groups, kind, st, unit) {
@@ -74,7 +74,7 @@ export default {
         root.append(el('p', { class: 'fine', text: `Active memory at the one ${unit} start: ${bytes(r.total_at_boundary[0])}.` }));
       } else if (r.total_at_boundary.length) {
         root.append(el('h3', { text: `Active memory at the start of each ${unit}` }),
-          el('div', { title: r.total_at_boundary.map(bytes).join(' → ') }, sparkline(r.total_at_boundary, 420, 60)),
+          el('div', { title: r.total_at_boundary.map(bytes).join(' → ') }, lineChart(r.total_at_boundary, 480, 110, unit)),
           el('p', { class: 'fine', text: `${bytes(r.total_at_boundary[0])} → ${bytes(r.total_at_boundary[r.total_at_boundary.length - 1])}` }));
       }
       if (r.growing.length) root.append(el('h3', { text: r.forward_only ? 'Growing across the repeats (not judged a leak)' : 'Growing sites' }), groupTable(r.growing, 'growing', ctx.state, unit));

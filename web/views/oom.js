@@ -3,7 +3,7 @@
 import { bytes, count, el, gpuProblem } from '../format.js';
 import { card, markSearch, rowFrames, siteText, stackList } from './widgets.js';
 
-const CAUSES = {
+export const CAUSES = {
   request_too_large: 'The request alone is larger than the GPU',
   held_outside: 'The GPU is held outside PyTorch',
   allocator_cap: 'A per-process cap refused it',

@@ -2,6 +2,7 @@
 // where to look next. Its numbers carry data-value attributes with exact integers for the browser tests.
 import { bytes, count, el } from '../format.js';
 import { siteText } from './widgets.js';
+import { CAUSES } from './oom.js';
 
 const FACTS = [
   ['total_reserved', 'Reserved by the allocator', bytes],
@@ -21,6 +22,29 @@ function noTrace(f) {
     `No trace: ${what}. Only Overview and OOM apply; the timelines, state history, flame graph, peak and leaks need ` +
     `the trace, which torch.cuda.memory._record_memory_history() records and torch.cuda.memory._dump_snapshot() ` +
     `writes with the segments.${none}`);
+}
+
+// What happened at a device's out-of-memory events, in words (the OOM view's first answer: the request, the
+// cause and what to do), with a way there; the summary's warning only said "see `allocscope oom`". Filled in when the
+// core's `ooms` answer arrives.
+function oomVerdict(d) {
+  return el('div', { class: 'verdict bad', 'data-oom-summary': d.device },
+    `cuda:${d.device} ran out of memory ${count(d.ooms)} time(s) — see OOM (7).`);
+}
+
+async function explainOoms(ctx, f, glance) {
+  const { ooms } = (await ctx.call({ method: 'ooms', id: f.id, gpu: '' })).body;
+  for (const box of glance.querySelectorAll('[data-oom-summary]')) {
+    const device = Number(box.dataset.oomSummary);
+    const mine = ooms.filter((o) => o.device === device);
+    if (!mine.length) continue;
+    const o = mine[0];
+    box.replaceChildren(
+      el('strong', { text: `cuda:${device} ran out of memory${mine.length > 1 ? ` ${count(o.ooms_on_device || mine.length)} times; the first` : ''}` +
+        ` at event ${count(o.event)}, asking for ${bytes(o.requested)} with ${bytes(o.device_free)} free in the driver. ` }),
+      el('strong', { text: `${CAUSES[o.cause] || o.cause}${o.cause_sure ? '' : ' (unsure)'}: ` }), o.advice || '', ' ',
+      el('button', { type: 'button', onclick: () => ctx.go('oom') }, 'Open the OOM view'));
+  }
 }
 
 export default {
@@ -46,6 +70,15 @@ export default {
         el('div', { class: 'card-value', 'data-fact': 'events', 'data-value': events }, count(events)),
         el('div', { class: 'card-label', text: 'Trace events' })));
       root.append(grid);
+      // Pinned host memory (record_pinned_host_memory=True, PyTorch 2.14): not GPU memory, so a row of its own.
+      if (f.info.host) {
+        const h = f.info.host;
+        root.append(el('div', { class: 'cards', 'data-host': h.reserved_bytes },
+          el('div', { class: 'card' }, el('div', { class: 'card-value', 'data-host-reserved': h.reserved_bytes }, bytes(h.reserved_bytes)),
+            el('div', { class: 'card-label', text: `pinned host memory reserved (${count(h.segments)} host segments)` })),
+          el('div', { class: 'card' }, el('div', { class: 'card-value', 'data-host-allocated': h.allocated_bytes }, bytes(h.allocated_bytes)),
+            el('div', { class: 'card-label', text: `pinned host memory allocated at the snapshot (${count(h.events)} host trace events)` }))));
+      }
       if (!f.info.devices.some((d) => d.events > 0)) root.append(noTrace(f));
       const glance = el('div', { class: 'glance' }, el('p', { class: 'fine', text: 'Analysing…' }));
       root.append(glance);
@@ -66,7 +99,7 @@ export default {
             notes.push(`${bytes(d.final.free_in_private_pools)} of the free memory is in private pools (a CUDA graph's or a MemPool's), for their own allocations only; the largest free block outside them is ${bytes(d.final.largest_free_block_outside_private_pools)}`);
           glance.append(el('h3', { text: `cuda:${d.device}` }), el('p', { text: notes.join(' · ') }));
           if (d.leak_suspected) glance.append(el('div', { class: 'verdict bad', text: `Leak suspected at ${d.leak_site} — see Leaks.` }));
-          if (d.ooms) glance.append(el('div', { class: 'verdict bad', text: `${count(d.ooms)} out-of-memory event(s) — see OOM.` }));
+          if (d.ooms) glance.append(oomVerdict(d));
           if (d.owners_at_peak && d.owners_at_peak.length) {
             // A capture of the whole process: who holds the device memory (the core's owner rule, owners.h).
             const t = el('table', { class: 'table', 'data-owners': d.device });
@@ -93,6 +126,7 @@ export default {
             glance.append(el('div', { class: 'fine', text: 'Largest allocation sites at the peak' }), t);
           }
         }
+        if (body.devices.some((d) => d.ooms)) explainOoms(ctx, f, glance).catch(() => {});  // the count stays if it fails
         if (body.warnings.length) {
           const u = el('ul');
           for (const w of body.warnings) u.append(el('li', { text: w }));

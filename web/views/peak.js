@@ -1,14 +1,19 @@
 // Peak: when active memory was highest, what was alive then by category, by allocation site and by size, with
 // links to the flame graph and the allocator state at that moment.
-import { afterEvents, bytes, count, el, micros } from '../format.js';
-import { categoryBar, markSearch, rowFrames, siteText, stackList, card } from './widgets.js';
+import { afterEvents, bytes, count, deviceTimed, el, micros } from '../format.js';
+import { allocationCard } from '../detail.js';
+import { knownHits } from '../search.js';
+import { categoryBar, markSearch, rowFrames, siteText, card } from './widgets.js';
 
 export default {
   id: 'peak',
   title: 'Peak',
   key: '5',
-  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  // Without a trace, the one state the snapshot holds: its segments' live blocks (fromSegments, app.js).
+  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0 || d.segments > 0),
   perDevice: true,
+  fromSegments: true,
+  detail: true,
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();
@@ -21,12 +26,21 @@ export default {
       const ax = (await ctx.call({ method: 'axis', id: f.id, device })).body;
       // time_us is null where the trace records no times (PyTorch 2.0 and 2.1).
       const when = (us) => (us === null || us === undefined ? ' (no times recorded)' : ` at +${micros(us - ax.time_first_us)}`);
-      root.append(el('h2', { text: `Peak memory on cuda:${device}` }), searchNote);
+      // Without a trace there is one state, the snapshot's: what was alive then, not a peak over time (as the CLI says).
+      const traced = ((f.info.devices.find((d) => d.device === device) || {}).events || 0) > 0;
+      root.append(el('h2', { text: traced ? `Peak memory on cuda:${device}` : `Memory alive on cuda:${device} when the snapshot was taken` }), searchNote);
+      if (!traced)
+        root.append(el('p', { class: 'verdict', 'data-no-trace-peak': device }, 'No trace was recorded, so this is the one ' +
+          'state the snapshot holds (its segments\' live blocks), not a peak over time.'));
       root.append(el('div', { class: 'cards' },
-        card('Peak allocated (active)', bytes(p.allocated.bytes), `${afterEvents(p.allocated.step)}${when(p.allocated.time_us)}`,
+        // One vocabulary with the CLI (docs/analyses.md, "Words"): "peak allocated" at "step N", with its exact bytes.
+        card(traced ? 'Peak allocated' : 'Allocated at the snapshot', bytes(p.allocated.bytes),
+             `${count(p.allocated.bytes)} bytes requested by live tensors · ` +
+             (traced ? `step ${count(p.allocated.step)}, ${afterEvents(p.allocated.step)}${when(p.allocated.time_us)}` : 'no trace recorded'),
              { 'data-peak-allocated': p.allocated.bytes, 'data-peak-step': p.allocated.step }),
         card('Reserved at that moment', bytes(p.allocated.reserved_then), 'held by the allocator at the allocated peak (the State view splits it: blocks, free, rounding)'),
-        card('Peak reserved', bytes(p.reserved.bytes), `${afterEvents(p.reserved.step)}${when(p.reserved.time_us)}`,
+        card(traced ? 'Peak reserved' : 'Reserved at the snapshot', bytes(p.reserved.bytes),
+             traced ? `step ${count(p.reserved.step)}, ${afterEvents(p.reserved.step)}${when(p.reserved.time_us)}` : 'the segments the snapshot lists',
              { 'data-peak-reserved': p.reserved.bytes }),
         card('Alive at the peak', count(p.alive), 'allocations')));
       root.append(el('div', { class: 'toolbar' },
@@ -53,8 +67,9 @@ export default {
           el('td', { class: 'mono', text: siteText(a) }));
         tr.addEventListener('click', async () => {
           const d = (await ctx.call({ method: 'allocation', id: f.id, device, row: p.largest_rows[i] })).body;
-          detailCard = el('div', null, el('h4', { text: `${bytes(d.size)} at ${d.address}` }),
-            el('div', { class: 'fine', text: `${d.category ? d.category + ' · ' : ''}${d.origin}` }), stackList(d.frames, ctx.state));
+          // The timeline's card (detail.js): the user's line first, forward_frames and FX nodes, the frame filter.
+          detailCard = allocationCard(d, { filter: ctx.state.filterFrames, hits: knownHits(f, ctx.state.search),
+            timed: deviceTimed(f.info, device), timeFirst: ax.time_first_us });
           ctx.detail(detailCard);
           search();
         });

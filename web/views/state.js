@@ -7,6 +7,7 @@ import { allocationCard } from '../detail.js';
 import { frameHits } from '../search.js';
 
 const ROW_H = 22, GAP = 3, PAD = 8;
+const CAPTION = 18;  // the line under the map (counts and scale): rows stop above it, never under it
 const NO_ROW = 0xffffffff;
 
 export default {
@@ -14,12 +15,17 @@ export default {
   title: 'State history',
   long: 'Allocator State History',
   key: '3',
-  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  // Without a trace, the one state the snapshot holds: its segments' live blocks (fromSegments, app.js).
+  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0 || d.segments > 0),
   perDevice: true,
+  fromSegments: true,
+  detail: true,
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();
     const st = ctx.state;
+    // A device without a trace has one state, the one the snapshot holds: no scrubber, and the page says why.
+    const traced = ((f.info.devices.find((d) => d.device === device) || {}).events || 0) > 0;
     const slider = el('input', { type: 'range', min: 0, max: 1, value: 0, step: 1, 'aria-label': 'event', class: 'scrubber' });
     const stepLabel = el('span', { class: 'mono' });
     const eventLabel = el('span', { class: 'fine' });
@@ -28,11 +34,15 @@ export default {
     const canvas = el('canvas', { 'aria-label': 'allocator state' });
     wrap.append(canvas);
     root.append(
-      el('div', { class: 'toolbar' },
+      traced ? el('div', { class: 'toolbar' },
         el('button', { type: 'button', title: 'previous event (←, shift: 100)', onclick: () => go(cur - 1) }, '◀'),
         slider,
         el('button', { type: 'button', title: 'next event (→, shift: 100)', onclick: () => go(cur + 1) }, '▶'),
-        stepLabel, eventLabel),
+        stepLabel, eventLabel)
+        : el('p', { class: 'verdict', 'data-no-trace-state': device }, `cuda:${device}: the allocator's state when the ` +
+          'snapshot was taken (its segments and their blocks, with the stacks PyTorch kept for them). No trace was ' +
+          'recorded, so there is no history to step through: torch.cuda.memory._record_memory_history() before the ' +
+          'work records one.'),
       sums, wrap,
       el('p', { class: 'fine', text: 'Each bar is a segment (address order, wrapped into rows); coloured blocks are live ' +
         'allocations, striped ones wait for free_completed, grey is cached but free. Hover for the stack.' }));
@@ -76,30 +86,37 @@ export default {
       canvas.dataset.stateSegments = seg_size.length;  // for the tests: the segments alive after this event
       canvas.dataset.stateStep = data.body.step;
       const W = width - 2 * PAD;
-      const rows = Math.max(1, Math.floor((height - PAD) / ROW_H));
+      const rows = Math.max(1, Math.floor((height - PAD - CAPTION) / ROW_H));
       let total = 0;
       for (const s of seg_size) total += s;
-      const bpp = Math.max(1, (total * 1.05) / (W * rows - seg_size.length * (GAP + 3)));
+      let bpp = Math.max(1, (total * 1.05) / (W * rows - seg_size.length * (GAP + 3)));
       layout = [];
       let x = 0, r = 0;
-      const segX = [];
+      let segX = [];
       // pieces: {seg, row, x, w, b0 (bytes into segment)}
-      for (let k = 0; k < seg_size.length; ++k) {
-        let w = Math.max(3, seg_size[k] / bpp);
-        if (x > 0 && x + w > W && w <= W) { r++; x = 0; }
-        const pieces = [];
-        let b0 = 0;
-        while (w > 0) {
-          const take = Math.min(w, W - x);
-          pieces.push({ row: r, x, w: take, b0 });
-          b0 += take * bpp;
-          w -= take;
-          x += take;
-          if (w > 0) { r++; x = 0; }
+      const place = () => {
+        x = 0; r = 0; segX = [];
+        for (let k = 0; k < seg_size.length; ++k) {
+          let w = Math.max(3, seg_size[k] / bpp);
+          if (x > 0 && x + w > W && w <= W) { r++; x = 0; }
+          const pieces = [];
+          let b0 = 0;
+          while (w > 0) {
+            const take = Math.min(w, W - x);
+            pieces.push({ row: r, x, w: take, b0 });
+            b0 += take * bpp;
+            w -= take;
+            x += take;
+            if (w > 0) { r++; x = 0; }
+          }
+          x += GAP;
+          segX.push(pieces);
         }
-        x += GAP;
-        segX.push(pieces);
-      }
+      };
+      // The estimate above ignores the ends of rows and the 3 px a small segment takes at least: many small segments
+      // (a list of 255) spilled past the last row, under the caption and out of the canvas. Coarser until they fit.
+      place();
+      for (let tries = 0; r >= rows && tries < 12; ++tries) { bpp *= 1.1 * (r + 1) / rows; place(); }
       const toXY = (k, byteOff) => {
         for (const p of segX[k]) {
           const bytesIn = p.w * bpp;
@@ -109,11 +126,25 @@ export default {
         return { row: 0, x: 0 };
       };
       // segments (cached but free = grey)
+      const pool = data.blobs.seg_private_pool;
       for (let k = 0; k < segX.length; ++k)
         for (const p of segX[k]) {
           g.fillStyle = data.blobs.seg_expandable[k] ? (th.dark ? '#3a3f4b' : '#d9dde6') : (th.dark ? '#2c313b' : '#e7e9ee');
           g.fillRect(PAD + p.x, PAD + p.row * ROW_H, p.w, ROW_H - 4);
         }
+      // A private pool's segments (a CUDA graph's or a MemPool's) framed in the accent colour, dashed: their free
+      // memory is not free for other allocations.
+      let pooled = 0;
+      g.save();
+      g.strokeStyle = th.accent;
+      g.setLineDash([3, 2]);
+      for (let k = 0; pool && k < segX.length; ++k) {
+        if (!pool[k]) continue;
+        ++pooled;
+        for (const p of segX[k]) g.strokeRect(PAD + p.x + 0.5, PAD + p.row * ROW_H - 1.5, Math.max(1, p.w - 1), ROW_H - 1);
+      }
+      g.restore();
+      canvas.dataset.privatePoolSegments = pooled;  // for the tests
       // blocks
       for (let i = 0; i < blk_seg.length; ++i) {
         const k = blk_seg[i];
@@ -147,7 +178,15 @@ export default {
       }
       g.fillStyle = th.muted;
       g.font = '11px system-ui, sans-serif';
-      g.fillText(`${count(seg_size.length)} segments, ${count(blk_seg.length)} blocks · 1 px ≈ ${bytes(bpp)}`, PAD, height - 4);
+      // Below the last row the layout can use (rows stop CAPTION px above the bottom).
+      const captionY = Math.min(height - 4, PAD + (r + 1) * ROW_H + 12);
+      const pools = data.body.private_pools || [];
+      g.fillText(`${count(seg_size.length)} segments, ${count(blk_seg.length)} blocks · 1 px ≈ ${bytes(bpp)}` +
+        (pools.length ? ` · dashed: private pool${pools.length > 1 ? 's' : ''} ` +
+          pools.map((p) => `(${p.pool.join(', ')}) ${bytes(p.reserved_bytes)}`).join(', ') +
+          ', free only for their own allocations' : ''), PAD, captionY);
+      canvas.dataset.lastRowBottom = PAD + r * ROW_H + ROW_H - 4;  // for the tests: the caption's baseline is below it
+      canvas.dataset.captionY = captionY;
       if (!painted) { painted = true; ctx.painted(); }
     }
 
@@ -199,7 +238,7 @@ export default {
       steps = ax.body.step_count;
       timeFirst = ax.body.time_first_us;
       slider.max = String(steps - 1);
-      let initial = st.step;
+      let initial = traced ? st.step : 0;
       if (initial === null || initial === undefined) {
         // Start where it matters: the peak of active memory. A step past the end is the end (go clamps), as in Flame.
         initial = (await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false })).body.peak_step;

@@ -30,6 +30,7 @@ export function timelineView(kind) {
   key: K.key,
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
   perDevice: true,
+  detail: true,
   mount(root, ctx) {
     const f = ctx.file();
     const device = ctx.device();
@@ -159,6 +160,7 @@ export function timelineView(kind) {
       // hovered / pinned allocation outlined
       outlineRows(g, frame.blobs, L, B, [[hoverRow, th.fg], [pinRow, th.bad]]);
       drawXAxis(g, th, L, T, W, B, zoom.x0, zoom.x1, xLabel, st.axis === 'time' ? 'time' : 'event');
+      drawOoms(g, th, L, T, W, B);
       // annotations strip
       if (strip) strip.draw(g, st.axis === 'time', (v) => zoom.toX(v, W), L, W, M.top, LANE, th);
       // cursor
@@ -287,6 +289,61 @@ export function timelineView(kind) {
         `${bytes(frame.body.outside_peak)} at most`;
     }
 
+    // The device's oom events (the core's `info`), as red lines where the request failed: the moment an OOM file is
+    // opened for, which the user used to find by reading the OOM view's event number.
+    const oomEvents = ((f.info.devices.find((d) => d.device === device) || {}).oom_events) || [];
+    // `annotate` trace entries (newer PyTorch): dotted marks with their text, as moments the user named.
+    const notes = ((f.info.devices.find((d) => d.device === device) || {}).annotate_events) || [];
+    let oomAt = null;  // their x on the current axis: event e happens between steps e and e + 1
+    let noteAt = [];
+    async function placeOoms() {
+      const at = async (events) => (st.axis !== 'time' ? events.map((e) => e + 0.5)
+        : (await ctx.call({ method: 'axis', id: f.id, device, steps: events.map((e) => e + 1) })).body.times);
+      noteAt = notes.length ? await at(notes.map((n) => n[0])) : [];
+      oomAt = oomEvents.length ? await at(oomEvents) : [];
+    }
+    function drawOoms(g, th, L, T, W, B) {
+      let notesShown = 0;
+      g.save();
+      g.strokeStyle = th.muted;
+      g.fillStyle = th.muted;
+      g.font = '11px system-ui, sans-serif';
+      g.setLineDash([1, 3]);
+      noteAt.forEach((v, i) => {
+        const x = L + zoom.toX(v, W);
+        if (x < L - 1 || x > L + W + 1) return;
+        ++notesShown;
+        g.beginPath();
+        g.moveTo(x, T);
+        g.lineTo(x, B);
+        g.stroke();
+        g.fillText(notes[i][1].slice(0, 40), Math.min(x + 3, L + W - 60), T + 26);
+      });
+      g.restore();
+      canvas.dataset.annotateMarks = notesShown;
+      if (!oomAt || !oomAt.length) return;
+      let shown = 0;
+      g.save();
+      g.strokeStyle = th.bad;
+      g.fillStyle = th.bad;
+      g.lineWidth = 2;
+      g.font = 'bold 11px system-ui, sans-serif';
+      for (const v of oomAt) {
+        const x = L + zoom.toX(v, W);
+        if (x < L - 1 || x > L + W + 1) continue;
+        ++shown;
+        g.setLineDash([5, 3]);
+        g.beginPath();
+        g.moveTo(x, T);
+        g.lineTo(x, B);
+        g.stroke();
+        g.setLineDash([]);
+        g.fillText('OOM', Math.min(x + 4, L + W - 30), T + 12);
+      }
+      g.restore();
+      canvas.dataset.oomMarks = shown;  // for the tests: the marks inside the window
+    }
+
     function drawMini() {
       if (!miniFrame) return;
       drawMiniWindow();
@@ -379,13 +436,13 @@ export function timelineView(kind) {
         const d = await ctx.call({ method: K.draw, id: f.id, device, x0: 0, x1: axisInfo.steps, width: 1, height: 1 });
         peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak reserved ' }),
           el('strong', { 'data-peak-reserved': d.body.peak_bytes, title: `${count(d.body.peak_bytes)} bytes` }, bytes(d.body.peak_bytes)),
-          el('span', { class: 'fine', text: ` ${afterEvents(d.body.peak_step)}` }));
+          el('span', { class: 'fine', text: ` at step ${count(d.body.peak_step)} (${afterEvents(d.body.peak_step)})` }));
       } else {
         const mv = await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false });
-        peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak ' }),
+        peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak allocated ' }),
           el('strong', { 'data-peak-bytes': mv.body.peak_active_bytes, title: `${count(mv.body.peak_active_bytes)} bytes` },
              bytes(mv.body.peak_active_bytes)),
-          el('span', { class: 'fine', text: ` ${afterEvents(mv.body.peak_step)} · ${count(mv.body.allocations)} allocations` }));
+          el('span', { class: 'fine', text: ` at step ${count(mv.body.peak_step)} (${afterEvents(mv.body.peak_step)}) · ${count(mv.body.allocations)} allocations` }));
       }
     }
     let headlineShown = false;
@@ -430,6 +487,7 @@ export function timelineView(kind) {
       mini.addEventListener('pointermove', (e) => { if (miniDrag) miniGo(e); });
       mini.addEventListener('pointerup', () => { miniDrag = false; });
       if (st.search) await runSearch();
+      await placeOoms();
       request();
       requestMini();
       headline().then(() => { headlineShown = true; maybePainted(); }, (e) => ctx.fail(e));
@@ -442,6 +500,8 @@ export function timelineView(kind) {
       axisBtn.textContent = st.axis === 'time' ? 'Axis: time' : 'Axis: events';
       makeZoom(null);
       hover = null;
+      oomAt = null;
+      placeOoms().then(() => draw(), (e) => ctx.fail(e));
       request();
       requestMini();
       if (whatif) loadWhatif().catch((e) => ctx.fail(e));  // its buckets' positions on the other axis

@@ -133,8 +133,10 @@ export default {
         el('div', { class: `verdict ${fits === 'no' ? 'bad' : fits === 'unsure' ? 'warn' : ''}`, 'data-fits': fits, 'data-predicted-allocated': r.predicted_allocated, 'data-predicted-needed': r.predicted_needed,
           'data-predicted-reserved': r.predicted_reserved, text: verdict + most }),
         el('div', { class: 'cards' },
-          card('Peak allocated (allocator blocks), recorded', bytes(r.measured_allocated)),
-          card('Peak allocated (allocator blocks), predicted', bytes(r.predicted_allocated)),
+          // "In blocks": allocated bytes rounded up to the allocator's blocks (docs/analyses.md, "Words"); the Peak
+          // view's "peak allocated" is the requested bytes, a little less.
+          card('Peak in blocks, recorded', bytes(r.measured_allocated), 'allocated, rounded up to the allocator\'s blocks'),
+          card('Peak in blocks, predicted', bytes(r.predicted_allocated)),
           card('Peak reserved, recorded', bytes(r.measured_reserved)),
           card('Peak reserved, predicted', bytes(r.predicted_reserved)),
           card('Least memory it runs in (the allocator frees its cache when short)', bytes(r.predicted_needed)),

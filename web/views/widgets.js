@@ -111,6 +111,47 @@ export function markSearch(ctx, f, note, nodes) {
   };
 }
 
+// A line of values with its axes: bytes on the left (the lowest and highest, and zero when the line starts above it
+// is not claimed: the y range is the values'), the `unit` count along the bottom (1 .. n). The Leaks view's "active
+// memory at each iteration start" was a bare line whose height meant nothing without them.
+export function lineChart(values, width, height, unit) {
+  const c = document.createElement('canvas');
+  const dpr = window.devicePixelRatio || 1;
+  c.width = width * dpr; c.height = height * dpr;
+  c.style.width = `${width}px`; c.style.height = `${height}px`;
+  const g = c.getContext('2d');
+  g.scale(dpr, dpr);
+  const css = getComputedStyle(document.documentElement);
+  const fg = css.getPropertyValue('--muted').trim() || '#667085', line = css.getPropertyValue('--line').trim() || '#d8dce3';
+  const L = 72, R = 8, T = 8, B = 22;
+  const max = Math.max(...values), min = Math.min(...values);
+  const span = Math.max(1, max - min);
+  const x = (i) => L + (values.length > 1 ? (i / (values.length - 1)) * (width - L - R) : (width - L - R) / 2);
+  const y = (v) => T + (1 - (v - min) / span) * (height - T - B);
+  g.strokeStyle = line;
+  g.beginPath();
+  g.moveTo(L, T); g.lineTo(L, height - B); g.lineTo(width - R, height - B);
+  g.stroke();
+  g.fillStyle = fg;
+  g.font = '11px system-ui, sans-serif';
+  g.textAlign = 'right';
+  g.textBaseline = 'middle';
+  g.fillText(bytes(max), L - 6, y(max));
+  if (max !== min) g.fillText(bytes(min), L - 6, y(min));
+  g.textAlign = 'center';
+  g.textBaseline = 'top';
+  g.fillText('1', x(0), height - B + 4);
+  if (values.length > 1) g.fillText(count(values.length), x(values.length - 1), height - B + 4);
+  g.fillText(`${unit} start`, (L + width - R) / 2, height - B + 4);
+  g.strokeStyle = '#2f6fdf';
+  g.lineWidth = 1.5;
+  g.beginPath();
+  values.forEach((v, i) => { if (i) g.lineTo(x(i), y(v)); else g.moveTo(x(i), y(v)); });
+  g.stroke();
+  c.dataset.axes = `${min},${max},${values.length}`;  // for the tests: the y range and the points drawn
+  return c;
+}
+
 export function sparkline(values, width, height, colourCss) {
   const c = document.createElement('canvas');
   const dpr = window.devicePixelRatio || 1;

@@ -70,10 +70,20 @@ struct Frame {
   // No int line: None, a float, or no 'line' key (other writers; PyTorch's own tools read such a frame only to print
   // it). Kept as a frame whose line prints "None", rather than the file refused.
   bool line_none = false;
+  // A frame of torch.compile'd code (PyTorch 2.13+): its FX node ("node=addmm, op=call_function,
+  // target=aten.addmm.default", from fx_node_name/op/target) and the model code it came from (fx_original_trace), as
+  // one text, lines apart; 0 for any other frame.
+  StringId fx = 0;
   bool operator==(const Frame&) const = default;
 };
 // A frame's line as Python prints it ("None" for line_none).
 std::string line_text(const Frame& f);
+
+// PyTorch 2.13+ records, on an allocation made during backward, `forward_frames`: where the tensor's forward op ran.
+// The loader appends them to the entry's stack (innermost first, as its own frames) behind one marker frame of this
+// file name, so that every answer reads them through the stack; Snapshot::recorded_stack gives the frames PyTorch
+// recorded in 'frames' alone, and FrameFilter::site takes a gradient's site from the forward part.
+constexpr std::string_view kForwardPassFile = "<forward pass>";
 
 // Stacks as flat frame lists, innermost frame first (the order PyTorch stores `frames`).
 class StackTable {
@@ -283,10 +293,26 @@ struct Snapshot {
   // is this capture-format snapshot, read from the top-level key `allocscope_outside` (outside.h). Its tables are
   // its own. Analyses of PyTorch's memory never see it; reserved-by-owner answers add it. Null otherwise.
   std::shared_ptr<const Snapshot> outside;
+  // Pinned host memory (`_record_memory_history(record_pinned_host_memory=True)`, PyTorch 2.14): the top-level
+  // `host_segments` and `host_traces`, as a snapshot of their own whose device 0 is the host. Its tables are its own.
+  // Null when the file has neither.
+  std::shared_ptr<const Snapshot> host;
+  // The marker frame the loader put before a stack's forward_frames (kForwardPassFile); kNoForwardMarker when none.
+  static constexpr FrameId kNoForwardMarker = std::numeric_limits<FrameId>::max();
+  FrameId forward_marker = kNoForwardMarker;
 
   // Convenience views.
   std::string_view str(StringId id) const { return strings.get(id); }
   std::span<const FrameId> stack(StackId id) const { return stacks.get(id); }
+  // The frames PyTorch recorded in the entry's 'frames': the stack up to its forward-pass marker, if it has one
+  // (what PyTorch's own tools print; the drop-in verbs use it).
+  std::span<const FrameId> recorded_stack(StackId id) const {
+    auto all = stacks.get(id);
+    if (forward_marker == kNoForwardMarker) return all;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i] == forward_marker) return all.first(i);
+    return all;
+  }
   const DeviceTrace* device(int64_t ordinal) const;
   std::span<const Block> blocks_of(const Segment& s) const { return {blocks.data() + s.first_block, s.num_blocks}; }
   // A block's state as the file wrote it (block_state_name, or the unknown string itself; 'unknown' when absent).

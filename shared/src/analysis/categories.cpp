@@ -335,10 +335,12 @@ std::vector<Bits> bits_of_frames(const Snapshot& s) {
   return fbits;
 }
 
-// A stack's evidence is the union of its frames'.
+// A stack's evidence is the union of its frames': the frames recorded when it was allocated, not the forward_frames
+// the loader appended to a backward allocation's stack (they say where its forward op ran, and would read a gradient
+// as made inside a module's forward).
 Bits bits_of_stack(const Snapshot& s, const std::vector<Bits>& fbits, StackId id) {
   Bits bits = 0;
-  for (FrameId f : s.stack(id))
+  for (FrameId f : s.recorded_stack(id))
     if (f < fbits.size()) bits |= fbits[f];
   return bits;
 }

@@ -142,7 +142,24 @@ FrameFilter::FrameFilter(const Snapshot& s) {
   site_user_.assign(ns, 0);
   for (uint32_t id = 0; id < ns; ++id) {
     FrameId first_visible = kNoFrame, engine = kNoFrame, node = kNoFrame;
-    for (FrameId f : s.stack(id)) {  // innermost first
+    std::span<const FrameId> own = s.stack(id);
+    // A gradient's site is its forward line: an allocation made during backward whose entry has forward_frames
+    // (PyTorch 2.13+) is the user's line of the forward op it belongs to, not the loss.backward() call (the same line
+    // for every gradient) nor an autograd node. The loader put those frames behind a marker (kForwardPassFile).
+    if (s.forward_marker != Snapshot::kNoForwardMarker) {
+      const std::span<const FrameId> recorded = s.recorded_stack(id);
+      if (recorded.size() < own.size()) {
+        for (FrameId f : own.subspan(recorded.size() + 1))
+          if (f < nf && user_[f]) {
+            site_[id] = f;
+            site_user_[id] = 1;
+            break;
+          }
+        if (site_user_[id]) continue;
+        own = recorded;
+      }
+    }
+    for (FrameId f : own) {  // innermost first
       if (f >= nf) continue;          // malformed ids are skipped, never trusted
       if (user_[f]) {
         site_[id] = f;

@@ -20,7 +20,10 @@ std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p)
          "\n";
   } else {
     const bool timed = lt.timed(s);  // else "+0.000 s" would read as measured
-    o += "device " + std::to_string(p.device) + ": peak allocated " + size(p.allocated_bytes) + " at step " +
+    // The exact bytes too: the viewer shows three digits (8.07 GiB) where this shows PyTorch's one decimal (8.1GiB);
+    // both name the same byte count, so one can be checked against the other.
+    o += "device " + std::to_string(p.device) + ": peak allocated " + size(p.allocated_bytes) + " (" +
+         std::to_string(p.allocated_bytes) + " bytes) at step " +
          std::to_string(p.allocated_step) + " (after " + std::to_string(p.allocated_step) + " of " +
          std::to_string(lt.event_count) + " events, " +
          (timed ? "+" + seconds(p.allocated_time_us - lt.step_time_us(s, 0)) : std::string("no times recorded")) + ")";

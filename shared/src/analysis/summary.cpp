@@ -173,10 +173,37 @@ Summary summarize_with(const Snapshot& s, const Lifetimes& lifetimes, const std:
   // The ring buffer explains a free without alloc only when it is the first event at its address (its alloc fell
   // off the start). One after the address's last event was a free is a repeated free, which the checks report: a
   // replay finds exactly those frees without a live alloc.
+  // PyTorch 2.12+ says whether its ring buffer overflowed, and its size (allocator_settings'
+  // trace_alloc_overflowed and trace_alloc_max_entries): read, where older files leave it to be inferred below.
+  int overflowed = -1;  // -1: the file does not say
+  int64_t max_entries = 0;
+  for (const Setting& st : s.allocator_settings) {
+    if (st.key == "trace_alloc_overflowed" && st.kind == Setting::Kind::kBool) overflowed = st.i ? 1 : 0;
+    if (st.key == "trace_alloc_max_entries" && st.kind == Setting::Kind::kInt) max_entries = st.i;
+  }
   for (PerDevice& p : per) {
     uint64_t wrapped = p.d.frees_without_alloc;
     for (const auto& [device, n] : repeated)
       if (device == p.d.device) wrapped -= std::min(wrapped, n);
+    if (overflowed == 1 && p.d.events) {
+      p.other.insert(p.other.begin(),
+                     dev(p.d.device) + "the ring buffer overflowed (the file says so: trace_alloc_overflowed" +
+                         (max_entries > 0 ? ", max_entries=" + std::to_string(max_entries) : std::string()) +
+                         "): the oldest events are missing" +
+                         (wrapped ? ", and " + std::to_string(wrapped) +
+                                        " allocations whose alloc fell off the start are drawn from the start"
+                                  : std::string()) +
+                         "; a larger max_entries keeps more");
+      continue;
+    }
+    if (overflowed == 0) {  // not wrapped: those allocations predate recording
+      if (wrapped)
+        p.other.insert(p.other.begin(),
+                       dev(p.d.device) + std::to_string(wrapped) +
+                           " frees without allocs: those allocations were made before recording started (the "
+                           "ring buffer did not overflow, the file says); they are drawn from the start");
+      continue;
+    }
     // Once PyTorch's ring buffer wraps it holds exactly max_entries events, and people pick round numbers
     // (100_000, 1_000_000); a trace of any other length never filled its buffer, so those allocations were made
     // before recording started (the usual "record after warm-up": an audit found pt26_cs336_train's 27,358

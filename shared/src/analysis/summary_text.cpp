@@ -1,4 +1,7 @@
 // Human text for the summary: warnings that need action first, then per-device numbers.
+#include <algorithm>
+
+#include "allocscope/lifetimes.h"
 #include "allocscope/outside.h"
 #include "allocscope/summary.h"
 #include "analysis/frame_filter_text.h"
@@ -11,6 +14,12 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
   std::string o;
   o += std::to_string(sum.devices.size()) + " device(s), " + std::to_string(sum.events) + " events, " +
        std::to_string(sum.segments) + " segments, " + std::to_string(sum.blocks) + " blocks\n";
+  // An empty snapshot is a real outcome (pt26_empty): zeros alone read as a broken file or a broken tool.
+  if (sum.devices.empty())
+    o += "\nIt holds no allocations: its device traces are empty and it has no segments (taken before anything was "
+         "allocated, or after everything was freed and torch.cuda.empty_cache() gave the cache back). To see memory "
+         "over time, call torch.cuda.memory._record_memory_history() before the work and dump the snapshot while "
+         "memory is in use.\n";
   for (const DeviceSummary& d : sum.devices) {
     // PyTorch 2.0's and 2.1's files record no times: a span of 0 would read as measured.
     o += "\ndevice " + std::to_string(d.device) + ": " + std::to_string(d.events) + " events " +
@@ -60,6 +69,22 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
       for (size_t k = 0; k < d.top_site.size(); ++k)
         o += "    " + rpad(size(d.top_site_bytes[k]), 10) + "  " + FrameFilter::site_text(s, d.top_site[k]) + "\n";
     }
+  }
+  // Pinned host memory (PyTorch 2.14's record_pinned_host_memory): its own line, not a device's, since it is not GPU
+  // memory and no device's numbers include it.
+  if (s.host) {
+    uint64_t reserved = 0, allocated = 0;
+    for (const Segment& seg : s.host->segments) {
+      reserved += seg.total_size;
+      for (const Block& b : s.host->blocks_of(seg))
+        if (b.state == BlockState::kActiveAllocated) allocated += b.size;
+    }
+    const DeviceLifetimes lt = build_device_lifetimes(*s.host, 0);
+    uint64_t peak = 0;
+    for (uint64_t t : lt.total) peak = std::max(peak, t);
+    o += "\npinned host memory: " + std::to_string(s.host->segments.size()) + " host segment(s), " + size(reserved) +
+         " reserved and " + size(allocated) + " allocated at the snapshot; peak allocated " + size(peak) + " over " +
+         std::to_string(lt.event_count) + " host trace events\n";
   }
   if (!sum.warnings.empty()) {
     o += "\nwarnings:\n";

@@ -36,6 +36,11 @@ std::string tree_text(const Snapshot& s, const FlameTree& t, uint32_t max_depth)
     o += col(memviz::format_size(t.total_bytes[i])) + "  " + col(memviz::format_size(t.self_bytes[i])) + "  " +
          std::string(2 * (t.depth[i] - 1), ' ') + FrameFilter::format(s, t.frame[i]) + "\n";
   }
+  // The root's own bytes: allocations with no stack, or none the filter shows. Named, as the viewer's flame graph
+  // names them, since they were left out and the levels did not add up to the total.
+  if (t.size() && t.self_bytes[0])
+    o += col(memviz::format_size(t.self_bytes[0])) + "  " + col(memviz::format_size(t.self_bytes[0])) +
+         "  no stack (or only frames the filter hides)\n";
   return o;
 }
 

@@ -62,7 +62,7 @@ const std::string& StackFormatter::fragment(StackId stack) {
   static const std::string kEmpty;
   if (stack >= stack_done_.size()) return kEmpty;
   if (!stack_done_[stack]) {
-    auto frames = s_.stack(stack);
+    auto frames = s_.recorded_stack(stack);  // PyTorch's tools print 'frames' alone, not forward_frames
     std::string text;
     if (frames.empty()) {
       text = kNonPython;

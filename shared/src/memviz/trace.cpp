@@ -1,4 +1,5 @@
 // `trace` from `_memory_viz.py`: each device's events as pseudo-Python, with PyTorch's naming and segment lookup.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -21,7 +22,7 @@ std::string seq_name(uint64_t k) {
 void append_frames_repr(const Snapshot& s, StackId stack, std::string* out) {
   *out += "[";
   bool first = true;
-  for (FrameId fid : s.stack(stack)) {
+  for (FrameId fid : s.recorded_stack(stack)) {  // 'frames' as recorded, without forward_frames
     if (!first) *out += ", ";
     first = false;
     const Frame& f = s.frames[fid];
@@ -194,9 +195,32 @@ std::string trace_notes(const Snapshot& s) {
       unknown_lines |= a == Action::kUnknown && s.events.unknown_action_of(row) == EventColumns::kUnnamedAction;
     }
   std::string notes;
-  if (dict_lines && !s.unknown_keys.empty()) {
+  // Keys the model reads but does not keep as the file wrote them (PyTorch 2.13+'s forward_frames, turned into frames
+  // behind a marker, and the FX keys of compiled frames, turned into one text) are left out of printed dicts too.
+  std::vector<std::string> read_not_kept;
+  if (s.forward_marker != Snapshot::kNoForwardMarker) read_not_kept.push_back("forward_frames");
+  {
+    // Which FX keys there were, read back from the frames' fx text ("node=.., op=.., target=..", then the trace).
+    bool seen[4] = {};
+    static constexpr std::string_view kLabel[3] = {"node=", "op=", "target="};
+    static constexpr const char* kKey[4] = {"fx_node_name", "fx_node_op", "fx_node_target", "fx_original_trace"};
+    for (const Frame& f : s.frames) {
+      if (!f.fx) continue;
+      const std::string_view text = s.str(f.fx);
+      const std::string_view first = text.substr(0, text.find('\n'));
+      bool labelled = false;
+      for (int j = 0; j < 3; ++j)
+        if (first.rfind(kLabel[j], 0) == 0 || first.find(", " + std::string(kLabel[j])) != std::string_view::npos)
+          seen[j] = labelled = true;
+      if (!labelled || text.find('\n') != std::string_view::npos) seen[3] = true;
+    }
+    for (int j = 0; j < 4; ++j)
+      if (seen[j]) read_not_kept.push_back(kKey[j]);
+  }
+  if (dict_lines && (!s.unknown_keys.empty() || !read_not_kept.empty())) {
     std::string names;
     for (const auto& [name, count] : s.unknown_keys) names += (names.empty() ? "" : ", ") + py_repr(name);
+    for (const std::string& name : read_not_kept) names += (names.empty() ? "" : ", ") + py_repr(name);
     notes += "allocscope: note: the file has keys allocscope does not keep (" + names + ", in entries or frames); "
              "events printed as dicts leave them out, where PyTorch's trace prints them\n";
   }

@@ -30,7 +30,7 @@ constexpr size_t kMaxSettingBytes = 1 << 20;
 struct FrameHash {
   size_t operator()(const Frame& f) const {
     return detail::mix64((static_cast<uint64_t>(f.name) << 32 | f.filename) ^
-                         detail::mix64(static_cast<uint64_t>(f.line) + f.line_unsigned));
+                         detail::mix64(static_cast<uint64_t>(f.line) + f.line_unsigned + (uint64_t{f.fx} << 33)));
   }
 };
 
@@ -57,7 +57,7 @@ class Builder : public pickle::Consumer {
         {keys_.action, kAction},   {keys_.addr, kAddr},       {keys_.device_free, kAddr},
         {keys_.size, kSize},       {keys_.stream, kStream},   {keys_.time_us, kTime},
         {keys_.frames, kFrames},   {keys_.compile_context, kCompileContext},
-        {keys_.user_metadata, kUserMetadata},
+        {keys_.user_metadata, kUserMetadata}, {keys_.forward_frames, kForwardFrames},
         // Keys of segments, blocks, history entries and annotations, never of a trace entry: a dict holding one is
         // not an entry even if a writer added an 'action' key to it (an audit: such a segment became a row, and the
         // file read "0 segments").
@@ -106,13 +106,14 @@ class Builder : public pickle::Consumer {
  private:
   // Trace entry keys are interned first, so their ids are small: a table maps id -> field without comparisons.
   enum Field : uint8_t {
-    kOther, kAction, kAddr, kSize, kStream, kTime, kFrames, kCompileContext, kUserMetadata, kNotEntry, kBadKey
+    kOther, kAction, kAddr, kSize, kStream, kTime, kFrames, kCompileContext, kUserMetadata, kNotEntry, kBadKey,
+    kForwardFrames
   };
   static constexpr uint32_t kNotARow = UINT32_MAX;  // add_row: the dict has a key no trace entry has
   static constexpr EntryKey kEntryKeyOf[] = {EntryKey::kOther,  EntryKey::kAction, EntryKey::kAddr,
                                              EntryKey::kSize,   EntryKey::kStream, EntryKey::kTimeUs,
                                              EntryKey::kFrames, EntryKey::kCompileContext, EntryKey::kUserMetadata,
-                                             EntryKey::kOther,  EntryKey::kOther};
+                                             EntryKey::kOther,  EntryKey::kOther,  EntryKey::kOther};
   static constexpr uint32_t kFieldTable = 64;
   Field field_[kFieldTable] = {};
   Field field_of(StringId key) const { return key < kFieldTable ? field_[key] : kOther; }
@@ -208,10 +209,25 @@ class Builder : public pickle::Consumer {
       f.line = 0, f.line_none = true;
       ++frames_without_line_;
     }
-    if (extra > 0)
-      for (size_t i = 0; i + 1 < it.size(); i += 2)
-        if (it[i].payload != keys_.name && it[i].payload != keys_.filename && it[i].payload != keys_.line)
-          ++unknown_[static_cast<StringId>(it[i].payload)];
+    if (extra > 0) {
+      // torch.compile'd frames' FX keys (PyTorch 2.13+) become the frame's fx text; any other key is counted.
+      std::string part[3], trace;  // node, op, target: said in that order, whatever the keys' order
+      for (size_t i = 0; i + 1 < it.size(); i += 2) {
+        const uint64_t k = it[i].payload;
+        if (k == keys_.name || k == keys_.filename || k == keys_.line) continue;
+        const Value& v = it[i + 1];
+        const int slot = k == keys_.fx_node_name ? 0 : k == keys_.fx_node_op ? 1 : k == keys_.fx_node_target ? 2 : -1;
+        if (slot >= 0 && v.tag == Tag::kStr) part[slot] = s_->str(static_cast<StringId>(v.payload));
+        else if (k == keys_.fx_original_trace && v.tag == Tag::kStr) trace = s_->str(static_cast<StringId>(v.payload));
+        else ++unknown_[static_cast<StringId>(k)];
+      }
+      std::string node;
+      static constexpr const char* kLabel[3] = {"node=", "op=", "target="};
+      for (int j = 0; j < 3; ++j)
+        if (!part[j].empty()) node += (node.empty() ? "" : ", ") + std::string(kLabel[j]) + part[j];
+      if (!node.empty() || !trace.empty())
+        f.fx = s_->strings.intern(node.empty() ? trace : trace.empty() ? node : node + "\n" + trace);
+    }
     auto [it2, inserted] = frame_index_.try_emplace(f, static_cast<FrameId>(s_->frames.size()));
     if (inserted) s_->frames.push_back(f);
     *out = it2->second;
@@ -244,6 +260,7 @@ class Builder : public pickle::Consumer {
     int64_t stream = 0, time_us = 0;
     StackId stack = 0;
     StringId cc = 0, um = 0;
+    const Value* forward = nullptr;  // forward_frames: a list of traceback strings
     for (size_t j = 0; j < shape->n_keys; ++j) {
       const Value& k = items[2 * j];
       const Value& v = items[2 * j + 1];
@@ -284,6 +301,10 @@ class Builder : public pickle::Consumer {
           break;
         case kCompileContext: cc = text_of(r, v); break;
         case kUserMetadata: um = text_of(r, v); break;
+        case kForwardFrames:
+          if (v.tag == Tag::kList || v.tag == Tag::kTuple) forward = &v;
+          else if (v.tag != Tag::kNone) ++odd_fields_["trace entry 'forward_frames' not a list (left out)"];
+          break;
         case kOther: break;  // counted below, once the dict is known to be an entry
         case kNotEntry: return kNotARow;
       }
@@ -297,12 +318,18 @@ class Builder : public pickle::Consumer {
     e.size.push_back(size);
     e.stream.push_back(stream);
     e.time_us.push_back(time_us);
+    if (forward) stack = with_forward_frames(r, stack, *forward);
     e.stack.push_back(stack);
     e.compile_context.push_back(cc);
     e.user_metadata.push_back(um);
     e.layout.push_back(shape->layout);
     return static_cast<uint32_t>(e.action.size() - 1);
   }
+
+  // `stack`'s frames, then the marker frame (kForwardPassFile), then the frames of `forward`'s traceback strings
+  // ('  File "x.py", line 12, in forward\n    code\n', outermost first, as traceback.format_list writes them),
+  // innermost first. A string that is not such a line is kept as a frame named by its text. (builder_tree.cpp)
+  StackId with_forward_frames(const pickle::Reader& r, StackId stack, const Value& forward);
 
   // The id of this key order in Snapshot::entry_layouts; a file has a handful, and consecutive rows mostly share
   // one. Past 255 distinct orders (only a crafted file) rows get 255, which means "PyTorch 2.11's keys".
@@ -348,6 +375,8 @@ class Builder : public pickle::Consumer {
   Value root_;
 
   Status read_segments(const pickle::Reader& r, const Value& list);
+  // host_segments and host_traces (pinned host memory) into Snapshot::host.
+  Status read_host(const pickle::Reader& r, const Value* segments, const Value* traces);
   Status read_traces(const pickle::Reader& r, const Value& list);
   Status read_history(const pickle::Reader& r, const Value& list, Block* b);
   Status read_annotations(const pickle::Reader& r, const Value& list);

@@ -450,6 +450,113 @@ Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
   return {};
 }
 
+Status Builder::read_host(const pickle::Reader& r, const Value* segments, const Value* traces) {
+  auto host = std::make_shared<Snapshot>();
+  // As for the outside part: the tables filled while streaming are shared, so the ids stay valid in a copy.
+  host->strings = s_->strings;
+  host->frames = s_->frames;
+  host->stacks = s_->stacks;
+  host->entry_layouts = s_->entry_layouts;
+  host->forward_marker = s_->forward_marker;
+  if (traces) {
+    // One list of entries: the host is one "device" (PyTorch's own viewer does not draw these yet). A list of
+    // lists, as device_traces is, is read as one trace too.
+    std::vector<const Value*> lists;
+    if (traces->tag != Tag::kList)
+      return Error{"'host_traces' is a " + type_of(*traces) + "; expected a list", where(r, *traces, root_)};
+    bool nested = false;
+    for (const Value& v : r.items(*traces)) nested = nested || v.tag == Tag::kList;
+    if (nested) {
+      for (const Value& v : r.items(*traces))
+        if (v.tag == Tag::kList) lists.push_back(&v);
+    } else {
+      lists.push_back(traces);
+    }
+    host->has_device_traces = true;
+    DeviceTrace d;
+    d.device = 0;
+    std::vector<uint8_t> used(s_->events.size_rows(), 0);
+    for (const Value* list : lists) {
+      const pickle::Reader::Absorbed ab = r.absorbed(*list);
+      std::vector<uint64_t> rows;
+      for (uint64_t row = ab.first; row < ab.first + ab.count && row < used.size(); ++row) rows.push_back(row);
+      for (const Value& ev : r.items(*list))
+        if (ev.tag == Tag::kHandle && ev.aux == kRowHandle) rows.push_back(ev.payload);
+      for (uint64_t row : rows) {
+        if (row >= used.size() || used[row])
+          return Error{"one host trace entry is listed twice (shared through the memo); expected distinct entries",
+                       r.offset_of(*list)};
+        used[row] = 1;
+        host->events.append_row(s_->events, row);
+      }
+    }
+    d.end = static_cast<uint32_t>(host->events.size_rows());
+    host->devices.push_back(d);
+    outside_rows_ += host->events.size_rows();  // copied out, not left out of device_traces
+  }
+  Snapshot* main = s_;
+  s_ = host.get();
+  Status st;
+  if (segments) st = read_segments(r, *segments);
+  s_ = main;
+  if (!st.ok()) return Error{"in 'host_segments': " + st.error().message, st.error().offset};
+  s_->host = std::move(host);
+  return {};
+}
+
+StackId Builder::with_forward_frames(const pickle::Reader& r, StackId stack, const Value& forward) {
+  std::vector<FrameId> frames(s_->stack(stack).begin(), s_->stack(stack).end());
+  auto intern = [&](const Frame& f) {
+    auto [it, inserted] = frame_index_.try_emplace(f, static_cast<FrameId>(s_->frames.size()));
+    if (inserted) s_->frames.push_back(f);
+    return it->second;
+  };
+  if (s_->forward_marker == Snapshot::kNoForwardMarker) {
+    Frame marker;
+    marker.name = s_->strings.intern("forward pass (where this tensor's forward op ran)");
+    marker.filename = s_->strings.intern(kForwardPassFile);
+    marker.line_none = true;
+    s_->forward_marker = intern(marker);
+  }
+  frames.push_back(s_->forward_marker);
+  std::vector<FrameId> fwd;  // outermost first, as written
+  for (const Value& v : r.items(forward)) {
+    if (v.tag != Tag::kStr) continue;
+    std::string_view text = r.str(v);
+    // Every 'File "F", line N, in NAME' in the string (a string may hold one or several).
+    bool any = false;
+    for (size_t at = text.find("File \""); at != std::string_view::npos; at = text.find("File \"", at + 1)) {
+      const size_t fs = at + 6, fe = text.find('"', fs);
+      if (fe == std::string_view::npos) break;
+      const size_t ln = text.find(", line ", fe);
+      const size_t in = ln == std::string_view::npos ? ln : text.find(", in ", ln);
+      if (ln != fe + 1 || in == std::string_view::npos) continue;
+      int64_t line = 0;
+      size_t k = ln + 7;
+      for (; k < in && text[k] >= '0' && text[k] <= '9' && line < (int64_t{1} << 40); ++k) line = line * 10 + (text[k] - '0');
+      if (k != in) continue;
+      const size_t ns = in + 5;
+      size_t ne = text.find('\n', ns);
+      if (ne == std::string_view::npos) ne = text.size();
+      Frame f;
+      f.filename = s_->strings.intern(text.substr(fs, fe - fs));
+      f.name = s_->strings.intern(text.substr(ns, ne - ns));
+      f.line = line;
+      fwd.push_back(intern(f));
+      any = true;
+    }
+    if (!any && !text.empty()) {
+      Frame f;
+      f.name = s_->strings.intern(text.substr(0, std::min<size_t>(text.size(), 200)));
+      f.filename = s_->strings.intern("");
+      f.line_none = true;
+      fwd.push_back(intern(f));
+    }
+  }
+  frames.insert(frames.end(), fwd.rbegin(), fwd.rend());
+  return s_->stacks.intern(frames);
+}
+
 // A capture's mappings of other processes' memory (NCCL peers' buffers) are not this device's memory (owners.h, drop_peer_mappings): they are
 // taken out as the file loads, so that every answer, the viewer's and merge's included, leaves them out alike.
 void Builder::note_peer_mappings(const PeerMappings& m) {
@@ -463,21 +570,53 @@ void Builder::note_peer_mappings(const PeerMappings& m) {
   s_->warnings.push_back(std::move(w));
 }
 
+namespace {
+// A key from the file, quoted in an error: printable ASCII only, at most 40 characters.
+std::string printable_key(std::string_view k) {
+  std::string out;
+  for (char c : k.substr(0, 40)) out += c >= 0x20 && c < 0x7f ? c : '?';
+  return k.size() > 40 ? out + "..." : out;
+}
+}  // namespace
+
 Status Builder::finish(const pickle::Reader& r, const Value& root) {
   root_ = root;
   if (root.tag == Tag::kList) {  // oldest format: a bare list of segments
+    // A list of anything but dicts is some other pickle (`pickle.dump([1, 2, 3])`), not a segment list.
+    if (!r.items(root).empty() && r.items(root)[0].tag != Tag::kDict)
+      return Error{"a pickle, but not a memory snapshot: it holds a list of " + type_of(r.items(root)[0]) +
+                       "; a snapshot is a dict with 'segments' and 'device_traces' (or a list of segment dicts)",
+                   0};
     ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, root));
   } else if (root.tag == Tag::kDict) {
     auto items = r.items(root);
+    std::string others;  // the first few keys, quoted, for a dict that has none of a snapshot's
+    bool known = false;
     for (size_t i = 0; i + 1 < items.size(); i += 2) {
       const Value& k = items[i];
       if (k.tag != Tag::kStr) return Error{"top-level dict has a non-string key", r.offset_of(root)};
       const StringId key = static_cast<StringId>(k.payload);
       if (key != keys_.segments && key != keys_.device_traces && key != keys_.external_annotations &&
-          key != keys_.allocator_settings && key != keys_.allocscope_outside)
+          key != keys_.allocator_settings && key != keys_.allocscope_outside && key != keys_.host_segments &&
+          key != keys_.host_traces) {
         ++unknown_[key];
+        if (i < 6) others += (others.empty() ? "'" : ", '") + printable_key(r.str(k)) + "'";
+      } else {
+        known = true;
+      }
     }
+    // `pickle.dump({'a': [1, 2, 3]})` once read as an empty snapshot, and a script that checked it saw success.
+    // Unknown keys beside a snapshot's are kept and counted; a dict with none of its keys is something else.
+    if (!known)
+      return Error{"a pickle, but not a memory snapshot: " +
+                       (others.empty() ? std::string("an empty dict")
+                                       : "a dict with the key(s) " + others + (items.size() > 6 ? ", ..." : "")) +
+                       " and neither 'segments' nor 'device_traces' (what torch.cuda.memory._snapshot() returns)",
+                   0};
     if (const Value* v = r.find(root, keys_.allocscope_outside)) ALLOCSCOPE_RETURN_IF_ERROR(read_outside(r, *v));
+    const Value* host_segments = r.find(root, keys_.host_segments);
+    const Value* host_traces = r.find(root, keys_.host_traces);
+    if (host_segments || host_traces) ALLOCSCOPE_RETURN_IF_ERROR(read_host(r, host_segments, host_traces));
     ALLOCSCOPE_RETURN_IF_ERROR(read_top(r, root));
   } else {
     return Error{"the file holds a " + type_of(root) +

@@ -2,6 +2,7 @@
 #include "allocscope/loader.h"
 #include "pickle/opcodes.h"
 
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -92,6 +93,7 @@ struct SnapshotStream::State {
   // Until a byte other than a space says which (detail::page_start), the bytes wait in page_bytes.
   detail::PageStart start = detail::PageStart::kUndecided;
   std::vector<uint8_t> page_bytes;
+  std::vector<uint8_t> head;  // the first detail::kTextHead bytes, to say "text" when the pickle machine refuses it
 };
 
 SnapshotStream::SnapshotStream(const LoadOptions& options, uint64_t size_hint) : s_(new State(options)) {
@@ -106,20 +108,28 @@ uint64_t SnapshotStream::bytes_fed() const { return s_->fed; }
 Status SnapshotStream::feed(std::span<const uint8_t> chunk) {
   if (s_->fed == 0 && is_gzip(chunk))
     return Error{"this is gzip data; inflate it before feeding the stream (load_snapshot does it)", 0};
-  s_->fed += chunk.size();
-  if (s_->start == detail::PageStart::kNotPage) return s_->reader.feed(chunk);
-  s_->page_bytes.insert(s_->page_bytes.end(), chunk.begin(), chunk.end());
-  if (s_->start == detail::PageStart::kPage) return {};
-  // Still deciding: the same rule load_snapshot applies to the whole input, on what has come so far.
-  s_->start = detail::page_start(s_->page_bytes);
-  if (s_->start == detail::PageStart::kUndecided) return {};
-  ALLOCSCOPE_RETURN_IF_ERROR(detail::refuse_known_non_snapshots(s_->page_bytes));
-  if (s_->start == detail::PageStart::kPage) {
-    s_->snap = Snapshot();  // the columns reserved for a pickle of this size are not needed
-    return {};
-  }
-  const std::vector<uint8_t> head = std::exchange(s_->page_bytes, {});
-  return s_->reader.feed(head);
+  if (s_->head.size() < detail::kTextHead)
+    s_->head.insert(s_->head.end(), chunk.begin(),
+                    chunk.begin() + static_cast<std::ptrdiff_t>(std::min(chunk.size(), detail::kTextHead - s_->head.size())));
+  // The pickle machine's part; its error is said as text's when the file is text.
+  Status st = [&]() -> Status {
+    s_->fed += chunk.size();
+    if (s_->start == detail::PageStart::kNotPage) return s_->reader.feed(chunk);
+    s_->page_bytes.insert(s_->page_bytes.end(), chunk.begin(), chunk.end());
+    if (s_->start == detail::PageStart::kPage) return {};
+    // Still deciding: the same rule load_snapshot applies to the whole input, on what has come so far.
+    s_->start = detail::page_start(s_->page_bytes);
+    if (s_->start == detail::PageStart::kUndecided) return {};
+    ALLOCSCOPE_RETURN_IF_ERROR(detail::refuse_known_non_snapshots(s_->page_bytes));
+    if (s_->start == detail::PageStart::kPage) {
+      s_->snap = Snapshot();  // the columns reserved for a pickle of this size are not needed
+      return {};
+    }
+    const std::vector<uint8_t> head = std::exchange(s_->page_bytes, {});
+    return s_->reader.feed(head);
+  }();
+  if (st.ok()) return st;
+  return detail::explain_text(s_->head, st.error());
 }
 
 Result<Snapshot> SnapshotStream::finish() {
@@ -129,8 +139,9 @@ Result<Snapshot> SnapshotStream::finish() {
     ALLOCSCOPE_RETURN_IF_ERROR(s_->reader.feed(std::exchange(s_->page_bytes, {})));
   }
   auto root = s_->reader.finish();
-  if (!root.ok()) return root.error();
-  ALLOCSCOPE_RETURN_IF_ERROR(s_->builder.finish(s_->reader, root.value()));
+  if (!root.ok()) return detail::explain_text(s_->head, root.error());
+  if (Status built = s_->builder.finish(s_->reader, root.value()); !built.ok())
+    return detail::explain_text(s_->head, built.error());
   if (LoadOptions::PickleFacts* f = s_->options.facts)
     f->memo_slots = s_->reader.memo_size(), f->root_is_dict = root.value().tag == pickle::Tag::kDict,
     f->fast_dicts = s_->reader.fast_dicts(), f->pickle_end = s_->reader.pickle_end();
@@ -338,8 +349,8 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   if (options.progress) p = [&](uint64_t d, uint64_t t) { options.progress("parse", d, t); };
   if (decodes_ahead(options, bytes.size())) reader.decode_ahead(options.spare_time ? &options.spare_time : nullptr);
   auto root = reader.run(bytes, &builder, p);
-  if (!root.ok()) return root.error();
-  ALLOCSCOPE_RETURN_IF_ERROR(builder.finish(reader, root.value()));
+  if (!root.ok()) return detail::explain_text(bytes, root.error());
+  if (Status built = builder.finish(reader, root.value()); !built.ok()) return detail::explain_text(bytes, built.error());
   if (LoadOptions::PickleFacts* f = options.facts)
     f->memo_slots = reader.memo_size(), f->root_is_dict = root.value().tag == pickle::Tag::kDict,
     f->fast_dicts = reader.fast_dicts(), f->pickle_end = reader.pickle_end(), f->ahead_dicts = reader.ahead_dicts();
@@ -359,8 +370,10 @@ Status check_snapshot_start(std::span<const uint8_t> head) {
 namespace {
 
 Result<std::vector<uint8_t>> read_whole(const std::string& path, bool snapshot) {
+  errno = 0;
   std::ifstream f(path, std::ios::binary);
-  if (!f) return Error{"cannot open '" + path + "'"};
+  // The reason (no such file, permission denied) is what a user acts on; the stream keeps fopen's errno.
+  if (!f) return Error{"cannot open '" + path + "'" + (errno ? std::string(": ") + std::strerror(errno) : "")};
   // Read to the end rather than trusting a size: a pipe or /proc has none, and a directory's "size" (found by seeking
   // to its end) once became a multi-exabyte allocation and a crash.
   constexpr size_t kStep = 1u << 20;

@@ -106,4 +106,53 @@ Status refuse_known_non_snapshots(std::span<const uint8_t> head) {
   return {};
 }
 
+namespace {
+
+// Printable ASCII, tabs and line breaks, and any byte of a UTF-8 sequence; no other control byte. A binary pickle
+// (protocols 1-5) holds control bytes within its first few: PROTO's 0x80 first, lengths and small ints after.
+bool looks_like_text(std::span<const uint8_t> head) {
+  // Short input, and protocol 0's text opcodes with their argument ("I999...", "g-1", "(" alone), stay a pickle's
+  // error: text starts with a word (two letters) or has a space or a comma on its first line.
+  if (head.size() < 8 || head[0] >= 0x80) return false;
+  const auto letter = [](uint8_t c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; };
+  bool word = letter(head[0]) && letter(head[1]);
+  for (size_t i = 0; i < head.size() && head[i] != '\n' && !word; ++i) word = head[i] == ' ' || head[i] == ',';
+  if (!word) return false;
+  // A protocol 0 pickle of a snapshot (a dict or a list) is text too: '(dp0' or '(lp0'. Its error is a pickle's.
+  if (head.size() >= 2 && head[0] == '(' && (head[1] == 'd' || head[1] == 'l')) return false;
+  for (uint8_t c : head)
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return false;
+  return true;
+}
+
+// The first line, cut to 48 characters, with anything but printable ASCII as '?': it is quoted in an error.
+std::string first_line(std::span<const uint8_t> head) {
+  std::string out;
+  for (uint8_t c : head) {
+    if (c == '\n' || c == '\r' || out.size() >= 48) break;
+    out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+  }
+  return out;
+}
+
+}  // namespace
+
+Error explain_text(std::span<const uint8_t> head, const Error& parse_error) {
+  head = head.first(std::min(head.size(), kTextHead));
+  if (!looks_like_text(head)) return parse_error;
+  const std::string line = first_line(head);
+  // CSV: two lines (at least) with the same number of commas, one or more.
+  auto commas = [](std::string_view l) { return static_cast<size_t>(std::count(l.begin(), l.end(), ',')); };
+  const std::string_view text(reinterpret_cast<const char*>(head.data()), head.size());
+  const size_t nl = text.find('\n');
+  const std::string_view second = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+  const std::string_view second_line = second.substr(0, std::min(second.find('\n'), second.size()));
+  const bool csv = commas(line) > 0 && commas(line) == commas(second_line);
+  const std::string kind = csv ? "CSV text" : "a text file";
+  return Error{kind + ", not a pickle: it begins \"" + line + (line.size() >= 48 ? "...\"" : "\"") +
+                   ". allocscope reads the snapshot torch.cuda.memory._dump_snapshot(PATH) writes (a .pickle, or "
+                   "a .pickle.gz)",
+               0};
+}
+
 }  // namespace allocscope::detail

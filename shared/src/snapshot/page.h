@@ -28,4 +28,11 @@ Result<std::vector<uint8_t>> snapshot_in_page(std::span<const uint8_t> page);
 // anything else.
 Status refuse_known_non_snapshots(std::span<const uint8_t> head);
 
+// The error to show for `parse_error`, which the pickle machine raised on a file beginning with `head`: when the
+// file is text (a CSV, a log, source code), that it is text and how it begins, since most text bytes are pickle
+// opcodes too ('h' is BINGET) and their error would talk about memo slots. Otherwise `parse_error` itself. Only
+// asked after a failure, so protocol 0 pickles (text too) still load.
+Error explain_text(std::span<const uint8_t> head, const Error& parse_error);
+constexpr size_t kTextHead = 512;  // how much of the start explain_text looks at
+
 }  // namespace allocscope::detail

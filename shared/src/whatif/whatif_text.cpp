@@ -59,8 +59,10 @@ std::string to_text(const WhatIfReport& r) {
   std::string o = "device " + std::to_string(r.device) + ": batch " + scale(r.batch) + ", sequence " + scale(r.seq) +
                   "\n";
   for (const WhatIfEffect& e : r.effects) o += "  " + e.change + ": " + e.what + "\n";
-  o += "  peak allocated  " + rpad(size(r.measured_allocated), 10) + " -> " + rpad(size(r.predicted_allocated), 10) +
-       "  (allocator blocks)\n";
+  // "in blocks": the allocated bytes rounded up to the allocator's blocks, what must fit in reserved memory; not
+  // `peak`'s "peak allocated", which counts the requested bytes (docs/analyses.md, "Words").
+  o += "  peak in blocks  " + rpad(size(r.measured_allocated), 10) + " -> " + rpad(size(r.predicted_allocated), 10) +
+       "  (allocated, rounded up to the allocator's blocks)\n";
   o += "  peak reserved   " + rpad(size(r.measured_reserved), 10) + " -> " + rpad(size(r.predicted_reserved), 10) + "\n";
   o += "  least memory it runs in: " + size(r.predicted_needed) + " (short of memory, the allocator frees its cache)\n";
   o += "  grows with the batch at the peak: " + size(r.scaled_bytes_at_peak) + "\n";
@@ -150,7 +152,7 @@ std::string to_text(const WhatIfFit& r) {
   std::string o = head;
   char sizes[96];
   std::snprintf(sizes, sizeof sizes, " at %g, ", r.size_a);
-  o += "  peak allocated  " + size(r.measured_allocated_a) + sizes;
+  o += "  peak in blocks  " + size(r.measured_allocated_a) + sizes;
   std::snprintf(sizes, sizeof sizes, " at %g -> ", r.size_b);
   o += size(r.measured_allocated_b) + sizes + size(r.predicted_allocated) + "\n";
   o += "  peak reserved   -> " + size(r.predicted_reserved) + "\n";
