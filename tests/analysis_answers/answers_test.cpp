@@ -395,6 +395,10 @@ TEST(Categories, AdamsStateIsTwiceItsParametersOnEveryAdamFile) {
       const size_t param = static_cast<size_t>(Category::kParameter);
       const size_t state = static_cast<size_t>(Category::kOptimizerState);
       if (end.count[param] == 0) continue;  // the model was deleted before the dump
+      // A run that ran out of memory may have stopped while the optimizer made its state (plan_runs/oom_cut, whose
+      // OOMs were provoked under a cap): half of it made is not a structure to check.
+      const auto first = s.events.action.begin() + lt.event_begin;
+      if (std::find(first, first + lt.event_count, Action::kOom) != first + lt.event_count) continue;
       auto ratio = [&](const auto& v) { return static_cast<double>(v[state]) / static_cast<double>(v[param]); };
       EXPECT_NEAR(ratio(end.bytes), 2.0, 0.002) << path << " device " << lt.device;
       // Fused (and capturable) Adam keeps each parameter's step count as a tensor on the GPU too: three state
