@@ -265,3 +265,31 @@ TEST(WhatIfChanges, ARecordingThatCannotTakeAChangeSaysWhy) {
 
 }  // namespace
 }  // namespace allocscope
+
+namespace allocscope {
+namespace {
+
+TEST(WhatIfFitPairing, AMovedTopLevelLinePairsTheSameAllocations) {
+  // Two runs of one loop, the second with its script's top level edited above the call (every `<module>` frame's
+  // line moved): the pairing must not see two different programs.
+  const std::string d = std::string(ALLOCSCOPE_FIXTURES) + "/whatif/";
+  const Loaded& a = load(d + "gpt_adamw_b8_s256.pickle.gz");
+  auto b = load_snapshot_file(d + "gpt_adamw_b16_s256.pickle.gz");
+  ASSERT_TRUE(b.ok());
+  const DeviceLifetimes lb = build_device_lifetimes(b.value(), 0);
+  auto paired = [&](const Snapshot& s) {
+    const std::vector<int64_t> p = pair_allocations(a.s, a.lt, s, lb);
+    return std::count_if(p.begin(), p.end(), [](int64_t x) { return x >= 0; });
+  };
+  const auto before = paired(b.value());
+  Snapshot moved = std::move(b).value();
+  uint32_t shifted = 0;
+  for (Frame& f : moved.frames)
+    if (moved.str(f.name) == "<module>") f.line += 3, ++shifted;
+  ASSERT_GT(shifted, 0u);
+  EXPECT_EQ(paired(moved), before);
+  EXPECT_GT(before, static_cast<long>(lb.count() * 9 / 10));
+}
+
+}  // namespace
+}  // namespace allocscope

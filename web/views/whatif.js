@@ -135,9 +135,9 @@ export default {
         el('div', { class: 'cards' },
           // "In blocks": allocated bytes rounded up to the allocator's blocks (docs/analyses.md, "Words"); the Peak
           // view's "peak allocated" is the requested bytes, a little less.
-          card('Peak in blocks, recorded', bytes(r.measured_allocated), 'allocated, rounded up to the allocator\'s blocks'),
+          card('Peak in blocks, recorded', bytes(r.replayed_allocated), 'allocated, rounded up to the allocator\'s blocks, as the allocator model replays the recording'),
           card('Peak in blocks, predicted', bytes(r.predicted_allocated)),
-          card('Peak reserved, recorded', bytes(r.measured_reserved)),
+          card('Peak reserved, recorded', bytes(r.measured_reserved), 'what the file\'s segments held at most'),
           card('Peak reserved, predicted', bytes(r.predicted_reserved)),
           card('Least memory it runs in (the allocator frees its cache when short)', bytes(r.predicted_needed)),
           card('Grows with the batch (at the peak)', bytes(r.scaled_bytes_at_peak))));

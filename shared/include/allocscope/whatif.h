@@ -141,8 +141,11 @@ struct WhatIfReport {
   std::vector<WhatIfEffect> effects;  // what each change did
   std::vector<WhatIfTerms> terms;  // measured
   WhatIfTerms predicted_terms;     // at the predicted peak (with changes: how the terms moved)
-  // Measured (this snapshot) and predicted (after scaling), in the allocator's block bytes.
+  // What the file records: its peak allocated (the requested bytes alive, as `peak` says it) and reserved (its
+  // segments). Then the replay of the recorded sizes, and the prediction, in the allocator's block bytes: compare
+  // replayed with predicted (one model on both sides), measured with what PyTorch's own counters said.
   uint64_t measured_allocated = 0, measured_reserved = 0;
+  uint64_t replayed_allocated = 0, replayed_reserved = 0;
   uint64_t predicted_allocated = 0, predicted_reserved = 0;
   // The least the allocator needs (least_allocator_room). With a GPU, it fits when this plus the context does and
   // the replay capped at the GPU's room does not run out of memory.

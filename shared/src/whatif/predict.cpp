@@ -11,6 +11,7 @@
 #include "allocscope/frame_filter.h"
 #include "allocscope/iterations.h"
 #include "allocscope/oom.h"
+#include "allocscope/segment_timeline.h"
 #include "whatif/internal.h"
 #include "whatif/run_model.h"
 
@@ -73,9 +74,12 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   const uint32_t peak = lt.peak_step();
   for (uint32_t i = 0; i < n; ++i)
     if (grows[i] && lt.alive_at(i, peak)) r.scaled_bytes_at_peak += lt.size[i];
-  const AllocatorReplay measured = replay_caching_allocator(lt, lt.size);
-  r.measured_allocated = measured.peak_allocated;
-  r.measured_reserved = measured.peak_reserved;
+  const AllocatorReplay replayed = replay_caching_allocator(lt, lt.size);
+  r.replayed_allocated = replayed.peak_allocated;
+  r.replayed_reserved = replayed.peak_reserved;
+  r.measured_allocated = lt.total.empty() ? 0 : lt.total[lt.peak_step()];
+  const SegmentTimeline segments = build_segment_timeline(s, lt.device);
+  r.measured_reserved = segments.total.empty() ? 0 : *std::max_element(segments.total.begin(), segments.total.end());
   const double factor = options.batch * options.seq;
 
   // The run to predict: the recorded rows, with the requests that failed (with_failed_requests: tried in a run at

@@ -61,9 +61,11 @@ std::string to_text(const WhatIfReport& r) {
   for (const WhatIfEffect& e : r.effects) o += "  " + e.change + ": " + e.what + "\n";
   // "in blocks": the allocated bytes rounded up to the allocator's blocks, what must fit in reserved memory; not
   // `peak`'s "peak allocated", which counts the requested bytes (docs/analyses.md, "Words").
-  o += "  peak in blocks  " + rpad(size(r.measured_allocated), 10) + " -> " + rpad(size(r.predicted_allocated), 10) +
-       "  (allocated, rounded up to the allocator's blocks)\n";
-  o += "  peak reserved   " + rpad(size(r.measured_reserved), 10) + " -> " + rpad(size(r.predicted_reserved), 10) + "\n";
+  o += "  peak in blocks  " + rpad(size(r.replayed_allocated), 10) + " -> " + rpad(size(r.predicted_allocated), 10) +
+       "  (allocated, rounded up to the allocator's blocks; the file's peak allocated is " +
+       size(r.measured_allocated) + ")\n";
+  o += "  peak reserved   " + rpad(size(r.replayed_reserved), 10) + " -> " + rpad(size(r.predicted_reserved), 10) +
+       "  (the allocator model; the file records " + size(r.measured_reserved) + ")\n";
   o += "  least memory it runs in: " + size(r.predicted_needed) + " (short of memory, the allocator frees its cache)\n";
   o += "  grows with the batch at the peak: " + size(r.scaled_bytes_at_peak) + "\n";
   const std::string v =
@@ -116,6 +118,8 @@ std::string to_json(const WhatIfReport& r) {
          {"seq_scale", r.seq},
          {"measured_allocated", r.measured_allocated},
          {"measured_reserved", r.measured_reserved},
+         {"replayed_allocated", r.replayed_allocated},
+         {"replayed_reserved", r.replayed_reserved},
          {"predicted_allocated", r.predicted_allocated},
          {"predicted_reserved", r.predicted_reserved},
          {"predicted_needed", r.predicted_needed},
