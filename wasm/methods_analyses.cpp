@@ -6,6 +6,7 @@
 #include "allocscope/diff.h"
 #include "allocscope/leaks.h"
 #include "allocscope/oom.h"
+#include "allocscope/plan.h"
 #include "allocscope/peak.h"
 #include "allocscope/ranks.h"
 #include "allocscope/summary.h"
@@ -209,7 +210,24 @@ Answer whatif_fit(const Request& r, std::span<Loaded* const> files) {
   return a;
 }
 
+// What to change so the device's run fits the GPU ("gpu", the CLI's names and sizes; none: the GPU it ran out of
+// memory on, else what cuts the peak most), cheapest first: `allocscope plan --json`'s document.
+Answer plan_method(const Request& r, std::span<Loaded* const> files) {
+  Loaded& f = *files[0];
+  const int64_t device = r.i64("device");
+  const DeviceLifetimes* lt = lifetimes_of(f, device);
+  const Categories* c = categories_of(f, device);
+  if (!lt || !c) return Answer::error("no trace for that device");
+  PlanOptions o;
+  if (const std::string bad = read_gpu(r, &o.gpu); !bad.empty()) return Answer::error(bad);
+  o.max_options = static_cast<uint32_t>(std::clamp<int64_t>(r.i64("top", 8), 1, 32));
+  Answer a;
+  a.body = parse(to_json(plan(f.snapshot, *lt, *c, o)));
+  return a;
+}
+
 const RegisterMethod r1({"summary", summary});
+const RegisterMethod r10({"plan", plan_method});
 const RegisterMethod r9({"whatif_fit", whatif_fit});
 const RegisterMethod r8({"whatif", whatif});
 const RegisterMethod r2({"peak", peak});

@@ -200,10 +200,41 @@ async function plotTest(browser) {
   ok(r2.status !== 0 && /at byte \d+/.test(r2.stderr), `a corrupt file fails at the command line (${r2.stderr.trim()})`);
 }
 
+// The What-if view's plan and `allocscope plan --json` for the same file and GPU: the same options, in the same order
+// (one core computes both), each with its line of code. A real OOM recorded under a cap (plan_runs/oom_cut).
+async function planTest(browser) {
+  console.log('the viewer\'s plan against allocscope plan');
+  const file = path.join(fixtures, 'plan_runs', 'oom_cut', 'llama_hf_90_oom.pickle.gz');
+  const cliPlan = JSON.parse(spawnSync(cli, ['plan', file, '--gpu', '4.19GiB', '--top', '6', '--json'], { encoding: 'utf8' }).stdout);
+  const want = cliPlan.options.map((o) => [...o.changes, ...(o.batch_scale !== 1 ? [`--batch ${o.batch_scale}`] : [])].join(' '));
+  ok(want.length >= 2, `the CLI plans options (${want.join(' | ')})`);
+  const { child, url } = await startView([file]);
+  const { context, page, errors } = await pageFor(browser);
+  await page.goto(url + '#view=whatif');
+  ok((await waitState(page, ['ready', 'error'], 60000)) === 'ready', 'the OOM file opens');
+  await page.click('[data-view="whatif"]');
+  await page.fill('.gpu-input', '4.19GiB');
+  await page.press('.gpu-input', 'Enter');
+  await page.click('[data-plan]');
+  await page.waitForSelector('[data-plan-option="0"]', { timeout: 60000 }).catch(() => null);
+  const got = await page.$$eval('[data-plan-option]', (rows) => rows.map((r) => r.dataset.planFlags));
+  ok(JSON.stringify(got) === JSON.stringify(want), `the viewer lists the CLI's options in its order (${got.join(' | ')})`);
+  const first = await page.textContent('[data-plan-option="0"] code').catch(() => '');
+  ok(first === cliPlan.options[0].code.join('; '), `and the line that applies the first (${first})`);
+  ok(/as recorded it needs/.test(await page.textContent('[data-plan-head]')), 'its head says what the recorded run needs');
+  ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
+  await page.screenshot({ path: path.join(artifacts, 'plan.png') });
+  await context.close();
+  const exit = new Promise((resolve) => child.on('exit', resolve));
+  child.kill('SIGINT');
+  await exit;
+}
+
 (async () => {
   const browser = await launch();
   try {
     await viewTest(browser);
+    await planTest(browser);
     await viewRanksTest(browser);
     await viewOddNamesTest(browser);
     await plotTest(browser);

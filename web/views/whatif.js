@@ -1,6 +1,7 @@
-// What-if: the peak at another batch size or sequence length and whether it fits a GPU: the same numbers as
-// `allocscope whatif` (computed in the core), the measured terms they rest on, and a chart of the measured total over
-// the trace with the predicted one drawn faintly over it and the GPU's room as a line.
+// What-if and plan: the peak at another batch size or sequence length and whether it fits a GPU (the same numbers as
+// `allocscope whatif`, computed in the core), what to change so it fits (`allocscope plan`: each option with the line
+// that applies it), the measured terms they rest on, and a chart of the measured total over the trace with the
+// predicted one drawn faintly over it and the GPU's room as a line.
 import { bytes, el, gpuProblem } from '../format.js';
 import { fitCanvas, theme, onResize, byteTicks } from '../canvas.js';
 import { card } from './widgets.js';
@@ -80,7 +81,7 @@ function drawChart(canvas, measured, predicted, room) {
 
 export default {
   id: 'whatif',
-  title: 'What-if',
+  title: 'What-if',  // and the plan: what to change so it fits
   key: 'w',
   available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
   perDevice: true,
@@ -92,6 +93,7 @@ export default {
     const gpuInput = el('input', { type: 'text', class: 'gpu-input', placeholder: 'h100, a100-40gb, 24gb', 'aria-label': 'GPU', size: 18 });
     const gpuError = el('span', { class: 'muted' });
     const body = el('div');
+    const planOut = el('div', { class: 'plan' });
     const canvas = el('canvas', { class: 'whatif-chart' });
     let series = { measured: [], predicted: [], room: 0 };
     root.append(el('h2', { text: `What if: cuda:${device}` }),
@@ -100,7 +102,44 @@ export default {
         'model of PyTorch\'s caching allocator. One snapshot sees sequence length as linear (attention grows with its square): ' +
         'open two or more snapshots of the same job at different sizes together to fit across them here, or use `allocscope whatif A B`.' }),
       el('div', { class: 'toolbar' }, batch.node, seq.node, el('label', null, 'GPU ', gpuInput), gpuError),
-      body, canvas);
+      planOut, body, canvas);
+    // The plan for the GPU typed (or, without one, for the GPU the file ran out of memory on, else what cuts most),
+    // when asked: it predicts some thirty changed runs, seconds on a large file.
+    let planNo = 0, planAsked = false;
+    planOut.append(el('button', { type: 'button', 'data-plan': '', onclick: () => { planAsked = true; renderPlan().catch((e) => ctx.fail(e)); } },
+      'Plan: what to change so it fits'));
+    const renderPlan = async () => {
+      const mine = ++planNo;
+      const gpu = gpuInput.value.trim();
+      let reply;
+      try {
+        reply = await ctx.call({ method: 'plan', id: f.id, device, gpu, top: 6 });
+      } catch (e) {
+        if (mine === planNo) planOut.replaceChildren();  // an unreadable GPU is said beside the field already
+        return;
+      }
+      if (mine !== planNo) return;
+      const p = reply.body;
+      const head = p.gpu
+        ? `Plan for ${p.gpu.label} (${bytes(p.gpu.allocator_room)} for the allocator): as recorded it needs ${bytes(p.recorded.predicted_needed)}` +
+          ` (${p.recorded.verdict}). ` + (!p.options.length ? 'Nothing tried helps.' : p.options[0].verdict === 'fits'
+            ? 'What to change so it fits, cheapest first:' : 'Nothing tried fits surely; closest first:')
+        : `Plan: as recorded it needs ${bytes(p.recorded.predicted_needed)}; the changes that cut it most, cheapest first (type a GPU to plan for it):`;
+      const table = el('table', { class: 'table plan-options' }, el('tr', null,
+        ...['', 'kind', 'change', 'needs', 'verdict', 'spare / cut'].map((h) => el('th', { text: h }))));
+      p.options.forEach((o, i) => {
+        const flags = [...o.changes, ...(o.batch_scale !== 1 ? [`--batch ${o.batch_scale}`] : [])].join(' ');
+        const what = o.code.length ? o.code.join('; ') : `the batch at ${o.batch_scale}x the recorded one`;
+        table.append(el('tr', { 'data-plan-option': String(i), 'data-plan-flags': flags, title: o.effects.map((e) => `${e.change}: ${e.effect}`).join('\n') },
+          el('td', { class: 'num', text: String(i + 1) }), el('td', { text: o.cost }),
+          el('td', null, el('code', { text: what }), el('div', { class: 'fine mono', text: `whatif ${flags}` })),
+          el('td', { class: 'num', text: p.gpu ? `${bytes(o.predicted_needed)} (${bytes(o.needed_low)} to ${bytes(o.needed_high)})` : bytes(o.predicted_needed) }),
+          el('td', { text: o.verdict || '' }),
+          el('td', { class: 'num', text: `${Math.round(100 * o.margin)}%` })));
+      });
+      planOut.replaceChildren(el('h3', { text: 'Plan: what to change' }), el('p', { 'data-plan-head': '', text: head }), table,
+        el('ul', { class: 'fine' }, ...p.notes.map((n) => el('li', { text: n }))));
+    };
     let seqNo = 0;
     let fitAgain = () => Promise.resolve();  // set once the fit across files is on the page
     const render = async () => {
@@ -203,7 +242,11 @@ export default {
     batch.input.addEventListener('change', rerender);
     seq.input.addEventListener('change', rerender);
     // The fit across files answers for the GPU too: it kept answering for the one typed before (an audit).
-    gpuInput.addEventListener('change', () => { rerender(); fitAgain().catch((e) => ctx.fail(e)); });
+    gpuInput.addEventListener('change', () => {
+      rerender();
+      if (planAsked) renderPlan().catch((e) => ctx.fail(e));
+      fitAgain().catch((e) => ctx.fail(e));
+    });
     const off = onResize(canvas, () => drawChart(canvas, series.measured, series.predicted, series.room));
     render().then(() => ctx.painted()).catch((e) => ctx.fail(e));
     return { update() {}, destroy() { off(); } };

@@ -156,7 +156,7 @@ Result<GpuCapacity> parse_gpu_capacity(std::string_view text) {
     return Error{"--gpu: '" + std::string(text) + "' would be " + std::string(text) + " bytes: give " +
                  (v <= 1024 ? "a unit (" + std::string(text) + "GB, " + std::string(text) + "GiB), " : std::string()) +
                  "the bytes torch.cuda.mem_get_info()[1] reports, or a name (h100)"};
-  return GpuCapacity{static_cast<uint64_t>(v * scale), "as given", false};
+  return GpuCapacity{static_cast<uint64_t>(v * scale), "the GPU given", false};
 }
 
 }  // namespace allocscope

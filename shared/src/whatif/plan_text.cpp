@@ -44,7 +44,7 @@ std::string to_text(const Plan& p) {
   std::string o = "device " + std::to_string(p.device) + (p.from_oom ? " (ran out of memory)" : "") +
                   ": as recorded, the allocator needs " + size(r.predicted_needed);
   if (p.gpu) {
-    const std::string gpu = p.gpu->label == "as given" ? "the GPU given (" + size(p.gpu->total_bytes) + ")" : p.gpu->label;
+    const std::string gpu = p.gpu->label + " (" + size(p.gpu->total_bytes) + ")";
     o += " (" + size(r.needed_low) + " to " + size(r.needed_high) + "): " + verdict_word(r.verdict) + " on " + gpu +
          ", whose allocator has " + size(allocator_room(*p.gpu)) + " beside the CUDA context\n";
     o += p.options.empty() ? "nothing tried helps\n"
