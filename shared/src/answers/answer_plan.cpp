@@ -34,6 +34,9 @@ Result<AnswerOutput> run(Files files, const AnswerOptions& o) {
   LoadedSnapshot& f = *files[0];
   const Snapshot& s = f.snapshot();
   const DeviceLifetimes* lt = device_to_predict(f, o);
+  if (!lt && !f.lifetimes().devices.empty() && !o.has("device"))
+    return fail("plan", f.name() + " holds segments but no trace: a plan predicts the run from the allocations it "
+                "recorded. Record with torch.cuda.memory._record_memory_history() before the first step");
   if (!lt) return no_device("plan", f, o.get("device"), o.has("json"));
   auto c = categorize(s, *lt, detect_iterations(s, *lt), f.frame_filter());
   if (!c.ok()) return fail("plan", c.error().describe());
