@@ -1,6 +1,7 @@
 // Reading the non-streamed part of a snapshot: segments and blocks, device trace lists, annotations, settings.
 #include "snapshot/builder.h"
 #include "allocscope/lent_frames.h"
+#include "snapshot/capture_notes.h"
 
 namespace allocscope::detail {
 
@@ -498,6 +499,7 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
     s_->events = EventColumns{};
   }
   if (is_capture(*s_)) note_peer_mappings(drop_peer_mappings(s_));
+  note_capture_notes(s_);
   // PyTorch's entries made on threads that run no Python get the line of the call that waited for them (a capture's
   // own entries got it when they were recorded).
   if (!is_capture(*s_)) {
