@@ -63,7 +63,7 @@ struct LeakReport {
   // Those of a caching allocator of tensors (PyTorch's, CuPy's, XLA's), judged as pools (capture files only):
   // growing after warm-up, largest growth first. Other libraries' buffers (NCCL, cuBLAS) are set up by the library.
   std::vector<PoolGrowth> pools_growing;
-  // Whether there were pools to judge and boundaries enough to tell their warm-up from growth (kPoolBoundaries).
+  // Whether there were boundaries enough to tell a pool's warm-up from growth (kPoolBoundaries).
   bool pools_judged = false;
   static constexpr uint32_t kPoolBoundaries = 9;  // a third for warm-up, and six to see a trend after it
   // The boundaries a trend needs with this kind of iterations (LeakOptions): with fewer, nothing can be seen to

@@ -223,11 +223,11 @@ LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterat
   // A pool that keeps growing after warm-up is all a capture without PyTorch's tensors sees of a leak: said as
   // growth, with the sites its reservations grew at, never as "nothing grows" (an audit: a planted leak's capture read
   // "no leak" while its active bytes rose 222 MiB, 238 MiB ... 1.7 GiB).
-  if (m >= r.boundaries_needed && m >= LeakReport::kPoolBoundaries) {
+  r.pools_judged = m >= r.boundaries_needed && m >= LeakReport::kPoolBoundaries;
+  if (r.pools_judged) {
     const uint32_t warmup = std::max<uint32_t>(1, m / 3);
     for (auto& [owner, p] : pools) {
       if (owner != Owner::kPyTorch && owner != Owner::kCuPy && owner != Owner::kXla) continue;
-      r.pools_judged = true;
       LeakGroup total;
       finish(p.total, m, &total);
       if (!pool_rising(total.alive_bytes, warmup)) continue;
