@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -79,6 +80,43 @@ std::string absolute(const std::string& p) {
   return realpath(p.c_str(), buf) ? std::string(buf) : p;
 }
 
+// Said before the job starts, on stderr: what the file will and will not hold, so that nothing is left out in
+// silence (an audit ran `record` from a copy without its python/ folder: no tensors, and no word of it).
+void tell_what_it_sees(const std::string& lib, const std::string& boot, bool torch) {
+  auto opts = capture::options_from_env();  // checked by the caller
+  const capture::Options o = opts.ok() ? std::move(opts).value() : capture::Options{};
+  const char* stacks = o.stacks == capture::StackMode::kNone     ? "none"
+                       : o.stacks == capture::StackMode::kNative ? "native frames"
+                                                                 : "native and Python frames";
+  char ring[64];
+  std::snprintf(ring, sizeof ring, "%.1f MiB", static_cast<double>(o.max_entries) * 56 / (1 << 20));
+  std::string line = "allocscope record: every CUDA allocation through " + lib + "; trace ring of " +
+                     std::to_string(o.max_entries) + " entries (" + ring + " of host memory; older entries are " +
+                     "dropped, and the file says how many), stacks: " + stacks + " (at most " +
+                     std::to_string(o.max_frames) + "); written to " + o.output_path +
+                     (o.dump_at_exit ? " at exit" : "") + (o.dump_on_oom ? ", on out-of-memory" : "") +
+                     (o.dump_signal ? ", on signal " + std::to_string(o.dump_signal) : "") + "\n";
+  if (!torch) {
+    line += "allocscope record: --no-torch: in Python jobs PyTorch's own recorder stays off (the file will hold "
+            "PyTorch's reserved memory, not its tensors), and gradients keep native frames only\n";
+  } else if (boot.empty()) {
+    line += "allocscope record: WARNING: no Python bootstrap found (python/sitecustomize.py beside this binary, or "
+            "../share/allocscope/python): in PyTorch jobs its own recorder stays off, so the file will hold PyTorch's "
+            "reserved memory but no tensors, and gradients keep native frames only; the file says so too\n";
+  } else if (const char* r = std::getenv("ALLOCSCOPE_TORCH_RECORDER"); r && std::string(r) == "0") {
+    line += "allocscope record: ALLOCSCOPE_TORCH_RECORDER=0: PyTorch's own recorder stays off (the capture's own "
+            "file, no tensors); backward() and collectives still lend their line to the allocations they wait for\n";
+  } else {
+    const char* m = std::getenv("ALLOCSCOPE_TORCH_MAX_ENTRIES");
+    line += "allocscope record: Python jobs: bootstrap " + boot + ": PyTorch's own recorder (ring of " +
+            std::string(m && *m ? m : "100000") + " entries) turned on when the job's CUDA starts and merged into "
+            "the file; backward() and collectives lend their line to the allocations made for them\n";
+  }
+  line += "allocscope record: (another CUPTI user, such as Nsight or a profiler, stops the capture: the job's stderr "
+          "then says \"allocscope capture: not recording\")\n";
+  std::fputs(line.c_str(), stderr);
+}
+
 int run_record(const std::vector<std::string>& args) {
   std::vector<std::pair<std::string, std::string>> env;
   std::string library;
@@ -148,12 +186,23 @@ int run_record(const std::vector<std::string>& args) {
   if (!exists(lib)) return fail("record: " + lib + ": no such file");
   setenv("CUDA_INJECTION64_PATH", absolute(lib).c_str(), 1);
   setenv("ALLOCSCOPE_CAPTURE_LIBRARY", absolute(lib).c_str(), 1);  // the bootstrap asks it for the output's name
-  if (const std::string boot = find_bootstrap(); torch && !boot.empty()) {
+  const std::string boot = torch ? find_bootstrap() : std::string();
+  if (!boot.empty()) {
     const char* old = std::getenv("PYTHONPATH");
     setenv("PYTHONPATH", (absolute(boot) + (old && *old ? std::string(":") + old : std::string())).c_str(), 1);
     setenv("ALLOCSCOPE_TORCH", "1", 1);
+    unsetenv("ALLOCSCOPE_TORCH_OFF");
     if (const char* m = std::getenv("ALLOCSCOPE_MAX_ENTRIES")) setenv("ALLOCSCOPE_TORCH_MAX_ENTRIES", m, 1);
+  } else {
+    // The capture writes why into its file (native/capture/src/notes.cpp), where `summary` reads it.
+    unsetenv("ALLOCSCOPE_TORCH");
+    setenv("ALLOCSCOPE_TORCH_OFF",
+           torch ? "allocscope record found no Python bootstrap (python/sitecustomize.py beside it, or "
+                   "../share/allocscope/python)"
+                 : "allocscope record ran with --no-torch",
+           1);
   }
+  tell_what_it_sees(absolute(lib), boot, torch);
   std::vector<char*> argv;
   for (size_t k = i; k < args.size(); ++k) argv.push_back(const_cast<char*>(args[k].c_str()));
   argv.push_back(nullptr);

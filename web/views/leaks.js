@@ -57,6 +57,11 @@ export default {
         verdict = el('div', { class: r.held.length ? 'verdict warn' : 'verdict', 'data-leak': 'unjudged', 'data-reason': 'too_few',
           text: `Too few iterations to judge leaks: ${count(n)}, and a trend needs ${count(r.boundaries_needed)} (record more ${it.source === 'annotations' ? 'optimizer steps' : 'iterations of the loop'}).` +
             (r.held.length ? ` ${bytes(heldBytes)} of gradients stay alive across optimizer steps.` : '') });
+      } else if (r.pool_growth_suspected) {
+        const p = r.pools_growing[0];
+        verdict = el('div', { class: 'verdict bad', 'data-leak': 'pool' },
+          `Growth: ${p.owner}'s pool reserves ${bytes(p.bytes_per_iteration)} more at every ${unit} start after warm-up. This capture sees the pool, not the tensors in it; a tensor kept alive each ${unit} grows it so.`,
+          ...(p.sites.length ? [' Most at ', el('code', { text: siteText(p.sites[0]) }), '.'] : []));
       } else if (r.held.length) {
         verdict = el('div', { class: 'verdict warn', 'data-leak': 'held' },
           `No growth, but ${bytes(heldBytes)} of gradients stay alive across optimizer steps (zero_grad() missing, or with set_to_none=False?).`);
@@ -64,12 +69,14 @@ export default {
         const g = r.released[0];
         verdict = el('div', { class: 'verdict warn', 'data-leak': 'released' }, 'No leak at the end: ',
           el('code', { text: siteText(g) }), ` grew by ${count(g.allocations)} allocation(s) over the ${unit}s, but the program freed most of it before the trace ended.`);
+      } else if (r.library_reservations_left_out && !r.pools_judged) {
+        verdict = el('div', { class: 'verdict', 'data-leak': 'no', 'data-reason': 'pools_not_judged', text: `No leak among the program's own allocations; the library pools' growth is not judged: ${count(n)} ${unit}s, too few to tell a pool's warm-up from growth.` });
       } else {
         verdict = el('div', { class: 'verdict', 'data-leak': 'no', text: 'No leak: what each iteration leaves behind does not grow.' });
       }
       root.append(verdict, el('p', { class: 'fine', text: itText + '.' }), searchNote);
       if (r.library_reservations_left_out)
-        root.append(el('p', { class: 'fine', text: `${count(r.library_reservations_left_out)} allocation(s) reserved by a library's own pool (PyTorch's caching allocator, NCCL) are not judged here: open PyTorch's own snapshot for its tensors.` }));
+        root.append(el('p', { class: 'fine', text: `${count(r.library_reservations_left_out)} allocation(s) reserved by a library's own pool (PyTorch's caching allocator, NCCL) are not judged here one by one, only as their pool: open PyTorch's own snapshot for its tensors.` }));
       if (r.total_at_boundary.length === 1) {
         root.append(el('p', { class: 'fine', text: `Active memory at the one ${unit} start: ${bytes(r.total_at_boundary[0])}.` }));
       } else if (r.total_at_boundary.length) {
@@ -78,6 +85,8 @@ export default {
           el('p', { class: 'fine', text: `${bytes(r.total_at_boundary[0])} → ${bytes(r.total_at_boundary[r.total_at_boundary.length - 1])}` }));
       }
       if (r.growing.length) root.append(el('h3', { text: r.forward_only ? 'Growing across the repeats (not judged a leak)' : 'Growing sites' }), groupTable(r.growing, 'growing', ctx.state, unit));
+      for (const p of r.pools_growing || [])
+        if (p.sites.length) root.append(el('h3', { text: `Where ${p.owner}'s pool grew after warm-up` }), groupTable(p.sites, 'pool', ctx.state, unit));
       if (r.released && r.released.length) root.append(el('h3', { text: 'Grew, then freed before the trace ended' }), groupTable(r.released, 'released', ctx.state, unit));
       if (r.held.length) root.append(el('h3', { text: 'Held across optimizer steps' }), groupTable(r.held, 'held', ctx.state, unit));
       if (r.survivor_count.length) {

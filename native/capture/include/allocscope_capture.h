@@ -47,6 +47,14 @@ int allocscope_capture_dump_merged(const char* pytorch_snapshot, int final);
    the thread that waits (the GIL need not be held). begin returns a token for end; 0 means nothing was lent. */
 int allocscope_capture_python_lend_begin(void);
 void allocscope_capture_python_lend_end(int token);
+/* The same, naming the call ("backward", "all_reduce"): the loan is also kept as a time span with those frames, so
+   that PyTorch's own entries of that span without frames (a merged snapshot's PyTorch part) get them when loaded. */
+int allocscope_capture_python_lend_begin_for(const char* call);
+
+/* What this capture will not see, said in the file (allocator_settings['allocscope_capture']['notes'][key]) so that
+   the answers can say it too: e.g. "torch_recorder" -> "not started: ...". The last text for a key wins; an empty
+   text withdraws the note. */
+void allocscope_capture_note(const char* key, const char* text);
 
 /* Stops recording (unsubscribes); keeps what was recorded until the next start. 0 on success. */
 int allocscope_capture_stop(void);

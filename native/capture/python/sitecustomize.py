@@ -14,7 +14,12 @@ torch.autograd.graph._engine_run_backward lends the waiting thread's Python fram
 starts) to those allocations in the capture (allocscope_capture_python_lend_begin/end), so their site is the line
 that called backward. NCCL's proxy thread maps a communicator's peer buffers while the job's thread waits in a
 collective: torch.distributed's collectives lend their caller's frames the same way (wrapped where distributed_c10d
-defines them and where torch.distributed exports them).
+defines them and where torch.distributed exports them). The capture also keeps each such call as a time window with
+those frames (allocscope_capture_python_lend_begin_for); the merged file carries the windows, and allocscope's loader
+gives PyTorch's own entries of a window that have no frames (its engine threads record none) the same line.
+
+What the file will lack is said in it too (allocscope_capture_note): PyTorch's recorder not started, a merge that
+failed, backward() not wrapped; `allocscope summary` warns of them.
 
 Environment (set by `allocscope record`): ALLOCSCOPE_TORCH=1 turns the torch part on; ALLOCSCOPE_TORCH_RECORDER=0
 keeps the frames lent to backward but leaves PyTorch's recorder off (the capture's own snapshot only);
@@ -64,8 +69,18 @@ def _capture():
         lib.allocscope_capture_output_path.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.allocscope_capture_dump_merged.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.allocscope_capture_last_error.restype = ctypes.c_char_p
+        lib.allocscope_capture_python_lend_begin_for.argtypes = [ctypes.c_char_p]
+        lib.allocscope_capture_note.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
         _lib = lib
     return _lib
+
+
+def _note(key, text):
+    """What the file will lack, said in the file too (its capture notes, which `allocscope summary` warns of)."""
+    try:
+        _capture().allocscope_capture_note(key.encode(), text.encode(errors="replace"))
+    except Exception:
+        pass
 
 
 def _output():
@@ -93,6 +108,7 @@ def _dump(torch, when):
         torch.cuda.memory._dump_snapshot(path)
     except Exception as e:
         _say("%s: PyTorch's snapshot not written: %r" % (when, e))
+        _note("torch_recorder", "its snapshot was not written %s: %r" % (when, e))
         return
     try:
         lib = _capture()
@@ -103,6 +119,7 @@ def _dump(torch, when):
         _say("%s: wrote %s (PyTorch's snapshot, and the device memory outside PyTorch's allocator)" % (when, out))
     except Exception as e:
         _say("%s: not merged (%s); PyTorch's own snapshot is %s" % (when, e, path))
+        _note("torch_recorder", "not merged %s (%s); PyTorch's own snapshot is %s" % (when, e, path))
 
 
 def _start_recorder(torch):
@@ -116,6 +133,7 @@ def _start_recorder(torch):
             _say("no out-of-memory observer: %r" % (e,))
     except Exception as e:
         _say("PyTorch's recorder not started: %r" % (e,))
+        _note("torch_recorder", "not started: %r" % (e,))
 
 
 _lend = None
@@ -123,22 +141,26 @@ _lend = None
 
 def _lender():
     """A wrapper maker: while the wrapped function runs, allocations on threads that run no Python (PyTorch's
-    autograd engine, NCCL's proxy threads) get the calling thread's Python frames as they were at the call."""
+    autograd engine, NCCL's proxy threads) get the calling thread's Python frames as they were at the call. The
+    capture also keeps the call's time span with those frames (named by `call`), and the loader gives them to
+    PyTorch's own entries of that span that have no frames: in the merged file, a gradient's site is its
+    backward() line too."""
     global _lend
     if _lend is None:
         import ctypes
         import functools
         lib = _capture()
-        begin, end = lib.allocscope_capture_python_lend_begin, lib.allocscope_capture_python_lend_end
+        begin, end = lib.allocscope_capture_python_lend_begin_for, lib.allocscope_capture_python_lend_end
         end.argtypes = [ctypes.c_int]
 
-        def lend(fn):
+        def lend(fn, call):
             if getattr(fn, "_allocscope_lends", False):
                 return fn
+            name = call.encode()
 
             @functools.wraps(fn)  # name, docstring and signature stay the function's own
             def lent(*args, **kwargs):
-                token = begin()  # frames read without this wrapper's own
+                token = begin(name)  # frames read without this wrapper's own
                 try:
                     return fn(*args, **kwargs)
                 finally:
@@ -169,9 +191,10 @@ def _lend_frames_to_backward(torch):
     try:
         import torch.autograd.graph as graph
         run = graph._engine_run_backward
-        _rebind({"_engine_run_backward": (run, _lender()(run))})
+        _rebind({"_engine_run_backward": (run, _lender()(run, "backward"))})
     except Exception as e:
         _say("gradients keep native frames only (no Python line): %r" % (e,))
+        _note("gradients", "no Python line (backward() not wrapped: %r)" % (e,))
 
 
 # The torch.distributed functions that can reach NCCL (a collective, a point-to-point operation, a group made or a
@@ -199,7 +222,7 @@ def _lend_frames_to_c10d(c10d):
         for name in _C10D_CALLS:
             fn = c10d.__dict__.get(name)
             if inspect.isfunction(fn):
-                originals[name] = (fn, lend(fn))
+                originals[name] = (fn, lend(fn, name))
                 setattr(c10d, name, originals[name][1])
         _rebind(originals)
     except Exception as e:
@@ -219,7 +242,7 @@ def _lend_frames_to_distributed(dist):
         for name in _C10D_CPP_CALLS:
             fn = dist.__dict__.get(name)
             if callable(fn) and not getattr(fn, "_allocscope_lends", False):
-                lent = lend(fn)
+                lent = lend(fn, name)
                 lent.__module__ = dist.__name__
                 setattr(dist, name, lent)
     except Exception as e:

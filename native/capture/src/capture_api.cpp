@@ -71,9 +71,26 @@ int allocscope_capture_dump_merged(const char* pytorch_snapshot, int final) {
   return report(Session::get().dump_merged(pytorch_snapshot ? pytorch_snapshot : "", final != 0));
 }
 
-int allocscope_capture_python_lend_begin(void) { return python_frames_lend_begin(); }
+int allocscope_capture_python_lend_begin(void) { return allocscope_capture_python_lend_begin_for(""); }
 
-void allocscope_capture_python_lend_end(int token) { python_frames_lend_end(token); }
+int allocscope_capture_python_lend_begin_for(const char* call) {
+  const int token = python_frames_lend_begin();
+  if (Recorder* r = Session::get().recorder(); r && token > 0) {
+    uintptr_t frames[kMaxPythonFrames];
+    r->on_lend_begin(token, call, frames, python_frames_loan(token, frames, kMaxPythonFrames));
+  }
+  return token;
+}
+
+void allocscope_capture_python_lend_end(int token) {
+  // The window closes first: an allocation between the two is still the loan's.
+  if (Recorder* r = Session::get().recorder()) r->on_lend_end(token);
+  python_frames_lend_end(token);
+}
+
+void allocscope_capture_note(const char* key, const char* text) {
+  if (key && *key) Session::get().note(key, text ? text : "");
+}
 
 int allocscope_capture_stop(void) { return report(Session::get().stop()); }
 

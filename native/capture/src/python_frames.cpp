@@ -356,6 +356,14 @@ int python_frames_lend_begin() {
   return 0;  // more loans at once than slots: those allocations keep native frames only
 }
 
+int python_frames_loan(int token, uintptr_t* out, int max) {
+  if (token < 1 || token > kLoans || !out) return 0;
+  const Loan& l = g_loans[token - 1];  // this thread's own loan: nobody else writes it until its end
+  const int n = std::min<int>(static_cast<int>(l.n.load(std::memory_order_relaxed)), std::min(max, kMaxPythonFrames));
+  for (int i = 0; i < n; ++i) out[i] = l.entries[i].load(std::memory_order_relaxed);
+  return n;
+}
+
 void python_frames_lend_end(int token) {
   if (token < 1 || token > kLoans) return;
   Loan& l = g_loans[token - 1];

@@ -51,6 +51,9 @@ int merge_python_frames(const uintptr_t* native, int n, uintptr_t* out, int max)
 // is_user_frame) lends nothing. begin returns a token for end (0: nothing lent).
 int python_frames_lend_begin();
 void python_frames_lend_end(int token);
+// The frames loan `token` lends (entries as in a stack, innermost first), at most `max`: its window's stack in the
+// capture (Recorder::on_lend_begin). Call on the lender's thread, between its begin and end. Returns the count.
+int python_frames_loan(int token, uintptr_t* out, int max);
 
 // A Python frame entry's file, function and line (what PyTorch's recorder writes). False for a native entry.
 struct PythonFrame {

@@ -4,8 +4,10 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <utility>
 
 #include "python_frames.h"
 #include "unwind.h"
@@ -70,6 +72,8 @@ Recorder::Recorder(Options options)
   strings_.emplace_back();
   string_ids_.emplace("", 0);
   annotations_.reserve(1024);
+  // Windows older than PyTorch's trace ring lend to nothing: a backward() per step, a few collectives per step.
+  windows_.resize(std::max<uint64_t>(1024, options_.max_entries / 16));
   if (options_.stacks != StackMode::kNone) unwind_init();
   if (options_.stacks == StackMode::kPython) python_frames_prepare();
 }
@@ -298,6 +302,30 @@ uint64_t Recorder::recorded() {
   return pushed_;
 }
 
+void Recorder::on_lend_begin(int token, const char* kind, const uintptr_t* frames, int n) {
+  if (token < 1 || token > 8 || n <= 0) return;
+  const uint64_t hash = StackInterner::hash(frames, n);
+  const int64_t t = now_us();
+  std::lock_guard<std::mutex> lock(mu_);
+  RawWindow& w = windows_[windows_opened_ % windows_.size()];
+  w.start_us = t;
+  w.end_us = 0;
+  w.stack = stacks_.intern(frames, n, hash);
+  w.kind = intern_string_locked(kind ? kind : "");
+  w.serial = ++windows_opened_;
+  open_window_[token - 1] = w.serial;
+}
+
+void Recorder::on_lend_end(int token) {
+  if (token < 1 || token > 8) return;
+  const int64_t t = now_us();
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t serial = std::exchange(open_window_[token - 1], 0);
+  if (!serial) return;
+  RawWindow& w = windows_[(serial - 1) % windows_.size()];
+  if (w.serial == serial) w.end_us = t;  // else the ring moved past it
+}
+
 Frozen Recorder::freeze() {
   Frozen f;
   f.options = options_;
@@ -319,6 +347,12 @@ Frozen Recorder::freeze() {
   f.strings = strings_;
   f.handles.reserve(handles_.size());
   for (const auto& [k, h] : handles_) f.handles.push_back(h);
+  const int64_t now = now_us();
+  for (uint64_t k = windows_opened_ > windows_.size() ? windows_opened_ - windows_.size() : 0; k < windows_opened_; ++k) {
+    RawWindow w = windows_[k % windows_.size()];
+    if (!w.end_us) w.end_us = now;  // a dump inside the call (an OOM in backward): the span so far
+    f.windows.push_back(w);
+  }
   const size_t acap = options_.max_entries;
   if (annotations_pushed_ <= acap) {
     f.annotations = annotations_;

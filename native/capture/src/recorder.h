@@ -74,6 +74,16 @@ struct RawAnnotation {
   int64_t time_us = 0;
 };
 
+// A loan of Python frames (python_frames.h) as a time span: what lent_frames.h needs to give PyTorch's own frameless
+// entries of that span the same frames.
+struct RawWindow {
+  int64_t start_us = 0;
+  int64_t end_us = 0;     // 0 while the loan lasts
+  uint32_t stack = 0;     // the lent frames, interned like an event's stack
+  uint32_t kind = 0;      // index into Frozen::strings: "backward", "all_reduce", ...
+  uint64_t serial = 0;    // 1 + its place among all windows ever opened (0: an empty slot)
+};
+
 // A consistent copy of the recorder's state, taken under its lock in O(size) memcpy-like work.
 struct Frozen {
   std::vector<RawEvent> events;  // oldest first
@@ -82,6 +92,7 @@ struct Frozen {
   std::vector<std::string> strings;  // range names and paths; [0] = ""
   std::vector<RawAnnotation> annotations;
   std::vector<HandleInfo> handles;
+  std::vector<RawWindow> windows;  // oldest first; one still open ends at the freeze
   uint64_t recorded = 0;  // events ever pushed
   uint64_t dropped = 0;   // pushed out of the ring
   uint64_t pool_trims = 0;  // cuMemPoolTrimTo calls seen
@@ -119,6 +130,11 @@ class Recorder {
   void push_range(const char* name, int16_t device);
   void pop_range(int16_t device);
 
+  // A loan of Python frames begins (token from python_frames_lend_begin, its frames) or ends: kept as a window in a
+  // ring (the newest max(1024, max_entries / 16)), written under 'allocscope_lent'. `kind` names the call.
+  void on_lend_begin(int token, const char* kind, const uintptr_t* frames, int n);
+  void on_lend_end(int token);
+
   Frozen freeze();
   uint64_t recorded();
 
@@ -141,6 +157,9 @@ class Recorder {
   uint64_t annotations_pushed_ = 0;
   std::unordered_map<uint64_t, HandleInfo> handles_;  // key: id ^ kind in the top bits
   uint64_t pool_trims_ = 0;
+  std::vector<RawWindow> windows_;       // ring
+  uint64_t windows_opened_ = 0;
+  uint64_t open_window_[8] = {};         // per loan token (python_frames.cpp: 8 slots): the open window's serial
 };
 
 int64_t now_us();

@@ -91,6 +91,7 @@ Status Session::start(const Options& options) {
       active_.store(nullptr, std::memory_order_release);
       last_.store(nullptr, std::memory_order_release);
       retired_.push_back(rec);  // another thread's annotation call may have read it in the meantime
+      start_failure_ = st.error().describe();
       if (!warned_subscriber_) {
         warned_subscriber_ = true;
         std::fprintf(stderr, "allocscope capture: not recording: %s\n", st.error().describe().c_str());
@@ -98,6 +99,7 @@ Status Session::start(const Options& options) {
       return st;
     }
   }
+  start_failure_.clear();
   owner_pid_.store(getpid(), std::memory_order_release);
   forked_from_.store(0, std::memory_order_relaxed);
   if (!atfork_registered_) {
@@ -135,12 +137,24 @@ Status Session::write_snapshot_to(const std::string& path, const std::string& py
   if (const pid_t parent = forked_from_.load(std::memory_order_relaxed); !r && parent)
     return Error{"nothing recorded in this process: it is a fork of process " + std::to_string(parent) +
                  ", whose recording stays with it"};
-  if (!r) return Error{"nothing recorded: capture was never started"};
+  if (!r) {
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      why = start_failure_;
+    }
+    return Error{why.empty() ? std::string("nothing recorded: capture was never started")
+                             : "nothing recorded: the capture did not start (" + why + ")"};
+  }
   std::lock_guard<std::mutex> lock(dump_mu_);
   const auto t0 = std::chrono::steady_clock::now();
   const std::string out = path.empty() ? job_output_path(r->options().output_path) : expand_output_path(path);
   Frozen frozen = r->freeze();
-  const Snapshot snap = build_snapshot(frozen);
+  Snapshot snap = build_snapshot(frozen);
+  {
+    std::lock_guard<std::mutex> notes_lock(notes_mu_);
+    add_notes(&snap, notes_, !pytorch_snapshot.empty());
+  }
   Status st;
   size_t entries = snap.events.size_rows(), segments = snap.segments.size();
   if (pytorch_snapshot.empty()) {
@@ -168,6 +182,12 @@ Status Session::write_snapshot_to(const std::string& path, const std::string& py
                std::to_string(entries) + " trace entries, " + std::to_string(segments) + " live segments) in " + buf;
   }
   return st;
+}
+
+void Session::note(const std::string& key, const std::string& text) {
+  std::lock_guard<std::mutex> lock(notes_mu_);
+  std::erase_if(notes_, [&](const auto& n) { return n.first == key; });
+  if (!text.empty()) notes_.emplace_back(key, text);
 }
 
 void Session::after_oom() {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "allocscope/result.h"
+#include "notes.h"
 #include "options.h"
 #include "recorder.h"
 
@@ -46,6 +47,8 @@ class Session {
   // The process that started the recording (a forked child is not it).
   pid_t owner_pid() const { return owner_pid_.load(std::memory_order_acquire); }
   bool merged_final() const { return merged_final_.load(std::memory_order_acquire); }
+  // A note for the file (notes.h): what this capture will not see, from the job's bootstrap; "" withdraws it.
+  void note(const std::string& key, const std::string& text);
 
   // The recorder hooks write to, or nullptr when not recording. Old recorders are kept alive after stop so a hook
   // that raced with stop() never touches freed memory.
@@ -79,6 +82,9 @@ class Session {
   // Recorders of earlier start()/stop() rounds: a callback that read the pointer before stop() may still be running on
   // one, so they are never freed; kept here (reachable) so leak checkers see held memory, not a leak.
   std::vector<Recorder*> retired_;
+  std::mutex notes_mu_;
+  Notes notes_;
+  std::string start_failure_;  // why the last start() did not record (another CUPTI subscriber ...), for dump errors
   std::mutex report_mu_;
   std::string last_failure_;
   bool warned_subscriber_ = false;

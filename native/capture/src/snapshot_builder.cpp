@@ -37,6 +37,7 @@ class Builder {
     events();
     segments();
     annotations();
+    windows();
     settings();
     if (stats) {
       stats->distinct_addresses = frame_of_ip_.size();
@@ -160,6 +161,17 @@ class Builder {
       out.device = a.device;
       out.time_us = a.time_us;
       s_.annotations.push_back(out);
+    }
+  }
+
+  void windows() {
+    for (const RawWindow& w : f_.windows) {
+      LentWindow out;
+      out.start_us = w.start_us;
+      out.end_us = w.end_us;
+      out.kind = s_.strings.intern(w.kind < f_.strings.size() ? f_.strings[w.kind] : std::string());
+      out.stack = stack_for(w.stack);
+      if (out.stack) s_.lent_windows.push_back(out);
     }
   }
 

@@ -19,6 +19,11 @@ constexpr FrameId kNoFrame = std::numeric_limits<FrameId>::max();
 // bootstrap wraps torch.distributed's collectives there), and C++ frames without a usable file ("??", "", .cpp/.h/.cu sources,
 // object files and shared libraries).
 bool is_library_frame(std::string_view name, std::string_view filename);
+// The interpreter's own C code: a CPython function (Py*, _Py*, pymain_*, pyrun_*) in a file that is unknown ("??",
+// "": a symbol without a line table) or the interpreter's own (python3.12, libpython3.12.so). Such frames
+// ("??:0:PyRun_StringFlags") run the job's Python code and say nothing of who allocated: FrameFilter does not show
+// them, as PyTorch's filter does not show the interpreter loop.
+bool is_interpreter_frame(std::string_view name, std::string_view filename);
 // THE rule for "this frame is the user's code", used by every answer's site (FrameFilter), the viewer (through the
 // core) and the capture's Python frame lending alike: a frame PyTorch's own tools show (memviz::frame_filter) that
 // is not a library's.
@@ -52,7 +57,8 @@ class FrameFilter {
   FrameFilter() = default;
   explicit FrameFilter(const Snapshot& s);
 
-  // `_memory_viz._frame_filter`: false for unwinder, interpreter-loop and dispatcher-glue frames.
+  // `_memory_viz._frame_filter`, and not is_interpreter_frame: false for unwinder, interpreter and dispatcher-glue
+  // frames.
   bool visible(FrameId f) const { return f < visible_.size() && visible_[f]; }
   // Visible and not a library frame: the user's own code.
   bool user(FrameId f) const { return f < user_.size() && user_[f]; }

@@ -10,6 +10,7 @@
 #include "allocscope/frame_filter.h"
 #include "allocscope/iterations.h"
 #include "allocscope/lifetimes.h"
+#include "allocscope/owners.h"
 
 namespace allocscope {
 
@@ -31,6 +32,17 @@ struct LeakGroup {
   uint32_t allocations = 0;           // growth: net new allocations over the trace; held: allocations held
 };
 
+// In a capture without PyTorch's tensors, a library's pool (PyTorch's caching allocator, NCCL, ...) whose
+// reservations keep growing at the iteration starts after warm-up: what a tensor kept alive per iteration looks like
+// from the driver, and all a capture can see of it.
+struct PoolGrowth {
+  Owner owner = Owner::kUnknown;
+  std::vector<uint64_t> reserved_at_boundary;  // the pool's reserved bytes at each boundary
+  uint64_t bytes_per_iteration = 0;            // growth after warm-up, per iteration
+  uint32_t warmup_boundaries = 0;              // the first boundaries, left out of the judgement
+  std::vector<LeakGroup> sites;                // where its reservations grew: more bytes at the last boundary than at the warm-up's end, largest first
+};
+
 struct LeakReport {
   int64_t device = 0;
   Iterations iterations;
@@ -48,6 +60,12 @@ struct LeakReport {
   // A capture's allocations that a library's own pool reserves (PyTorch's caching allocator, NCCL) are not judged
   // here: how many were left out, so "no leak" says it is about the program's own allocations only.
   uint32_t library_reservations_left_out = 0;
+  // Those of a caching allocator of tensors (PyTorch's, CuPy's, XLA's), judged as pools (capture files only):
+  // growing after warm-up, largest growth first. Other libraries' buffers (NCCL, cuBLAS) are set up by the library.
+  std::vector<PoolGrowth> pools_growing;
+  // Whether there were boundaries enough to tell a pool's warm-up from growth (kPoolBoundaries).
+  bool pools_judged = false;
+  static constexpr uint32_t kPoolBoundaries = 9;  // a third for warm-up, and six to see a trend after it
   // The boundaries a trend needs with this kind of iterations (LeakOptions): with fewer, nothing can be seen to
   // grow, and "no leak" would claim more than the trace shows.
   uint32_t boundaries_needed = 0;
@@ -59,6 +77,9 @@ struct LeakReport {
   bool forward_only = false;
   bool judged() const { return !forward_only && iterations.boundary.size() >= boundaries_needed; }
   bool leak_suspected() const { return judged() && !growing.empty(); }
+  // A pool grows with no growing site of the program's own to blame (pools_growing): a leak the capture sees only as
+  // reserved memory.
+  bool pool_growth_suspected() const { return judged() && !leak_suspected() && !pools_growing.empty(); }
 };
 
 LeakReport find_leaks(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it, const Categories& c,

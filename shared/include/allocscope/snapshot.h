@@ -264,6 +264,16 @@ struct Setting {
   bool operator==(const Setting&) const = default;
 };
 
+// A time span in which allocations on threads that run no Python were made for a Python call waiting on them: a
+// backward() (PyTorch's autograd engine threads) or a torch.distributed collective (NCCL's threads). The capture
+// records one per loan of frames (native/capture/src/python_frames.h) and writes them under the key
+// 'allocscope_lent'; lent_frames.h gives PyTorch's frameless entries in a span the waiting call's frames.
+struct LentWindow {
+  int64_t start_us = 0, end_us = 0;  // wall-clock microseconds, as trace entries' time_us
+  StringId kind = 0;                 // the call: "backward", "all_reduce", ...
+  StackId stack = 0;                 // the waiting thread's Python frames at the call, innermost first
+};
+
 struct Snapshot {
   StringTable strings;
   std::vector<Frame> frames;
@@ -300,6 +310,17 @@ struct Snapshot {
   // The marker frame the loader put before a stack's forward_frames (kForwardPassFile); kNoForwardMarker when none.
   static constexpr FrameId kNoForwardMarker = std::numeric_limits<FrameId>::max();
   FrameId forward_marker = kNoForwardMarker;
+  // The capture's lent windows as the file holds them (a capture's own key, or inside `allocscope_outside`).
+  std::vector<LentWindow> lent_windows;
+  // Stacks the loader made by lending a window's frames to an entry without Python frames (lent_frames.h), each
+  // with the stack the entry had: sorted by the lent stack. The frames name the user's line (every answer's site);
+  // the evidence of what made the allocation (categories, iteration markers) is the stack it had.
+  std::vector<std::pair<StackId, StackId>> lent_stacks;
+  // The stack an entry had before lending (itself when it was not lent).
+  StackId unlent(StackId id) const {
+    auto it = std::lower_bound(lent_stacks.begin(), lent_stacks.end(), std::make_pair(id, StackId{0}));
+    return it != lent_stacks.end() && it->first == id ? it->second : id;
+  }
 
   // Convenience views.
   std::string_view str(StringId id) const { return strings.get(id); }

@@ -402,13 +402,21 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   };
 
   const uint32_t n = lt.count();
+  // The stacks the entries were recorded with: frames lent to the autograd engine's frameless allocations
+  // (lent_frames.h) name the line that called backward(), which says nothing of what the allocation is.
+  std::vector<StackId> unlent;
+  if (!s.lent_stacks.empty()) {
+    unlent.resize(n);
+    for (uint32_t i = 0; i < n; ++i) unlent[i] = s.unlent(lt.stack[i]);
+  }
+  const std::vector<StackId>& own_stack = unlent.empty() ? lt.stack : unlent;
   bool python_stacks = false, cpp_stacks = false;
   for (uint32_t i = 0; i < n; ++i) {
-    stack_info(lt.stack[i]);
-    if (lt.stack[i] != 0) python_stacks = true;
-    if (lt.stack[i] < ns && (sbits[lt.stack[i]] & kCpp)) cpp_stacks = true;
+    stack_info(own_stack[i]);
+    if (own_stack[i] != 0) python_stacks = true;
+    if (own_stack[i] < ns && (sbits[own_stack[i]] & kCpp)) cpp_stacks = true;
   }
-  auto bits_of = [&](uint32_t i) -> Bits { return lt.stack[i] < ns ? sbits[lt.stack[i]] : 0; };
+  auto bits_of = [&](uint32_t i) -> Bits { return own_stack[i] < ns ? sbits[own_stack[i]] : 0; };
 
   // Per region: the first step of the forward pass and of the backward pass (a backward frame, or the engine's
   // frameless threads once the region has seen a forward). What the forward leaves alive until the backward is
@@ -429,7 +437,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
     const uint32_t r = index.region_of(b);
     const Bits bits = bits_of(i);
     if (forward_pass(bits) && forward_start[r] == UINT32_MAX) forward_start[r] = b;
-    const bool bwd = (bits & kBwd) || (python_stacks && lt.stack[i] == 0 && forward_start[r] != UINT32_MAX);
+    const bool bwd = (bits & kBwd) || (python_stacks && own_stack[i] == 0 && forward_start[r] != UINT32_MAX);
     if (bwd && backward_start[r] == UINT32_MAX) backward_start[r] = b;
   }
 
@@ -447,7 +455,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   std::unordered_set<uint64_t> param_shaped;
   bool fsdp_backward = false;
   for (uint32_t i = 0; i < n; ++i) {
-    const StackId st = lt.stack[i];
+    const StackId st = own_stack[i];
     const Bits bits = bits_of(i);
     const uint32_t birth = lt.birth_step(i), death = lt.death_step(i);
     const uint32_t region = index.region_of(birth);
@@ -546,7 +554,7 @@ Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, cons
   }
   for (uint32_t i : undecided) {
     const bool outlives_region = outlives(i);
-    out.reason[i] = lt.stack[i] == 0 ? CategoryReason::kEngineThread : CategoryReason::kBackwardFrame;
+    out.reason[i] = own_stack[i] == 0 ? CategoryReason::kEngineThread : CategoryReason::kBackwardFrame;
     if (outlives_region && param_sizes.count(lt.size[i])) {
       out.category[i] = Category::kGradient;
     } else if (!outlives_region) {

@@ -134,7 +134,7 @@ FrameFilter::FrameFilter(const Snapshot& s) {
   for (size_t i = 0; i < nf; ++i) {
     const Frame& f = s.frames[i];
     const std::string_view name = s.str(f.name), file = s.str(f.filename);
-    visible_[i] = memviz::frame_filter(name, file) ? 1 : 0;
+    visible_[i] = memviz::frame_filter(name, file) && !is_interpreter_frame(name, file) ? 1 : 0;
     user_[i] = is_user_frame(name, file) ? 1 : 0;
   }
   const uint32_t ns = s.stacks.size();

@@ -121,6 +121,16 @@ std::string to_json(const Snapshot& s, const LeakReport& r) {
   for (const LeakGroup& g : r.growing) growing.push_back(group(s, g));
   for (const LeakGroup& g : r.held) held.push_back(group(s, g));
   for (const LeakGroup& g : r.released) released.push_back(group(s, g));
+  Json pools = Json::array();
+  for (const PoolGrowth& p : r.pools_growing) {
+    Json sites = Json::array();
+    for (const LeakGroup& g : p.sites) sites.push_back(group(s, g));
+    pools.push_back(Json{{"owner", std::string(owner_name(p.owner))},
+                         {"reserved_at_boundary", p.reserved_at_boundary},
+                         {"bytes_per_iteration", p.bytes_per_iteration},
+                         {"warmup_boundaries", p.warmup_boundaries},
+                         {"sites", std::move(sites)}});
+  }
   return json_detail::dump(Json{{"device", r.device},
                                 {"leak_suspected", r.leak_suspected()},
                                 {"judged", r.judged()},
@@ -135,7 +145,10 @@ std::string to_json(const Snapshot& s, const LeakReport& r) {
                                 {"growing", std::move(growing)},
                                 {"held", std::move(held)},
                                 {"released", std::move(released)},
-                                {"library_reservations_left_out", r.library_reservations_left_out}});
+                                {"library_reservations_left_out", r.library_reservations_left_out},
+                                {"pool_growth_suspected", r.pool_growth_suspected()},
+                                {"pools_judged", r.pools_judged},
+                                {"pools_growing", std::move(pools)}});
 }
 
 }  // namespace allocscope

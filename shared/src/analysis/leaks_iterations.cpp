@@ -86,8 +86,8 @@ void from_period(const Snapshot& s, const DeviceLifetimes& lt, Iterations* it) {
   const EventColumns& ev = s.events;
   for (uint32_t i = 0; i < lt.event_count; ++i) {
     const uint32_t r = lt.event_begin + i;
-    if (ev.action[r] != Action::kAlloc || ev.stack[r] == 0) continue;
-    Seen& k = seen[ev.stack[r]];
+    if (ev.action[r] != Action::kAlloc || s.unlent(ev.stack[r]) == 0) continue;
+    Seen& k = seen[s.unlent(ev.stack[r])];
     if (k.count++ == 0) k.first = i;
     k.last = i;
   }
@@ -104,13 +104,13 @@ void from_period(const Snapshot& s, const DeviceLifetimes& lt, Iterations* it) {
   StackId marker = 0;
   for (uint32_t i = 0; i < lt.event_count && marker == 0; ++i) {
     const uint32_t r = lt.event_begin + i;
-    if (ev.action[r] != Action::kAlloc || ev.stack[r] == 0) continue;
-    const auto c = count.find(ev.stack[r]);
-    if (c != count.end() && c->second == best) marker = ev.stack[r];
+    if (ev.action[r] != Action::kAlloc || s.unlent(ev.stack[r]) == 0) continue;
+    const auto c = count.find(s.unlent(ev.stack[r]));
+    if (c != count.end() && c->second == best) marker = s.unlent(ev.stack[r]);
   }
   for (uint32_t i = 0; i < lt.event_count; ++i) {
     const uint32_t r = lt.event_begin + i;
-    if (ev.action[r] == Action::kAlloc && ev.stack[r] == marker) it->boundary.push_back(i);  // state before it
+    if (ev.action[r] == Action::kAlloc && s.unlent(ev.stack[r]) == marker) it->boundary.push_back(i);  // state before it
   }
   it->source = Iterations::Source::kPeriodic;
   const FrameFilter ff(s);

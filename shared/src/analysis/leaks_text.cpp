@@ -45,6 +45,13 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
          std::to_string(r.boundaries_needed) +
          (r.iterations.source == Iterations::Source::kAnnotations ? " (record more optimizer steps)\n"
                                                                    : " (record more iterations of the loop)\n");
+  } else if (r.pool_growth_suspected()) {
+    const PoolGrowth& g = r.pools_growing.front();
+    o += "GROWTH: " + std::string(owner_label(g.owner)) + " reserves more at every iteration start after warm-up (+" +
+         size(g.bytes_per_iteration) + " per iteration over the last " +
+         std::to_string(m - g.warmup_boundaries) + " of " + std::to_string(m) + " iterations)" +
+         (g.sites.empty() ? std::string() : ", most at " + FrameFilter::site_text(s, g.sites.front().site, true)) +
+         ": this capture sees the pool, not the tensors in it, and a tensor kept alive each iteration grows it so\n";
   } else if (!r.held.empty()) {
     o += "no growing leak; gradients are held across optimizer steps\n";
   } else if (!r.released.empty()) {
@@ -52,13 +59,18 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
     o += "no leak at the end: " + FrameFilter::site_text(s, g.site, true) + " grew by " +
          std::to_string(g.allocations) + " allocation(s) over " + std::to_string(m) +
          " iterations, but the program freed most of it before the trace ended\n";
+  } else if (r.library_reservations_left_out && !r.pools_judged) {
+    // A capture: its pools hold the tensors, and too few iterations cannot tell their warm-up from a leak.
+    o += "no leak among the program's own allocations; the library pools' growth is not judged: " +
+         std::to_string(m) + " iterations, and telling a pool's warm-up from growth needs " +
+         std::to_string(LeakReport::kPoolBoundaries) + "\n";
   } else {
     o += "no leak: nothing grows from one iteration to the next\n";
   }
   if (r.library_reservations_left_out)
     o += "  (" + std::to_string(r.library_reservations_left_out) +
-         " allocation(s) reserved by a library's own pool, PyTorch's caching allocator or NCCL, are not judged here: "
-         "open PyTorch's own snapshot for its tensors)\n";
+         " allocation(s) reserved by a library's own pool, PyTorch's caching allocator or NCCL, are not judged here "
+         "one by one, only as their pool: open PyTorch's own snapshot for its tensors)\n";
   // Repeats that all run inside module forwards are not called iterations anywhere in the report.
   const bool fwd = r.forward_only;
   if (fwd)
@@ -73,6 +85,23 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
       o += "  " + rpad("+" + size(g.bytes_per_iteration), 11) + (fwd ? "/repeat  " : "/iter  ") + FrameFilter::site_text(s, g.site) + "  [" +
            std::string(category_name(g.category)) + "]  counts: " + counts(g.alive_count) + "\n";
       for (FrameId f : ff.frames_from_site(s, g.stack, 4)) o += "        at " + FrameFilter::format(s, f) + "\n";
+    }
+  }
+  for (const PoolGrowth& g : r.pools_growing) {
+    o += "\n" + std::string(owner_label(g.owner)) + ": reserved at each iteration start (growing after warm-up):";
+    for (size_t k = 0; k < g.reserved_at_boundary.size(); ++k) {
+      if (g.reserved_at_boundary.size() > 12 && k == 5) {
+        o += " ...";
+        k = g.reserved_at_boundary.size() - 6;
+        continue;
+      }
+      o += " " + size(g.reserved_at_boundary[k]);
+    }
+    o += "\n";
+    for (const LeakGroup& site : g.sites) {
+      o += "  " + rpad("+" + size(site.bytes_per_iteration), 11) + "/iter  " + FrameFilter::site_text(s, site.site) +
+           "  counts: " + counts(site.alive_count) + "\n";
+      for (FrameId f : ff.frames_from_site(s, site.stack, 4)) o += "        at " + FrameFilter::format(s, f) + "\n";
     }
   }
   if (!r.released.empty()) {

@@ -148,6 +148,7 @@ Snapshot outside_of_pytorch(const Snapshot& c, const Snapshot& pytorch) {
   out.entry_layouts = c.entry_layouts;
   out.allocator_settings = c.allocator_settings;
   out.annotations = c.annotations;
+  out.lent_windows = c.lent_windows;  // the merged file's PyTorch part is lent their frames when loaded
   out.has_device_traces = c.has_device_traces;
   const OwnerMap owners(c);
   const PyTorchRecord record(pytorch);

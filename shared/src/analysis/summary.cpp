@@ -142,6 +142,15 @@ Summary summarize_with(const Snapshot& s, const Lifetimes& lifetimes, const std:
                                 std::to_string(it.boundary.size()) + " iterations (+" +
                                 memviz::format_size(g.bytes_per_iteration) + " per iteration; see `allocscope leaks`)");
       }
+      if (lr.pool_growth_suspected()) {
+        const PoolGrowth& g = lr.pools_growing.front();
+        leak_warnings.push_back(dev(lt.device) + "pool growth: " + std::string(owner_label(g.owner)) +
+                                " reserves +" + memviz::format_size(g.bytes_per_iteration) +
+                                " per iteration after warm-up" +
+                                (g.sites.empty() ? std::string() : ", most at " + FrameFilter::site_text(s, g.sites.front().site)) +
+                                " (a capture sees the pool, not its tensors: a leak of tensors looks like this; see "
+                                "`allocscope leaks`)");
+      }
       for (const LeakGroup& g : lr.held) {
         leak_warnings.push_back(dev(lt.device) + "gradients held across optimizer steps: " +
                                 std::to_string(g.allocations) + " allocation(s), " +

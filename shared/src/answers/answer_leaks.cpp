@@ -35,7 +35,7 @@ Result<AnswerOutput> run(Files files, const AnswerOptions& o) {
     auto c = categorize(s, lt, it, f.frame_filter(), r.co);
     if (!c.ok()) return fail("leaks", c.error().describe());
     const LeakReport rep = find_leaks(s, lt, it, c.value(), f.frame_filter());
-    leak = leak || rep.leak_suspected();
+    leak = leak || rep.leak_suspected() || rep.pool_growth_suspected();
     out.out += (first ? "" : json ? "," : "\n") + (json ? to_json(s, rep) : to_text(s, rep));
     first = false;
   }

@@ -381,6 +381,9 @@ class Builder : public pickle::Consumer {
   Status read_history(const pickle::Reader& r, const Value& list, Block* b);
   Status read_annotations(const pickle::Reader& r, const Value& list);
   Status read_outside(const pickle::Reader& r, const Value& dict);
+  // The capture's lent windows (key 'allocscope_lent'), into *out: what is not a window is counted in a warning and
+  // left out, never an error (builder_lent.cpp).
+  void read_lent(const pickle::Reader& r, const Value& list, std::vector<LentWindow>* out);
   void note_peer_mappings(const PeerMappings& m);
   // Dicts with an 'action' key that no device trace lists: not events, said once.
   size_t outside_rows_ = 0;  // trace rows read_outside copied into Snapshot::outside

@@ -1,5 +1,7 @@
 // Reading the non-streamed part of a snapshot: segments and blocks, device trace lists, annotations, settings.
 #include "snapshot/builder.h"
+#include "allocscope/lent_frames.h"
+#include "snapshot/capture_notes.h"
 
 namespace allocscope::detail {
 
@@ -390,7 +392,11 @@ Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
   if (dict.tag != Tag::kDict)
     return Error{"'allocscope_outside' is a " + type_of(dict) + "; expected a dict (a capture snapshot)",
                  where(r, dict, root_)};
+  // Its lent windows first, while this snapshot's tables are the ones to intern in: the copy below shares them.
+  std::vector<LentWindow> lent;
+  if (const Value* v = r.find(dict, keys_.allocscope_lent)) read_lent(r, *v, &lent);
   auto out = std::make_shared<Snapshot>();
+  out->lent_windows = std::move(lent);
   // The tables were filled while streaming (frames, stacks and strings of both parts); ids stay valid in a copy.
   out->strings = s_->strings;
   out->frames = s_->frames;
@@ -598,7 +604,7 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
       const StringId key = static_cast<StringId>(k.payload);
       if (key != keys_.segments && key != keys_.device_traces && key != keys_.external_annotations &&
           key != keys_.allocator_settings && key != keys_.allocscope_outside && key != keys_.host_segments &&
-          key != keys_.host_traces) {
+          key != keys_.host_traces && key != keys_.allocscope_lent) {
         ++unknown_[key];
         if (i < 6) others += (others.empty() ? "'" : ", '") + printable_key(r.str(k)) + "'";
       } else {
@@ -618,6 +624,7 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
     const Value* host_traces = r.find(root, keys_.host_traces);
     if (host_segments || host_traces) ALLOCSCOPE_RETURN_IF_ERROR(read_host(r, host_segments, host_traces));
     ALLOCSCOPE_RETURN_IF_ERROR(read_top(r, root));
+    if (const Value* v = r.find(root, keys_.allocscope_lent)) read_lent(r, *v, &s_->lent_windows);
   } else {
     return Error{"the file holds a " + type_of(root) +
                      "; a memory snapshot is a dict with 'segments' and 'device_traces' (or a list of segments)",
@@ -631,6 +638,14 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
     s_->events = EventColumns{};
   }
   if (is_capture(*s_)) note_peer_mappings(drop_peer_mappings(s_));
+  note_capture_notes(s_);
+  // PyTorch's entries made on threads that run no Python get the line of the call that waited for them (a capture's
+  // own entries got it when they were recorded).
+  if (!is_capture(*s_)) {
+    std::vector<LentWindow> windows = s_->lent_windows;
+    if (s_->outside) windows.insert(windows.end(), s_->outside->lent_windows.begin(), s_->outside->lent_windows.end());
+    lend_window_frames(s_, windows);
+  }
   for (auto& [key, n] : unknown_) s_->unknown_keys.emplace_back(std::string(s_->strings.get(key)), n);
   std::sort(s_->unknown_keys.begin(), s_->unknown_keys.end());
   if (negative_sizes_)

@@ -22,13 +22,14 @@ struct Keys {
         allocscope_outside(t->intern("allocscope_outside")), forward_frames(t->intern("forward_frames")),
         host_segments(t->intern("host_segments")), host_traces(t->intern("host_traces")),
         fx_node_op(t->intern("fx_node_op")), fx_node_name(t->intern("fx_node_name")),
-        fx_node_target(t->intern("fx_node_target")), fx_original_trace(t->intern("fx_original_trace")) {}
+        fx_node_target(t->intern("fx_node_target")), fx_original_trace(t->intern("fx_original_trace")),
+        allocscope_lent(t->intern("allocscope_lent")) {}
 
   StringId action, addr, size, stream, time_us, frames, compile_context, user_metadata, device_free, name, filename,
       line, segments, device_traces, allocator_settings, external_annotations, device, address, total_size,
       allocated_size, active_size, requested_size, segment_type, segment_pool_id, is_expandable, blocks, state,
       stage, history, real_size, allocscope_outside, forward_frames, host_segments, host_traces, fx_node_op,
-      fx_node_name, fx_node_target, fx_original_trace;
+      fx_node_name, fx_node_target, fx_original_trace, allocscope_lent;
 };
 
 }  // namespace allocscope::detail

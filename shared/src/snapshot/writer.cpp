@@ -57,6 +57,20 @@ class SnapshotWriter {
       w_.end_dict();
     }
     w_.end_list();
+    if (!s_.lent_windows.empty()) {  // the capture's windows (lent_frames.h): a key PyTorch's tools never read
+      w_.key("allocscope_lent");
+      w_.begin_list();
+      for (const LentWindow& lw : s_.lent_windows) {
+        if (lw.stack >= s_.stacks.size()) continue;  // not this snapshot's: its frames are unknown
+        w_.begin_dict();
+        w_.key("kind"), w_.str(s_.str(lw.kind));
+        w_.key("start_us"), w_.integer(lw.start_us);
+        w_.key("end_us"), w_.integer(lw.end_us);
+        w_.key("stack"), frames(lw.stack);
+        w_.end_dict();
+      }
+      w_.end_list();
+    }
     if (s_.outside) {  // a merged snapshot's capture part (outside.h), after PyTorch's keys as a merge appends it
       w_.key("allocscope_outside");
       SnapshotWriter(*s_.outside, w_).body();

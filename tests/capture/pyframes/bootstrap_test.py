@@ -67,12 +67,33 @@ with tempfile.TemporaryDirectory(prefix="allocscope_bootstrap_") as d:
     check(not os.path.exists(out) and not os.path.exists(os.path.join(d, "job.torch.pickle")),
           "a job that never used CUDA wrote no snapshot")
     check("allocscope bootstrap" not in r.stderr, "the bootstrap said nothing (no torch imported)")
+    check("allocscope record: every CUDA allocation through " in r.stderr and "trace ring of 100000 entries" in r.stderr
+          and "allocscope record: Python jobs: bootstrap " in r.stderr,
+          "record said at start what it will see: the library, the ring, the bootstrap (%s)" % r.stderr.strip()[:300])
 
     r = subprocess.run([allocscope, "record", "--no-torch", "-o", out, "--", sys.executable, "-c", probe], env=env,
                        capture_output=True, text=True)
     ran, site_file, chained = r.stdout.split() if r.returncode == 0 else ("?", "?", "?")
     check(r.returncode == 0 and site_file.startswith(user) and ran == "True",
           "--no-torch: the user's sitecustomize is the interpreter's own (%s)" % site_file)
+    check("--no-torch: in Python jobs PyTorch's own recorder stays off" in r.stderr, "and record said so at start")
+
+    # `allocscope` copied without its python/ folder (an audit's case): record says it will not see PyTorch's tensors,
+    # and tells the capture, which writes why into the file.
+    copy = os.path.join(d, "copy")
+    os.mkdir(copy)
+    lib = os.path.join(os.path.dirname(allocscope), "liballocscope_capture.so")
+    if os.path.exists(lib):
+        import shutil
+        shutil.copy(allocscope, copy)
+        shutil.copy(lib, copy)
+        env_job = "import os; print(os.environ.get('ALLOCSCOPE_TORCH'), '|', os.environ.get('ALLOCSCOPE_TORCH_OFF'))"
+        r = subprocess.run([os.path.join(copy, "allocscope"), "record", "-o", out, "--", sys.executable, "-c", env_job],
+                           env=env, capture_output=True, text=True)
+        check("WARNING: no Python bootstrap found" in r.stderr and "no tensors" in r.stderr,
+              "without python/ beside it, record warns at start (%s)" % r.stderr.strip()[-300:])
+        check(r.stdout.strip() == "None | allocscope record found no Python bootstrap (python/sitecustomize.py beside "
+              "it, or ../share/allocscope/python)", "and the job's capture is told why (%s)" % r.stdout.strip())
 
     # A user sitecustomize that raises: the job still runs, and the bootstrap says which one failed.
     with open(os.path.join(user, "sitecustomize.py"), "w") as f:

@@ -38,6 +38,20 @@ __attribute__((visibility("default"))) void shim_alloc_on_native_thread(uint64_t
 __attribute__((visibility("default"))) int shim_lend_begin() { return allocscope_capture_python_lend_begin(); }
 __attribute__((visibility("default"))) void shim_lend_end(int token) { allocscope_capture_python_lend_end(token); }
 
+// As the bootstrap lends (sitecustomize.py): a named loan, kept by the capture as a time window.
+__attribute__((visibility("default"))) int shim_lend_begin_for(const char* call) {
+  return allocscope_capture_python_lend_begin_for(call);
+}
+
+// As the bootstrap merges PyTorch's snapshot at exit.
+__attribute__((visibility("default"))) int shim_dump_merged(const char* pytorch_snapshot, int final) {
+  return allocscope_capture_dump_merged(pytorch_snapshot, final);
+}
+
+__attribute__((visibility("default"))) const char* shim_last_error() { return allocscope_capture_last_error(); }
+
+__attribute__((visibility("default"))) int shim_stop() { return allocscope_capture_stop(); }
+
 __attribute__((visibility("default"))) int shim_dump_and_stop() {
   const int rc = allocscope_capture_dump(nullptr);
   allocscope_capture_stop();

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""analyse.py (the GPU proof's analysis) on snapshots GPU jobs wrote before (tests/fixtures), against what is known of
+them: the merged PyTorch job of capture_merged (no windows then: 73 frameless allocations, none in a window, 77.3%
+of its peak bytes at torch_job.py's lines; PyTorch's bytes equal its max_memory_reserved), and CuPy's and JAX's
+captures of capture_python (their pools equal the libraries' counters; every peak byte at the job's lines).
+usage: analyse_test.py ALLOCSCOPE FIXTURES"""
+import json
+import os
+import subprocess
+import sys
+
+allocscope, fixtures = sys.argv[1:3]
+here = os.path.dirname(os.path.abspath(__file__))
+failed = 0
+
+
+def check(cond, what):
+    global failed
+    print(("  ok   " if cond else "  FAIL ") + what)
+    failed += 0 if cond else 1
+
+
+def analyse(name, script):
+    base = os.path.join(fixtures, name)
+    out = subprocess.run([sys.executable, os.path.join(here, "analyse.py"), allocscope, base + ".pickle.gz",
+                          "--label", base + ".label.json", "--script", script, "--bare", "/nonexistent.json"],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.strip().splitlines()
+    check(len(lines) == 1, "%s: one line" % name)
+    return json.loads(lines[-1])
+
+
+m = analyse("capture_merged/torch", "torch_job.py")
+check("error" not in m, "merged torch: no error (%s)" % m.get("error"))
+check(m["lent"] == {"windows": 0, "kinds": {}, "frameless_allocs": 73, "frameless_bytes": 942992624,
+                    "in_a_window": 0}, "merged torch: 73 frameless allocations, no window (%s)" % m["lent"])
+check(m["share"][0]["script_share"] == 0.7733, "merged torch: 77.33%% at the job's lines (%s)" % m["share"][0])
+check(m["owners"][0]["against"]["pytorch"]["equal"], "merged torch: PyTorch's bytes = max_memory_reserved()")
+check(m["leak"][0]["verdict"] == "no leak" and m["leak"][0]["right"], "merged torch: no leak, right")
+check(m["overhead"]["ratio"] is None, "no bare run: no ratio")
+for job, owner in (("cupy", "cupy"), ("jax", "xla")):
+    r = analyse("capture_python/" + job, job + "_job.py")
+    check(r["lent"] is None, "%s: a capture, not a merged file" % job)
+    check(r["owners"][0]["against"][owner]["equal"], "%s: %s's bytes = the library's counter (%s)"
+          % (job, owner, r["owners"][0]["against"]))
+    check(r["share"][0]["script_share"] == 1.0, "%s: every peak byte at the job's lines" % job)
+print("%d failed" % failed)
+sys.exit(1 if failed else 0)
