@@ -15,7 +15,7 @@
 namespace allocscope {
 
 struct Iterations {
-  enum class Source : uint8_t { kNone, kAnnotations, kPeriodic };
+  enum class Source : uint8_t { kNone, kAnnotations, kPeriodic, kBackwardCalls };
   Source source = Source::kNone;
   std::string marker;             // the annotation name, or the repeating allocation's site ("file.py:12:fn")
   std::vector<uint32_t> boundary;  // increasing steps
@@ -45,7 +45,9 @@ class RegionIndex {
 };
 
 // Annotations first: the START of each `Optimizer.step#...` on the device (PyTorch's optimizer emits them while
-// memory history is recorded). Otherwise the periodic pattern: the allocation stack whose occurrence count is the
+// memory history is recorded). Then the start of each backward() the capture's bootstrap saw (Snapshot::lent_windows:
+// a capture without PyTorch's recorder has no annotations, and one backward a step is the usual loop). Otherwise the
+// periodic pattern: the allocation stack whose occurrence count is the
 // most common count of at least 3 among all stacks, earliest first; its allocations mark iteration starts.
 Iterations detect_iterations(const Snapshot& s, const DeviceLifetimes& lt);
 

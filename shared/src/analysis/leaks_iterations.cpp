@@ -42,6 +42,7 @@ std::string_view iteration_source_name(Iterations::Source s) {
   switch (s) {
     case Iterations::Source::kAnnotations: return "annotations";
     case Iterations::Source::kPeriodic: return "periodic";
+    case Iterations::Source::kBackwardCalls: return "backward() calls";
     default: return "none";
   }
 }
@@ -70,6 +71,25 @@ void from_annotations(const Snapshot& s, const DeviceLifetimes& lt, Iterations* 
     it->source = Iterations::Source::kAnnotations;
     it->marker = std::string(s.str(name));
   }
+}
+
+// The start of each backward() the capture's bootstrap lent frames for (three at least inside the trace): the
+// program's own steps when it has no optimizer annotations (a capture with PyTorch's recorder off).
+void from_backward_calls(const Snapshot& s, const DeviceLifetimes& lt, Iterations* it) {
+  StringId backward = 0;
+  if (s.lent_windows.empty() || !s.strings.find("backward", &backward)) return;
+  const TimeAxis axis = TimeAxis::for_device(s, lt);
+  std::vector<uint32_t> b;
+  for (const LentWindow& w : s.lent_windows) {
+    if (w.kind != backward || w.start_us < axis.first_us() || w.start_us > axis.last_us()) continue;
+    b.push_back(axis.events_before(static_cast<double>(w.start_us)));
+  }
+  std::sort(b.begin(), b.end());
+  b.erase(std::unique(b.begin(), b.end()), b.end());
+  if (b.size() < 3) return;
+  it->boundary = std::move(b);
+  it->source = Iterations::Source::kBackwardCalls;
+  it->marker = "backward()";
 }
 
 void from_period(const Snapshot& s, const DeviceLifetimes& lt, Iterations* it) {
@@ -124,6 +144,7 @@ Iterations detect_iterations(const Snapshot& s, const DeviceLifetimes& lt) {
   it.steps = lt.steps();
   if (lt.event_count == 0) return it;
   from_annotations(s, lt, &it);
+  if (it.source == Iterations::Source::kNone) from_backward_calls(s, lt, &it);
   if (it.source == Iterations::Source::kNone) from_period(s, lt, &it);
   return it;
 }

@@ -7,8 +7,9 @@ labels alone, so it runs on any machine (CPU here, on the returned files):
   site is its backward() line there once the capture's windows lend it);
 - lent: in a merged file, PyTorch's allocations without Python frames, and how many lie in one of the capture's
   windows (allocscope_lent), read with Python's pickle, independently of our loader;
-- owners: bytes by owner at the peak (`allocscope summary --json`) against the library's own counter in the label
-  (torch.cuda.max_memory_reserved, CuPy's pool total, XLA's memory_stats pool bytes);
+- owners: bytes by owner (`allocscope summary --json`) against the library's own counter in the label: PyTorch's
+  reserved peak (the file's segments) against torch.cuda.max_memory_reserved, the owners at the peak against CuPy's
+  pool total and XLA's memory_stats pool bytes;
 - leak: `allocscope leaks --json`'s verdict, and whether it is right (the planted leak's line, or no leak);
 - overhead: the median step of the recorded run against the bare run's (labels written by common.py).
 
@@ -88,6 +89,11 @@ def owners(allocscope, snapshot, label):
         row = {"device": d["device"], "by_owner": by, "against": {}}
         for owner, (what, value) in counters.items():
             ours = by.get(owner, 0)
+            # PyTorch's counter is the most it ever reserved, which can come after the allocated peak (gpt_ckpt:
+            # 132 MiB later). In a merged file (`outside` holds the capture's memory outside PyTorch) the segments are
+            # PyTorch's own: their peak is the number to compare. A capture alone has every owner's in its segments.
+            if owner == "pytorch" and "outside" in d and d.get("reserved_known"):
+                ours = d["peak_reserved"]["bytes"]
             row["against"][owner] = {"ours": ours, what: value, "equal": ours == value,
                                      "diff_mib": round((ours - value) / 2 ** 20, 2)}
         out.append(row)

@@ -44,5 +44,33 @@ for job, owner in (("cupy", "cupy"), ("jax", "xla")):
     check(r["owners"][0]["against"][owner]["equal"], "%s: %s's bytes = the library's counter (%s)"
           % (job, owner, r["owners"][0]["against"]))
     check(r["share"][0]["script_share"] == 1.0, "%s: every peak byte at the job's lines" % job)
+# issue 39's proof, recorded on an H200 by run_gpu.sh (tests/fixtures/capture_proof, README there): in the default
+# (merged) mode every peak byte is at a line of the job's script, every frameless allocation falls in a window, each
+# pool equals its library's counter, and the planted leak is found at its line.
+def proof(job, script):
+    base = os.path.join(fixtures, "capture_proof", job)
+    out = subprocess.run([sys.executable, os.path.join(here, "analyse.py"), allocscope, base + ".pickle.gz", "--job", job,
+                          "--label", base + ".label.json", "--script", script, "--bare", base + ".bare.json"],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+for job, script, owner in (("hf_gpt2", "hf_gpt2.py", "pytorch"), ("lightning_timm", "lightning_timm.py", "pytorch"),
+                           ("gpt_ckpt_leak", "gpt_ckpt.py", "pytorch"), ("jax_mlp", "jax_mlp.py", "xla"),
+                           ("cupy_fft", "cupy_fft.py", "cupy")):
+    r = proof(job, script)
+    check(all(sh["script_share"] >= 0.95 for sh in r["share"]), "%s: at least 95%% of peak bytes at its lines (%s)"
+          % (job, [sh["script_share"] for sh in r["share"]]))
+    if r["lent"]:
+        check(r["lent"]["in_a_window"] == r["lent"]["frameless_allocs"] > 0,
+              "%s: every frameless allocation in a window (%s)" % (job, r["lent"]))
+    check(r["owners"][0]["against"][owner]["equal"], "%s: %s's bytes = its counter (%s)"
+          % (job, owner, r["owners"][0]["against"]))
+r = proof("gpt_ckpt_leak", "gpt_ckpt.py")
+check(r["leak"][0]["verdict"] == "leak" and r["leak"][0]["right"], "gpt_ckpt_leak: the planted leak at its line (%s)"
+      % r["leak"][0])
+for job in ("hf_gpt2", "lightning_timm"):
+    r = proof(job, job + ".py")
+    check(r["leak"][0]["verdict"] == "no leak", "%s: no leak (%s)" % (job, r["leak"][0]))
 print("%d failed" % failed)
 sys.exit(1 if failed else 0)
