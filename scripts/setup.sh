@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev zlib1g-dev
+          libsimdjson-dev
           libunwind-dev emscripten clang libclang-rt-14-dev chromium python3
           python3-venv python3-pip python3-setuptools python3-wheel python3-numpy python3-pandas
           python3-nbconvert python3-ipykernel jupyter-nbconvert)

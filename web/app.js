@@ -44,7 +44,13 @@ const PHASE_WEIGHT = { load: [0, 1], read: [0, 0.3], inflate: [0, 0.4], parse: [
 // the ranks' snapshots.
 const RANKS_FILE_LIMIT = 256 << 20;
 
-function isRanksFile(list) { return list.length === 1 && /\.json$/i.test(list[0].name); }
+// A .json is a ranks report when it begins as `allocscope ranks --json` writes one ("kind" first); any other .json
+// opens as a snapshot (a JSON snapshot, or the loader's error saying what the file is instead).
+async function isRanksFile(list) {
+  if (list.length !== 1 || !/\.json$/i.test(list[0].name)) return false;
+  const head = await list[0].blob.slice(0, 256).text();
+  return /^\s*\{\s*"kind"\s*:\s*"allocscope\.ranks"/.test(head);
+}
 
 async function openRanksFile(f) {
   if (f.blob.size > RANKS_FILE_LIMIT) throw new Error(`${f.name} is ${count(f.blob.size)} bytes: too large for a ranks file`);
@@ -87,7 +93,7 @@ async function openRank(row) {
 
 async function open(list) {
   if (!list.length) return;
-  if (isRanksFile(list)) {
+  if (await isRanksFile(list)) {
     try { await openRanksFile(list[0]); } catch (e) { showError(e.message || String(e)); }
     return;
   }

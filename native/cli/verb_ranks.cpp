@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -34,12 +35,20 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 bool is_input_name(const std::string& name) {
-  for (const char* ext : {".pickle", ".pickle.gz", ".pkl", ".pkl.gz", ".json"})
+  for (const char* ext : {".pickle", ".pickle.gz", ".pkl", ".pkl.gz", ".json", ".json.gz"})
     if (ends_with(name, ext)) return true;
   return false;
 }
 
-bool is_summary_json(const std::string& path) { return ends_with(path, ".json"); }
+// A .json is a rank's `allocscope summary --json` unless it begins as a JSON snapshot (loader.h's rule).
+bool is_summary_json(const std::string& path) {
+  if (!ends_with(path, ".json")) return false;
+  std::ifstream f(path, std::ios::binary);
+  std::vector<uint8_t> head(4096);
+  f.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(f.gcount()));
+  return !is_json_snapshot(head);
+}
 
 // Files as given; a directory stands for its snapshot and summary files (not its subdirectories), sorted by name.
 bool expand(const std::vector<std::string>& args, std::vector<std::string>* out) {

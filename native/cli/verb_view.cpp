@@ -80,10 +80,11 @@ bool looks_like_snapshot(const std::string& path) {
   if (!std::filesystem::is_regular_file(path, ec)) return false;
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;
-  uint8_t head[2] = {0, 0};
-  const size_t n = std::fread(head, 1, 2, f);
+  uint8_t head[4096];
+  const size_t n = std::fread(head, 1, sizeof head, f);
   std::fclose(f);
-  return n == 2 && ((head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) || is_gzip(head));
+  return (n >= 2 && ((head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) || is_gzip({head, 2}))) ||
+         is_json_snapshot({head, n});
 }
 
 // A file saved by `allocscope ranks --json` names the ranks' snapshots as `ranks` was given them (relative to where
@@ -93,8 +94,10 @@ bool looks_like_snapshot(const std::string& path) {
 // names in the file are served, found next to the ranks file or else in the current directory,
 // and only files that start as snapshots do.
 void serve_ranks_files(const std::string& ranks_file, const std::string& url_dir, std::map<std::string, std::string>* out) {
+  std::error_code ec;
+  if (std::filesystem::file_size(ranks_file, ec) > (256u << 20) || ec || looks_like_snapshot(ranks_file)) return;
   auto bytes = read_file(ranks_file);
-  if (!bytes.ok() || bytes->size() > (256u << 20)) return;
+  if (!bytes.ok()) return;
   const auto j = nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || j.value("kind", "") != "allocscope.ranks" || !j.contains("rows") || !j["rows"].is_array()) return;
   const std::filesystem::path beside = std::filesystem::path(ranks_file).parent_path();

@@ -288,6 +288,41 @@ TEST(Binary, PyTorchsPagesOpenAsTheirSnapshot) {
   std::remove(zip.c_str());
 }
 
+// A JSON snapshot (Python's json.dump of the snapshot dict, tests/fixtures/json) is the snapshot: the drop-ins print
+// what PyTorch prints for its pickle, from a file, gzipped, or on stdin; `ranks` reads a JSON snapshot in a folder
+// as a snapshot and an `allocscope summary --json` file beside it as a summary.
+TEST(Binary, JsonSnapshotsOpenAsTheirPickle) {
+  const std::string json = clitest::fixtures_dir() + "/json/";
+  const auto stats = clitest::run_cli({"stats", json + "oom.json"});
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_EQ(stats.out, clitest::read_text(clitest::expected_path("oom", "stats.txt")));
+  const auto trace = clitest::run_cli({"trace", "--pytorch-total", "-"}, json + "oom.json");
+  ASSERT_EQ(trace.exit_code, 0) << trace.err;
+  EXPECT_EQ(trace.out, clitest::read_text(clitest::expected_path("oom", "trace.txt")));
+  const auto gz = clitest::run_cli({"segments", json + "ddp_rank0.json.gz"});
+  ASSERT_EQ(gz.exit_code, 0) << gz.err;
+  EXPECT_EQ(gz.out, clitest::read_text(clitest::expected_path("ddp_rank0", "segments.folded")));
+
+  const std::string dir = clitest::temp_path("ranks_json");
+  std::filesystem::create_directory(dir);
+  std::filesystem::copy_file(json + "ddp_rank0.json.gz", dir + "/rank0.json.gz");
+  std::filesystem::copy_file(json + "oom.json", dir + "/rank1.json");
+  const auto summary = clitest::run_cli({"summary", "--json", clitest::snapshot_path("ddp_rank1")});
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  clitest::write_bytes(dir + "/rank2.json", summary.out);
+  const auto ranks = clitest::run_cli({"ranks", "--json", dir});
+  EXPECT_EQ(ranks.exit_code, 0) << ranks.err;
+  EXPECT_NE(ranks.out.find("\"files\":3,\"readable\":3,"), std::string::npos) << ranks.out;
+  std::filesystem::remove_all(dir);
+
+  const std::string trace_events = clitest::temp_path("trace.json");
+  clitest::write_bytes(trace_events, "{\"schemaVersion\": 1, \"traceEvents\": [{\"ph\": \"X\"}]}");
+  const auto refused = clitest::run_cli({"summary", trace_events});
+  expect_one_line_error(refused, "profiler trace");
+  EXPECT_NE(refused.err.find("JSON, but not a memory snapshot"), std::string::npos) << refused.err;
+  std::remove(trace_events.c_str());
+}
+
 // "-" reads the snapshot from stdin, as `_memory_viz.py` allows; gzip is detected there too.
 TEST(Binary, DashReadsStdin) {
   const auto plain = clitest::run_cli({"stats", "-"}, clitest::snapshot_path("oom"));

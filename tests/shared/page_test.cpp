@@ -1,6 +1,6 @@
 // PyTorch's trace_plot and segment_plot pages (tests/fixtures/pages, written by PyTorch 2.11's own _memory_viz with
 // generators/gen_pages.py) open as the snapshot they carry, whole, gzipped, and streamed in any chunks; files users
-// open by mistake (torch.save's zip, JSON, other pages) are named with what to do, at byte 0.
+// open by mistake (torch.save's zip, JSON that is not a snapshot, other pages) are named with what to do, at byte 0.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -106,10 +106,12 @@ TEST(Pages, FilesThatAreNotSnapshotsAreNamedAtByteZero) {
   const Status fed = s.feed(zip);
   ASSERT_FALSE(fed.ok());
   EXPECT_NE(fed.error().message.find("torch.save"), std::string::npos);
-  for (const std::string json : {"{\"traceEvents\": []}", "\n  [1, 2]"}) {
+  // JSON that is not a snapshot (JSON snapshots themselves: json_snapshot_test.cpp).
+  for (const auto& [json, says] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"traceEvents\": []}", "JSON, but not a memory snapshot"}, {"\n  [1, 2]", "JSON, but not a memory snapshot: it holds a list of int"}}) {
     auto r = load_snapshot(bytes_of(json));
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.error().message.rfind("JSON, not a pickled snapshot", 0), 0u) << r.error().describe();
+    EXPECT_EQ(r.error().message.rfind(says, 0), 0u) << r.error().describe();
   }
   EXPECT_FALSE(check_snapshot_start(zip).ok());
   EXPECT_TRUE(check_snapshot_start(bytes_of("  <html>")).ok());

@@ -85,10 +85,16 @@ class SnapshotStream {
   std::unique_ptr<State> s_;
 };
 
-// A snapshot starts as gzip (0x1f), a pickle opcode, or a PyTorch trace_plot / segment_plot page (which carries
-// one): anything else is refused at byte 0 before a stream without end (/dev/zero, a device, a pipe of something
-// else) is read until memory runs out, and a zip archive (torch.save) or JSON is named, with what to do.
+// A snapshot starts as gzip (0x1f), a pickle opcode, JSON, or a PyTorch trace_plot / segment_plot page (which
+// carries one): anything else is refused at byte 0 before a stream without end (/dev/zero, a device, a pipe of
+// something else) is read until memory runs out, and a zip archive (torch.save) is named, with what to do.
 Status check_snapshot_start(std::span<const uint8_t> head);
+
+// Whether a file beginning with `head` (its first few KiB) is a JSON snapshot rather than another JSON file a user
+// keeps beside snapshots (a ranks report, a summary): a JSON list (the oldest format), or an object whose first key
+// is one a snapshot has at its top.
+// json.dump keeps the dict's order, and the dict PyTorch returns starts with 'segments'.
+bool is_json_snapshot(std::span<const uint8_t> head);
 
 // Reads a whole file (errors name the path).
 Result<std::vector<uint8_t>> read_file(const std::string& path);

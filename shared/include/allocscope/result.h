@@ -17,10 +17,16 @@ struct Error {
   // The offset counts the bytes of the pickle inflated from a .gz, not the file's: said, since a reader of a .gz's
   // error would look for that byte in the file.
   bool in_inflated = false;
+  // The offset is in a JSON snapshot's text, and near the value at fault rather than on it: a JSON snapshot is read
+  // as the pickle it stands for (json_snapshot.h), and errors raised on that pickle name the nearest JSON byte known.
+  bool in_json = false;
 
   // "at byte 1234: expected ..., found ..." — the form users see on the CLI and in the viewer.
   std::string describe() const {
     if (offset == kNoOffset) return message;
+    if (in_json)
+      return "near byte " + std::to_string(offset) + (in_inflated ? " of the inflated JSON" : " of the JSON") + ": " +
+             message;
     return "at byte " + std::to_string(offset) + (in_inflated ? " of the inflated pickle" : "") + ": " + message;
   }
 };

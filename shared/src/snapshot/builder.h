@@ -102,8 +102,11 @@ class Builder : public pickle::Consumer {
   bool absorbs(const Value& v) const override { return v.aux == kRowHandle; }
 
   Status finish(const pickle::Reader& r, const Value& root);
+  // The pickle comes from a JSON snapshot (json_snapshot.h): errors about the whole file name it "JSON".
+  void reading_json() { source_ = "JSON"; }
 
  private:
+  const char* source_ = "a pickle";
   // Trace entry keys are interned first, so their ids are small: a table maps id -> field without comparisons.
   enum Field : uint8_t {
     kOther, kAction, kAddr, kSize, kStream, kTime, kFrames, kCompileContext, kUserMetadata, kNotEntry, kBadKey,

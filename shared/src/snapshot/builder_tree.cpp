@@ -590,9 +590,16 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
   if (root.tag == Tag::kList) {  // oldest format: a bare list of segments
     // A list of anything but dicts is some other pickle (`pickle.dump([1, 2, 3])`), not a segment list.
     if (!r.items(root).empty() && r.items(root)[0].tag != Tag::kDict)
-      return Error{"a pickle, but not a memory snapshot: it holds a list of " + type_of(r.items(root)[0]) +
+      return Error{std::string(source_) + ", but not a memory snapshot: it holds a list of " +
+                       type_of(r.items(root)[0]) +
                        "; a snapshot is a dict with 'segments' and 'device_traces' (or a list of segment dicts)",
                    0};
+    // Nor is a list of dicts that are not segments (a profiler trace's events): a segment has an address and a size.
+    if (!r.items(root).empty() && !r.find(r.items(root)[0], keys_.address) && !r.find(r.items(root)[0], keys_.total_size))
+      return Error{std::string(source_) + ", but not a memory snapshot: a list of dicts without 'address' or "
+                       "'total_size' (a profiler trace's events?); a snapshot is a dict with 'segments' and "
+                       "'device_traces' (or a list of segment dicts)",
+                   r.offset_of(r.items(root)[0])};
     ALLOCSCOPE_RETURN_IF_ERROR(read_segments(r, root));
   } else if (root.tag == Tag::kDict) {
     auto items = r.items(root);
@@ -614,7 +621,7 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
     // `pickle.dump({'a': [1, 2, 3]})` once read as an empty snapshot, and a script that checked it saw success.
     // Unknown keys beside a snapshot's are kept and counted; a dict with none of its keys is something else.
     if (!known)
-      return Error{"a pickle, but not a memory snapshot: " +
+      return Error{std::string(source_) + ", but not a memory snapshot: " +
                        (others.empty() ? std::string("an empty dict")
                                        : "a dict with the key(s) " + others + (items.size() > 6 ? ", ..." : "")) +
                        " and neither 'segments' nor 'device_traces' (what torch.cuda.memory._snapshot() returns)",

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "snapshot/builder.h"
+#include "snapshot/json_snapshot.h"
 #include "snapshot/page.h"
 #include "util/parallel.h"
 
@@ -94,9 +95,41 @@ struct SnapshotStream::State {
   detail::PageStart start = detail::PageStart::kUndecided;
   std::vector<uint8_t> page_bytes;
   std::vector<uint8_t> head;  // the first detail::kTextHead bytes, to say "text" when the pickle machine refuses it
+  // A JSON snapshot is kept whole too (simdjson indexes a whole document), in page_bytes, and read at finish() as
+  // the pickle it stands for; `json_offsets` turns that pickle's error offsets back into the JSON's.
+  bool json = false;
+  detail::JsonOffsets json_offsets;
+  uint64_t size_hint = 0;  // the whole input's size, if known: a JSON snapshot's buffer is sized once from it
+
+  Status read_json();
+  // The error to show for one the pickle machine or the builder raised: on a JSON snapshot's pickle, placed in the
+  // JSON; on a pickle, said as text's when the file is text.
+  Error explain(const Error& e) const {
+    if (!json) return detail::explain_text(head, e);
+    if (e.in_json) return e;
+    Error out = e;
+    if (out.offset != Error::kNoOffset) out.offset = json_offsets.json_near(out.offset);
+    out.in_json = true;
+    return out;
+  }
 };
 
+Status SnapshotStream::State::read_json() {
+  std::vector<uint8_t> text = std::exchange(page_bytes, {});
+  const size_t size = text.size();
+  text.resize(size + detail::kJsonPadding, 0);
+  // A JSON snapshot spends about three times a pickle's bytes on an entry (keys and frames written out each time).
+  reserve_columns(snap.events, size / 3);
+  builder.reading_json();
+  std::function<void(uint64_t, uint64_t)> p;
+  if (options.progress) p = [&](uint64_t d, uint64_t t) { options.progress("parse", d, t); };
+  return detail::json_to_pickle(
+      std::span<const uint8_t>(text.data(), size), options.limits.max_depth,
+      [&](std::span<const uint8_t> chunk) { return reader.feed(chunk); }, &json_offsets, p);
+}
+
 SnapshotStream::SnapshotStream(const LoadOptions& options, uint64_t size_hint) : s_(new State(options)) {
+  s_->size_hint = size_hint;
   reserve_columns(s_->snap.events, size_hint);
   s_->reader.begin(&s_->builder, size_hint);
 }
@@ -114,9 +147,9 @@ Status SnapshotStream::feed(std::span<const uint8_t> chunk) {
   // The pickle machine's part; its error is said as text's when the file is text.
   Status st = [&]() -> Status {
     s_->fed += chunk.size();
-    if (s_->start == detail::PageStart::kNotPage) return s_->reader.feed(chunk);
+    if (s_->start == detail::PageStart::kNotPage && !s_->json) return s_->reader.feed(chunk);
     s_->page_bytes.insert(s_->page_bytes.end(), chunk.begin(), chunk.end());
-    if (s_->start == detail::PageStart::kPage) return {};
+    if (s_->start == detail::PageStart::kPage || s_->json) return {};
     // Still deciding: the same rule load_snapshot applies to the whole input, on what has come so far.
     s_->start = detail::page_start(s_->page_bytes);
     if (s_->start == detail::PageStart::kUndecided) return {};
@@ -125,11 +158,20 @@ Status SnapshotStream::feed(std::span<const uint8_t> chunk) {
       s_->snap = Snapshot();  // the columns reserved for a pickle of this size are not needed
       return {};
     }
+    if (detail::starts_as_json(s_->page_bytes)) {
+      s_->json = true;
+      // Sized once, with simdjson's padding: a 139 MB JSON copied twice more as the buffer grew cost 15% of its load.
+      s_->page_bytes.reserve(std::max<uint64_t>(s_->size_hint, s_->page_bytes.size()) + detail::kJsonPadding);
+      // Not as many columns as for a pickle of this size (read_json reserves them). The snapshot itself stays: the
+      // builder has interned its keys in its string table.
+      s_->snap.events = EventColumns{};
+      return {};
+    }
     const std::vector<uint8_t> head = std::exchange(s_->page_bytes, {});
     return s_->reader.feed(head);
   }();
   if (st.ok()) return st;
-  return detail::explain_text(s_->head, st.error());
+  return s_->explain(st.error());
 }
 
 Result<Snapshot> SnapshotStream::finish() {
@@ -138,10 +180,11 @@ Result<Snapshot> SnapshotStream::finish() {
   if (s_->start == detail::PageStart::kUndecided) {  // spaces only (or part of a byte order mark): a pickle's error
     ALLOCSCOPE_RETURN_IF_ERROR(s_->reader.feed(std::exchange(s_->page_bytes, {})));
   }
+  if (s_->json)
+    if (Status read = s_->read_json(); !read.ok()) return s_->explain(read.error());
   auto root = s_->reader.finish();
-  if (!root.ok()) return detail::explain_text(s_->head, root.error());
-  if (Status built = s_->builder.finish(s_->reader, root.value()); !built.ok())
-    return detail::explain_text(s_->head, built.error());
+  if (!root.ok()) return s_->explain(root.error());
+  if (Status built = s_->builder.finish(s_->reader, root.value()); !built.ok()) return s_->explain(built.error());
   if (LoadOptions::PickleFacts* f = s_->options.facts)
     f->memo_slots = s_->reader.memo_size(), f->root_is_dict = root.value().tag == pickle::Tag::kDict,
     f->fast_dicts = s_->reader.fast_dicts(), f->pickle_end = s_->reader.pickle_end();
@@ -340,6 +383,11 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   if (bytes.empty()) return Error{"the file is empty; expected a pickled memory snapshot", 0};
   ALLOCSCOPE_RETURN_IF_ERROR(detail::refuse_known_non_snapshots(bytes));
   if (detail::starts_as_page(bytes)) return load_page(bytes, options);
+  if (detail::starts_as_json(bytes)) {  // copied once, padded, by the stream, as simdjson wants it
+    SnapshotStream stream(options, bytes.size());
+    ALLOCSCOPE_RETURN_IF_ERROR(stream.feed(bytes));
+    return stream.finish();
+  }
   Snapshot snap;
   snap.source_bytes = bytes.size();
   reserve_columns(snap.events, bytes.size());
@@ -359,7 +407,7 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
 }
 
 Status check_snapshot_start(std::span<const uint8_t> head) {
-  if (head.empty() || is_gzip(head) || detail::starts_as_page(head)) return {};
+  if (head.empty() || is_gzip(head) || detail::starts_as_page(head) || detail::starts_as_json(head)) return {};
   ALLOCSCOPE_RETURN_IF_ERROR(detail::refuse_known_non_snapshots(head));
   if (pickle::opcode_name(head[0]) != nullptr) return {};
   return Error{"not a snapshot: its first byte " + pickle::opcode_label(head[0]) +

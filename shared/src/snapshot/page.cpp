@@ -1,6 +1,8 @@
 // PyTorch's trace_plot / segment_plot pages, and the files that are known not to be snapshots (page.h).
 #include "snapshot/page.h"
 
+#include "allocscope/loader.h"
+
 #include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
@@ -98,13 +100,40 @@ Status refuse_known_non_snapshots(std::span<const uint8_t> head) {
     return Error{"a zip archive (torch.save writes these), not a pickled snapshot: save the snapshot with "
                  "torch.cuda.memory._dump_snapshot(PATH), or pickle.dump(torch.cuda.memory._snapshot(), f)",
                  0};
-  const size_t i = first_content(head);
-  if (i < head.size() && (head[i] == '{' || head[i] == '['))
-    return Error{"JSON, not a pickled snapshot (a profiler trace, or a memory timeline export?): allocscope reads "
-                 "the pickle torch.cuda.memory._dump_snapshot(PATH) writes",
-                 i};
+  // JSON may be a snapshot (json.dump of torch.cuda.memory._snapshot(), or of the oldest format's list of segments):
+  // it is read, and a profiler trace or a timeline export is told apart by what it holds.
   return {};
 }
+
+bool starts_as_json(std::span<const uint8_t> head) {
+  const size_t i = first_content(head);
+  return i < head.size() && (head[i] == '{' || head[i] == '[');
+}
+
+}  // namespace allocscope::detail
+
+namespace allocscope {
+
+bool is_json_snapshot(std::span<const uint8_t> head) {
+  if (!detail::starts_as_json(head)) return false;
+  if (head[detail::first_content(head)] == '[') return true;  // the oldest format: a list of segments
+  size_t i = detail::first_content(head) + 1;
+  while (i < head.size() && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' || head[i] == '\n')) ++i;
+  if (i >= head.size() || head[i] != '"') return false;
+  const size_t end = std::min(head.size(), i + 1 + 32);
+  size_t j = i + 1;
+  while (j < end && head[j] != '"') ++j;
+  if (j >= end) return false;
+  const std::string_view key(reinterpret_cast<const char*>(head.data()) + i + 1, j - i - 1);
+  for (std::string_view k : {"segments", "device_traces", "allocator_settings", "external_annotations",
+                             "host_segments", "host_traces"})
+    if (key == k) return true;
+  return false;
+}
+
+}  // namespace allocscope
+
+namespace allocscope::detail {
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Files that are not a snapshot pickle, told apart by their first bytes: PyTorch's trace_plot and segment_plot pages,
-// which carry the snapshot they draw and open as it, and the kinds users open by mistake (torch.save's zip, JSON),
-// refused with what to do instead of a pickle opcode error.
+// which carry the snapshot they draw and open as it, JSON snapshots, and torch.save's zip, which users open by
+// mistake, refused with what to do instead of a pickle opcode error.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +24,11 @@ inline bool starts_as_page(std::span<const uint8_t> head) { return page_start(he
 // offset in the page.
 Result<std::vector<uint8_t>> snapshot_in_page(std::span<const uint8_t> page);
 
-// A zip archive (torch.save) or JSON (a profiler trace, a memory timeline export), refused with what to do; ok for
-// anything else.
+// '{' or '[' after spaces and a UTF-8 byte order mark: a JSON snapshot (json_snapshot.h), opened as its pickle
+// would be (the oldest format is a list of segments).
+bool starts_as_json(std::span<const uint8_t> head);
+
+// A zip archive (torch.save), refused with what to do; ok for anything else.
 Status refuse_known_non_snapshots(std::span<const uint8_t> head);
 
 // The error to show for `parse_error`, which the pickle machine raised on a file beginning with `head`: when the
