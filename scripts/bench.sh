@@ -12,6 +12,8 @@ for b in build/default/tests/bench/bench_*; do
   echo "=== $(basename "$b")"
   "$b" "$@"
 done
+echo "=== JSON snapshots against their pickle and Python's json.loads"
+tests/bench/bench_json.sh build/default
 if [ -f build/wasm/wasm/allocscope.wasm ]; then
   echo "=== wasm loader under node (the viewer's core)"
   node tests/bench/bench_wasm_load.js build/wasm/wasm web/engine.js tests/fixtures/gpt2_big_1M.pickle.gz 5

@@ -11,7 +11,14 @@ async function main() {
   const wasmBinary = fs.readFileSync(path.join(path.dirname(path.resolve(glue)), 'allocscope.wasm'));
   const engine = await openEngine(factory, { wasmBinary });
   const good = new Uint8Array(fs.readFileSync(fixture));
+  const json = new Uint8Array(fs.readFileSync(path.join(path.dirname(fixture), 'json', 'oom.json')));
   const cases = [
+    // JSON snapshots are read; JSON that is not one, or is cut, is said so with the JSON's byte.
+    ['JSON profiler trace', new TextEncoder().encode('{"schemaVersion": 1, "traceEvents": []}'),
+     /JSON, but not a memory snapshot: a dict with the key\(s\) 'schemaVersion', 'traceEvents'/],
+    ['truncated JSON snapshot', json.slice(0, Math.floor(json.length / 2)), /^near byte \d+ of the JSON: /],
+    ['gzip of a truncated JSON snapshot', new Uint8Array(require('zlib').gzipSync(json.slice(0, 5000))),
+     /^near byte \d+ of the inflated JSON: /],
     ['empty file', new Uint8Array(0)],
     // Text and CSV are said to be text (their bytes are pickle opcodes too: 'h' is BINGET), and a pickle that is not a
     // snapshot is refused with what it holds, not loaded as an empty snapshot (issue 40).

@@ -15,7 +15,7 @@ async function main() {
   const wasmBinary = fs.readFileSync(path.join(path.dirname(path.resolve(glue)), 'allocscope.wasm'));
   const engine = await openEngine(factory, { wasmBinary });
 
-  const base = path.basename(fixture).replace(/\.pickle(\.gz)?$/, '');
+  const base = path.basename(fixture).replace(/\.(pickle|json)(\.gz)?$/, '');  // a JSON snapshot: its pickle's goldens
   const bytes = new Uint8Array(fs.readFileSync(fixture));
   const phases = new Set();
   engine.m.onProgress = (phase) => phases.add(phase);
