@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "test_util.h"
 
@@ -45,6 +46,35 @@ TEST_F(Installed, TheToolAnswersFromThePrefix) {
                               &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("peak allocated"), std::string::npos) << out;
+}
+
+// The installed libraries run where Debian's packages are not: the capture library is injected into users' CUDA jobs
+// and liballocscope loads into their Python. Each may need only what such a machine has (the C and C++ runtimes,
+// zlib, and for the capture CUPTI and libunwind), never a library only our build machine has (libsimdjson.so.14 was).
+TEST_F(Installed, TheLibrariesNeedOnlyWhatAJobsMachineHas) {
+  ASSERT_EQ(status_, 0);
+  const std::vector<std::string> allowed = {"libc.so", "libm.so", "libstdc++.so", "libgcc_s.so", "ld-linux", "libdl.so",
+                                            "libpthread.so", "librt.so", "libz.so", "libcupti.so", "libunwind.so"};
+  int libraries = 0;
+  for (const char* lib : {"lib/liballocscope.so", "lib/liballocscope_capture.so"}) {
+    if (!fs::exists(*prefix_ + "/" + lib)) continue;
+    ++libraries;
+    int status = 0;
+    const std::string out = run("readelf -d " + q(*prefix_ + "/" + lib), &status);
+    ASSERT_EQ(status, 0) << out;
+    size_t at = 0;
+    int needed = 0;
+    while ((at = out.find("Shared library: [", at)) != std::string::npos) {
+      at += 17;
+      const std::string name = out.substr(at, out.find(']', at) - at);
+      ++needed;
+      bool ok = false;
+      for (const auto& a : allowed) ok |= name.rfind(a, 0) == 0;
+      EXPECT_TRUE(ok) << lib << " needs " << name;
+    }
+    EXPECT_GT(needed, 0) << out;
+  }
+  EXPECT_GE(libraries, 1);
 }
 
 TEST_F(Installed, PlotTakesTheViewerOfItsOwnPrefix) {

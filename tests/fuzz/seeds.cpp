@@ -106,6 +106,16 @@ int main(int argc, char** argv) {
   if (auto page = allocscope::read_file((fixtures / "pages/linear_seed.trace_plot.html").string()); page.ok())
     put_both("page_trace_plot", page.value());
 
+  // JSON snapshots (json.dump of oom.pickle and ddp_rank0.pickle): whole, and cut, so the JSON reader is fuzzed too.
+  if (auto json = allocscope::read_file((fixtures / "json/oom.json").string()); json.ok()) {
+    put_both("json_oom.whole", json.value());
+    for (size_t cut : {size_t{700}, size_t{9000}})
+      put_both("json_oom.cut" + std::to_string(cut), Bytes(json->begin(), json->begin() + std::min(cut, json->size())));
+  }
+  if (auto gz = allocscope::read_file((fixtures / "json/ddp_rank0.json.gz").string()); gz.ok())
+    if (auto json = allocscope::gunzip(gz.value()); json.ok())
+      put_both("json_ddp_rank0.cut", Bytes(json->begin(), json->begin() + std::min<size_t>(60000, json->size())));
+
   // Hand-made pickles for opcodes the fixtures do not use (protocol 0 text, protocol 5 buffers, sets, tuples).
   put_both("p0_dict", lit("(dp0\nVdevice_traces\np1\n(lp2\n(lp3\n(dp4\nVaction\np5\nValloc\np6\nsVsize\np7\nI512\n"
                           "sVaddr\np8\nL140207261220864L\nsVtime_us\np9\nF1.5\nsVframes\np10\n(lp11\n(dp12\nVname\n"
