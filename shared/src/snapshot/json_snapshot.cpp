@@ -208,17 +208,16 @@ class Transcoder {
   Status value(ondemand::document& doc, ondemand::value& v, uint32_t depth) {
     ondemand::json_type t;
     if (auto e = v.type().get(t)) return fail(doc, e, "a value");
+    const bool container = t == ondemand::json_type::object || t == ondemand::json_type::array;
+    if (container && depth + 1 > max_depth_)
+      return Error{"JSON nested deeper than " + std::to_string(max_depth_) + " levels", here(doc), false, true};
     switch (t) {
       case ondemand::json_type::object: {
-        if (depth + 1 > max_depth_)
-          return Error{"JSON nested deeper than " + std::to_string(max_depth_) + " levels", here(doc), false, true};
         ondemand::object o;
         if (auto e = v.get_object().get(o)) return fail(doc, e, "an object");
         return object(doc, o, depth + 1);
       }
       case ondemand::json_type::array: {
-        if (depth + 1 > max_depth_)
-          return Error{"JSON nested deeper than " + std::to_string(max_depth_) + " levels", here(doc), false, true};
         ondemand::array a;
         if (auto e = v.get_array().get(a)) return fail(doc, e, "a list");
         return array(doc, a, depth + 1);
