@@ -237,6 +237,14 @@ async function run(browser, origin, { artifacts, ok, eq, golden }) {
     eq(await attr('[data-leak]', 'data-leak'), want, `${f}: leak verdict`);
     if (reason) eq(await attr('[data-leak]', 'data-reason'), reason, `${f}: why not judged`);
     if (want !== 'no') await page.screenshot({ path: path.join(artifacts, `leaks-${path.basename(f).replace(/\.pickle(\.gz)?$/, '')}.png`) });
+    if (want === 'yes') {
+      // Each site's sparkline has its scale beside it: the least and most of the bytes its tooltip lists.
+      const spark = await page.$$eval('[data-spark-range]', (es) => es.map((e) => [e.dataset.sparkRange, e.textContent, e.parentElement.title]));
+      ok(spark.length > 0 && spark.every(([range, text, title]) => {
+        const [lo, hi] = range.split(',').map(Number);
+        return hi >= lo && title.includes('→') && (lo === hi || text.includes('–'));
+      }), `${f}: every leak sparkline says its range (${spark.slice(0, 2).map((x) => x[1])})`);
+    }
   }
   // The search box marks the answer views' stacks and rows (Peak, Leaks, OOM) by frame id, as the detail card does;
   // they used to ignore it. The oracle is the regex itself on the texts shown: a stack line is marked exactly when

@@ -4,6 +4,13 @@
 import { bytes, count, el } from '../format.js';
 import { lineChart, markSearch, rowFrames, siteText, stackList, sparkline } from './widgets.js';
 
+// A sparkline's vertical scale, beside it: its lowest and highest value (the whole series is the cell's tooltip).
+function sparkRange(values) {
+  if (!values.length) return el('span');
+  const lo = Math.min(...values), hi = Math.max(...values);
+  return el('span', { class: 'fine spark-range', 'data-spark-range': `${lo},${hi}`, text: lo === hi ? bytes(hi) : `${bytes(lo)} – ${bytes(hi)}` });
+}
+
 // `unit` is what the boundaries are: 'iteration', or 'repeat' where they all run inside module forwards.
 function groupTable(groups, kind, st, unit) {
   const t = el('table', { class: 'table' }, el('tr', null, el('th', { text: 'site' }), el('th', { text: 'category' }),
@@ -13,7 +20,7 @@ function groupTable(groups, kind, st, unit) {
     const frames = el('details', null, el('summary', { class: 'mono', text: siteText(g) }), stackList(g.frames, st, g.frame_ids));
     t.append(el('tr', rowFrames(g), el('td', null, frames), el('td', { text: g.category }),
       el('td', { class: 'num', text: bytes(g.bytes_per_iteration) }), el('td', { class: 'num', text: count(g.allocations) }),
-      el('td', { title: g.alive_bytes.map(bytes).join(' → ') }, sparkline(g.alive_bytes, 140, 26))));
+      el('td', { title: g.alive_bytes.map(bytes).join(' → ') }, sparkline(g.alive_bytes, 140, 26), sparkRange(g.alive_bytes))));
   }
   return t;
 }
