@@ -170,6 +170,17 @@ class Loading(unittest.TestCase):
             self.assertEqual(pa, pb)
             self.assertGreater(pa["devices"][0]["allocated"]["bytes"], 0)
 
+    def test_a_json_snapshot_loads_as_its_pickle(self):
+        # Python's own json.dump of the unpickled snapshot, as a user who keeps JSON writes it, from a path and as bytes.
+        with open(FIXTURES / "oom.pickle", "rb") as f:
+            text = json.dumps(pickle.load(f)).encode()
+        with allocscope.load(FIXTURES / "oom.pickle") as p, allocscope.load(text) as j, \
+                allocscope.load(FIXTURES / "json" / "oom.json") as k:
+            self.assertEqual(j.peak(), p.peak())
+            self.assertEqual(k.oom(), p.oom())
+        with self.assertRaisesRegex(allocscope.AllocscopeError, "of the JSON"):
+            allocscope.load(text[: len(text) // 2])
+
 
 class Recording(unittest.TestCase):
     def test_output_names_follow_the_captures_rule(self):
