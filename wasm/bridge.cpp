@@ -152,6 +152,20 @@ EMSCRIPTEN_KEEPALIVE int32_t as_stream_end(const char* name) {
   return add_file(std::move(result), name);
 }
 
+// Opens the pinned host memory of file `id` (Snapshot::host: PyTorch 2.14's record_pinned_host_memory) as a file of
+// its own, so every view answers it as it answers a GPU. Returns its id, or 0 when the file holds none. A copy: the
+// host snapshot is small (one allocator's pinned blocks), and a file of its own keeps the methods' caches apart.
+EMSCRIPTEN_KEEPALIVE int32_t as_open_host(int32_t id) {
+  const Loaded* f = file_by_id(id);
+  if (!f || !f->snapshot.host) return 0;
+  auto h = std::make_unique<Loaded>();
+  h->snapshot = *f->snapshot.host;
+  h->name = f->name + " \u00b7 pinned host memory";
+  h->host_of = f->name;
+  g_files.push_back(std::move(h));
+  return static_cast<int32_t>(g_files.size());
+}
+
 EMSCRIPTEN_KEEPALIVE void as_unload(int32_t id) {
   if (file_by_id(id)) g_files[static_cast<size_t>(id - 1)].reset();
 }

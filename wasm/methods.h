@@ -22,6 +22,7 @@ using json = nlohmann::json;
 struct Loaded {
   Snapshot snapshot;
   std::string name;                        // the file name the page gave, for messages
+  std::string host_of;                     // a file's pinned host memory opened as its own (as_open_host): that file's name
   std::vector<std::shared_ptr<void>> cache;  // per-method caches, indexed by Method::cache_slot
 };
 

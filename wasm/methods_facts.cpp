@@ -110,6 +110,8 @@ Answer info(const Request&, std::span<Loaded* const> files) {
   Answer a;
   a.body = {{"name", f.name},
             {"host", host},
+            // Set on a file's pinned host memory opened as its own (as_open_host): the file it came from.
+            {"host_of", f.host_of.empty() ? json(nullptr) : json(f.host_of)},
             {"facts", facts_of(s)},
             {"devices", devices},
             {"has_device_traces", s.has_device_traces},

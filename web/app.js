@@ -1,9 +1,9 @@
 // The viewer's shell: opening files (drop anywhere, picker, example, ?url=), progress and errors, the view tabs,
 // file/device selectors, keyboard help and the <html data-state> automation hook. Views draw themselves.
 import { openFiles, call, unload, warmUp } from './worker_client.js';
-import { state, set, subscribe, readHash, writeHash } from './store.js';
+import { state, set, subscribe, readHash, writeHash, snapshotFiles } from './store.js';
 import { views } from './views/index.js';
-import { el, count } from './format.js';
+import { el, count, deviceName } from './format.js';
 
 const $ = (id) => document.getElementById(id);
 const html = document.documentElement;
@@ -113,7 +113,7 @@ async function open(list) {
     });
     if (state.files.length) unload(state.files.map((f) => f.id));
     state.ranksFile = null;
-    const files = ids.map((id, i) => ({ id, name: list[i].name, info: infos[i] }));
+    const files = ids.map((id, i) => ({ id, name: infos[i].name, info: infos[i] }));
     state.files = files;
     state.file = 0;
     applyState(hashState(defaultView()));
@@ -147,8 +147,9 @@ function applyState(patch) {
 // segment map where there are segments but no trace (torch.cuda.memory_snapshot(), a dump without history), else the
 // Overview, which says why there is nothing to draw.
 function defaultView() {
-  if (state.files.length > 2 && views.some((v) => v.id === 'ranks')) return 'ranks';
-  if (state.files.length === 2 && views.some((v) => v.id === 'diff')) return 'diff';
+  const opened = snapshotFiles(state).length;
+  if (opened > 2 && views.some((v) => v.id === 'ranks')) return 'ranks';
+  if (opened === 2 && views.some((v) => v.id === 'diff')) return 'diff';
   for (const id of ['timeline', 'state']) {
     const v = views.find((x) => x.id === id);
     if (v && v.available(state)) return id;
@@ -217,7 +218,7 @@ function setupChrome() {
 function fillDevices() {
   const ds = devicesOf(currentFile());
   const sel = $('device-select');
-  sel.replaceChildren(...ds.map((d) => el('option', { value: d.device, text: `cuda:${d.device}${d.events ? '' : ' (no trace)'}` })));
+  sel.replaceChildren(...ds.map((d) => el('option', { value: d.device, text: `${deviceName(currentFile(), d.device)}${d.events ? '' : ' (no trace)'}` })));
   sel.value = String(state.device);
   $('device-pick').classList.toggle('hidden', ds.length < 2);
 }
@@ -255,7 +256,7 @@ function mountView() {
   const dev = v.perDevice ? devicesOf(currentFile()).find((d) => d.device === state.device) : null;
   if (dev && !dev.events && !(v.fromSegments && dev.segments)) {
     root.append(el('div', { class: 'verdict', 'data-empty': 'no-trace' },
-      `cuda:${dev.device} has no trace: this snapshot recorded no allocation events on that device, so ` +
+      `${deviceName(currentFile(), dev.device)} has no trace: this snapshot recorded no allocation events on that device, so ` +
       `${v.long || v.title} has nothing to show for it. Choose a device with a trace in the device selector` +
       (dev.segments ? `; this device's ${count(dev.segments)} segments are counted in the Overview.` : '.')));
     if (html.dataset.state !== 'ready') setPageState('ready');
@@ -266,7 +267,10 @@ function mountView() {
     set,
     call,
     file: currentFile,
-    files: () => state.files,
+    files: () => snapshotFiles(state),  // the snapshots opened, not their pinned host memory
+    // All entries of the file selector (a snapshot's pinned host memory included), for a view that opens one.
+    entries: () => state.files,
+    deviceName: (d) => deviceName(currentFile(), d === undefined ? state.device : d),
     openRank,
     device: () => state.device,
     go(id, patch) {
@@ -274,11 +278,8 @@ function mountView() {
       // Another file or device (a Ranks row, an OOM's buttons): the header's selectors follow, so they never name
       // the previous file or cuda:N while the view shows another.
       const moved = patch && ('file' in patch || 'device' in patch);
-      if (moved) {
-        if ('file' in patch && !validDevice(state.device)) set({ device: defaultDevice() }, { quiet: true });
-        $('file-select').value = String(state.file);
-        fillDevices();
-      }
+      if (moved && 'file' in patch) fileChanged();
+      else if (moved) fillDevices();
       if (moved && id === state.view) mountView();
       else selectView(id);
     },
@@ -298,8 +299,16 @@ function mountView() {
   }
 }
 
+// Another file in the selector (a snapshot's pinned host memory, another rank): a device it has, a view it has (no
+// What-if of host memory), and the tabs and selectors of that file.
+function fileChanged() {
+  if (!validDevice(state.device)) set({ device: defaultDevice() }, { quiet: true });
+  if (!views.some((v) => v.id === state.view && v.available(state))) set({ view: defaultView() }, { quiet: true });
+  setupChrome();
+}
+
 subscribe((st, patch) => {
-  if ('file' in patch) { if (!validDevice(st.device)) set({ device: defaultDevice() }, { quiet: true }); fillDevices(); }
+  if ('file' in patch) fileChanged();
   // The views read the file and device when they mount: choosing another one in the selectors mounts the view again.
   if (('file' in patch || 'device' in patch) && state.files.length) { mountView(); return; }
   if (!mounted) return;

@@ -272,6 +272,9 @@
       return id;
     }
 
+    // Opens file `id`'s pinned host memory as a file of its own; returns its id, or 0 when the file holds none.
+    openHost(id) { return this.m._as_open_host(id); }
+
     unload(id) { this.m._as_unload(id); }
 
     // Runs a method; returns {body, blobs: {name: TypedArray}} (typed arrays are copies, safe to transfer).

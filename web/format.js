@@ -27,6 +27,12 @@ function fixedHalfEven(n, u, d) {
   return d ? `${t.slice(0, -d)}.${t.slice(-d)}` : t;
 }
 
+// What the views call a device of `file` (a {info} entry of the store's files): cuda:N, or "pinned host memory" for
+// the file the worker opened from a snapshot's host_segments and host_traces (PyTorch 2.14), whose one device is 0.
+export function deviceName(file, device) {
+  return file && file.info && file.info.host_of ? 'pinned host memory' : `cuda:${device}`;
+}
+
 // A step as the CLI says it: step S is the state after S events (`state --step S`, "after 4 of 33 events"), while
 // "event E" names one event, counted from 0 (`state --event E`). "after event S" read one event late.
 export function afterEvents(step, total) {

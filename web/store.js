@@ -26,6 +26,10 @@ export function set(patch, { quiet = false, push = false } = {}) {
   if (!quiet) for (const f of listeners) f(state, patch);
 }
 
+// The snapshots the user opened, without the files of their pinned host memory (which the worker opens after them,
+// info.host_of set): what Diff, Ranks and the default view count.
+export function snapshotFiles(st) { return st.files.filter((f) => !f.info.host_of); }
+
 export function subscribe(f) { listeners.add(f); return () => listeners.delete(f); }
 
 // A window end as the hash writes it: 12 significant digits, except for the time axis's absolute microseconds

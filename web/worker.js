@@ -42,6 +42,16 @@ async function open(seq, files) {
     ids.push(id);
     infos.push(eng.call({ method: 'info', id }).body);
   }
+  // Pinned host memory (PyTorch 2.14's record_pinned_host_memory) opens as a file of its own after the dropped ones,
+  // so every view answers it as it answers a GPU; its info says which file it came from (host_of).
+  for (let i = 0, n = ids.length; i < n; ++i) {
+    if (!infos[i].host) continue;
+    const id = eng.openHost(ids[i]);
+    if (!id) continue;
+    ids.push(id);
+    infos.push(eng.call({ method: 'info', id }).body);
+    infos[i].host.file = ids.length - 1;  // the entry the Overview's button opens
+  }
   return { ids, infos };
 }
 

@@ -249,6 +249,28 @@ async function newestFormat(page, origin) {
   const settings = await page.textContent('#view').catch(() => '');
   ok(/trace_alloc_overflowed\s*True/.test(settings), 'the allocator settings show trace_alloc_overflowed');
   await shot(page, 'newest-format');
+  // The pinned host memory is an entry of its own in the file selector, where every view answers it as a GPU's: its
+  // timeline (4 MiB allocated by its two host trace events), its Peak, named as host memory, never cuda:0.
+  await page.click('[data-open-host]');
+  await page.waitForSelector('#view canvas[data-rects]');
+  const host = await page.evaluate(() => {
+    const sel = document.querySelector('#file-select');
+    return { shown: !document.querySelector('#file-pick').classList.contains('hidden'), option: sel.options[sel.selectedIndex].text,
+             options: sel.options.length, peak: document.querySelector('#view .peak').textContent,
+             tabs: Array.from(document.querySelectorAll('#tabs [data-view]')).map((b) => b.dataset.view) };
+  });
+  ok(host.shown && host.options === 2 && /pt214_training\.pickle · pinned host memory$/.test(host.option),
+     `the file selector has the pinned host memory as its second entry ("${host.option}")`);
+  ok(/^peak allocated 4\.00 MiB at step 2/.test(host.peak), `the host memory's timeline has its own peak ("${host.peak}")`);
+  ok(!host.tabs.includes('diff') && !host.tabs.includes('whatif') && host.tabs.includes('peak'),
+     `no Diff of a file against its own host memory, no What-if of pinned memory (${host.tabs.join(' ')})`);
+  await page.click('[data-view="peak"]');
+  await page.waitForSelector('#view h2');
+  const heading = await page.textContent('#view h2');
+  eq(heading, 'Peak memory on pinned host memory', 'the Peak view names the host, not cuda:0');
+  await page.selectOption('#file-select', '0');
+  await page.waitForSelector('#view h2');
+  eq(await page.textContent('#view h2'), 'Peak memory on cuda:0', 'back on the GPU file, the Peak view names cuda:0');
 }
 
 // (7) The smaller things.

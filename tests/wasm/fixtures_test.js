@@ -53,6 +53,24 @@ async function main() {
       console.log(`  FAIL every view's method answers on every device with a trace: ${e.message}`);
       ++failed;
     }
+    // Pinned host memory (PyTorch 2.14): the viewer opens it as a file of its own, whose views answer as a GPU's.
+    const host = engine.call({ method: 'info', id }).body.host;
+    const hostId = engine.openHost(id);
+    try {
+      assert.strictEqual(!!hostId, !!host, `openHost gives a file exactly when info has host memory (${hostId})`);
+      if (hostId) {
+        const hinfo = engine.call({ method: 'info', id: hostId }).body;
+        assert.strictEqual(hinfo.host_of, path.basename(fixture), 'the host file names the file it came from');
+        assert.strictEqual(hinfo.facts.total_reserved, host.reserved_bytes, 'its segments are the host memory reserved');
+        assert.strictEqual(hinfo.facts.trace_events_per_device.reduce((a, b) => a + b, 0), host.events, 'its trace holds the host events');
+        methodsAnswer(engine, hostId, assert);
+        console.log('  ok   the pinned host memory opens as a file of its own, and every view\'s method answers on it');
+        ++passed;
+      }
+    } catch (e) {
+      console.log(`  FAIL the pinned host memory as a file of its own: ${e.message}`);
+      ++failed;
+    }
   }
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(failed || !passed ? 1 : 0);

@@ -9,6 +9,7 @@ import { allocationCard } from '../detail.js';
 import { Strip } from '../annotations.js';
 import { knownHits, matchRows } from '../search.js';
 import { card } from './widgets.js';
+import { snapshotFiles } from '../store.js';
 import { drawYGrid, drawBands, outlineRows, drawLife, drawXAxis, PlotSnapshot } from './bands.js';
 
 const M = { left: 72, right: 12, top: 4, bottom: 22 };
@@ -26,7 +27,7 @@ export default {
   id: 'diff',
   title: 'Diff',
   key: '8',
-  available: (st) => st.files.length === 2,
+  available: (st) => snapshotFiles(st).length === 2,
   detail: true,
   mount(root, ctx) {
     const st = ctx.state;

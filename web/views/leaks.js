@@ -39,7 +39,7 @@ export default {
     let drawn = false;
     (async () => {
       const r = (await ctx.call({ method: 'leaks', id: f.id, device })).body;
-      root.append(el('h2', { text: `Leaks and held memory on cuda:${device}` }));
+      root.append(el('h2', { text: `Leaks and held memory on ${ctx.deviceName(device)}` }));
       const it = r.iterations;
       const n = it.boundaries.length;
       const unit = r.forward_only ? 'repeat' : 'iteration';

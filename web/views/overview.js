@@ -77,7 +77,11 @@ export default {
           el('div', { class: 'card' }, el('div', { class: 'card-value', 'data-host-reserved': h.reserved_bytes }, bytes(h.reserved_bytes)),
             el('div', { class: 'card-label', text: `pinned host memory reserved (${count(h.segments)} host segments)` })),
           el('div', { class: 'card' }, el('div', { class: 'card-value', 'data-host-allocated': h.allocated_bytes }, bytes(h.allocated_bytes)),
-            el('div', { class: 'card-label', text: `pinned host memory allocated at the snapshot (${count(h.events)} host trace events)` }))));
+            el('div', { class: 'card-label', text: `pinned host memory allocated at the snapshot (${count(h.events)} host trace events)` })),
+          // Its own entry in the file selector, where every view answers it as it answers a GPU.
+          h.file >= 0 ? el('button', { type: 'button', 'data-open-host': h.file,
+            onclick: () => ctx.go(h.events ? 'timeline' : 'state', { file: h.file, device: 0, window: null, step: null }) },
+            h.events ? 'Open its timeline' : 'Open its segments') : null));
       }
       if (!f.info.devices.some((d) => d.events > 0)) root.append(noTrace(f));
       const glance = el('div', { class: 'glance' }, el('p', { class: 'fine', text: 'Analysing…' }));
@@ -97,7 +101,7 @@ export default {
           // As the CLI says it: free memory in a CUDA graph's or MemPool's private pool serves only its own allocations.
           if (d.final.free_in_private_pools)
             notes.push(`${bytes(d.final.free_in_private_pools)} of the free memory is in private pools (a CUDA graph's or a MemPool's), for their own allocations only; the largest free block outside them is ${bytes(d.final.largest_free_block_outside_private_pools)}`);
-          glance.append(el('h3', { text: `cuda:${d.device}` }), el('p', { text: notes.join(' · ') }));
+          glance.append(el('h3', { text: ctx.deviceName(d.device) }), el('p', { text: notes.join(' · ') }));
           if (d.leak_suspected) glance.append(el('div', { class: 'verdict bad', text: `Leak suspected at ${d.leak_site} — see Leaks.` }));
           if (d.ooms) glance.append(oomVerdict(d));
           if (d.owners_at_peak && d.owners_at_peak.length) {

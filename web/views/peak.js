@@ -28,7 +28,7 @@ export default {
       const when = (us) => (us === null || us === undefined ? ' (no times recorded)' : ` at +${micros(us - ax.time_first_us)}`);
       // Without a trace there is one state, the snapshot's: what was alive then, not a peak over time (as the CLI says).
       const traced = ((f.info.devices.find((d) => d.device === device) || {}).events || 0) > 0;
-      root.append(el('h2', { text: traced ? `Peak memory on cuda:${device}` : `Memory alive on cuda:${device} when the snapshot was taken` }), searchNote);
+      root.append(el('h2', { text: traced ? `Peak memory on ${ctx.deviceName(device)}` : `Memory alive on ${ctx.deviceName(device)} when the snapshot was taken` }), searchNote);
       if (!traced)
         root.append(el('p', { class: 'verdict', 'data-no-trace-peak': device }, 'No trace was recorded, so this is the one ' +
           'state the snapshot holds (its segments\' live blocks), not a peak over time.'));

@@ -3,6 +3,7 @@
 // above 3.5 and 5% from the median), and what each outlier holds at its peak that the other ranks do not. A row
 // opens that rank's snapshot.
 import { bytes, count, el, signedBytes } from '../format.js';
+import { snapshotFiles } from '../store.js';
 
 const MEASURES = [['peak_allocated', 'peak allocated'], ['peak_reserved', 'peak reserved'],
                   ['final_allocated', 'final allocated'], ['final_reserved', 'final reserved']];
@@ -46,7 +47,7 @@ export default {
   id: 'ranks',
   title: 'Ranks',
   key: '9',
-  available: (st) => st.files.length >= 2 || !!st.ranksFile,
+  available: (st) => snapshotFiles(st).length >= 2 || !!st.ranksFile,
   mount(root, ctx) {
     const saved = ctx.state.ranksFile;
     const files = ctx.files();

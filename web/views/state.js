@@ -39,7 +39,7 @@ export default {
         slider,
         el('button', { type: 'button', title: 'next event (→, shift: 100)', onclick: () => go(cur + 1) }, '▶'),
         stepLabel, eventLabel)
-        : el('p', { class: 'verdict', 'data-no-trace-state': device }, `cuda:${device}: the allocator's state when the ` +
+        : el('p', { class: 'verdict', 'data-no-trace-state': device }, `${ctx.deviceName(device)}: the allocator's state when the ` +
           'snapshot was taken (its segments and their blocks, with the stacks PyTorch kept for them). No trace was ' +
           'recorded, so there is no history to step through: torch.cuda.memory._record_memory_history() before the ' +
           'work records one.'),

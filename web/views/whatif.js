@@ -83,7 +83,8 @@ export default {
   id: 'whatif',
   title: 'What-if',  // and the plan: what to change so it fits
   key: 'w',
-  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  // Not on pinned host memory: batch, sequence and the plan's changes scale a GPU's training memory.
+  available: (st) => st.files.length > 0 && !st.files[st.file].info.host_of && st.files[st.file].info.devices.some((d) => d.events > 0),
   perDevice: true,
   mount(root, ctx) {
     const f = ctx.file();
