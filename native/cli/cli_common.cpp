@@ -15,6 +15,29 @@
 
 namespace allocscope::cli {
 
+namespace {
+bool g_host = false;  // `--device host`: load_or_report loads the file's pinned host memory (take_host_device)
+}  // namespace
+
+bool take_host_device(const char* verb, std::vector<std::string>* argv) {
+  std::vector<std::string>& a = *argv;
+  bool asked = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == "--") break;
+    if (a[i] == "--device=host") a[i] = "--device=0", asked = true;
+    else if (a[i] == "--device" && i + 1 < a.size() && a[i + 1] == "host") a[i + 1] = "0", asked = true;
+  }
+  if (!asked) return true;
+  const std::string v = verb;
+  if (v != "timeline" && v != "state" && v != "peak" && v != "leaks") {
+    std::fprintf(stderr, "allocscope %s: --device host: only timeline, state, peak and leaks answer the pinned host "
+                 "memory (this verb's rules are for a GPU's memory)\n", verb);
+    return false;
+  }
+  g_host = true;
+  return true;
+}
+
 bool load_or_report(const std::string& path, Snapshot* out) {
   // "-": the snapshot on standard input, for every verb that reads one (`zcat x.gz | allocscope summary -`). The
   // loader reads it as any file: mapped when it is one, read in chunks when a pipe, refused at a first byte no
@@ -35,6 +58,20 @@ bool load_or_report(const std::string& path, Snapshot* out) {
   if (!r.ok()) {
     std::fprintf(stderr, "allocscope: %s: %s\n", path.c_str(), r.error().describe().c_str());
     return false;
+  }
+  if (g_host) {
+    if (!r.value().host) {
+      std::fprintf(stderr, "allocscope: %s: --device host: this snapshot holds no pinned host memory (PyTorch 2.14+ "
+                   "records it with torch.cuda.memory._record_memory_history(record_pinned_host_memory=True))\n",
+                   path.c_str());
+      return false;
+    }
+    // Its tables are its own (Snapshot::host), so the verb answers it as a file of its own whose device 0 is the host.
+    Snapshot host = *r.value().host;
+    *out = std::move(host);
+    std::fprintf(stderr, "allocscope: %s: the pinned host memory (device 0 below is the host, not a GPU)\n",
+                 path.c_str());
+    return true;
   }
   *out = std::move(r).value();
   return true;

@@ -17,6 +17,13 @@ namespace allocscope::cli {
 // Shows progress on stderr only when stderr is a terminal.
 bool load_or_report(const std::string& path, Snapshot* out);
 
+// `--device host` of the verbs that draw or list one device's memory (timeline, state, peak, leaks): the snapshot's
+// pinned host memory (Snapshot::host: PyTorch 2.14's record_pinned_host_memory), answered as that verb answers a GPU.
+// Rewrites the option to `--device 0` (the host snapshot's one device) and makes load_or_report load the host memory
+// in the file's place, saying so on stderr; returns false, after printing why, for a verb that cannot answer it
+// (What-if, categories: rules for a GPU's training memory). Called by main() before the verb runs.
+bool take_host_device(const char* verb, std::vector<std::string>* argv);
+
 // Spare-time work for a load's reading thread (LoadOptions::spare_time): faults in the heap pages the parse is
 // about to use (memory_policy.cpp says why). Empty where that policy does not apply (sanitizers, not glibc).
 std::function<bool()> heap_prefault();

@@ -19,6 +19,7 @@ const RegisterVerb kRegister({
     "counts, since a model's layers inside one forward pass repeat too), gradients alive from one optimizer\n"
     "step to the next (held, not growing: zero_grad missing), and the active bytes at each iteration start.\n"
     "Exit code 3 when a leak is suspected.\n\n"
+    "  --device N             only device N; --device host: the file's pinned host memory (PyTorch 2.14+)\n"
     "  --rule REGEX=CATEGORY  categorize frames matching REGEX first (see `allocscope categories --help`)\n"
     "  --json                 {\"devices\": [leak reports]}\n\n"
     "example:\n"

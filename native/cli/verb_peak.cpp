@@ -19,7 +19,7 @@ const RegisterVerb kRegister({
     "input, temporary, autograd_detail, unknown), by site (the deepest frame of the user's own code) and listed by size.\n\n"
     "  --from, --to STEP  search only steps in [from, to] (a window of the trace)\n"
     "  --device N         only device N (default: every device with a trace; those with segments only\n"
-    "                     are named on stderr)\n"
+    "                     are named on stderr); --device host: the file's pinned host memory\n"
     "  --top N            rows in the site and size lists (default 20)\n"
     "  --tree             the alive allocations as a stack tree (in JSON: flat preorder arrays)\n"
     "  --depth D          tree levels printed as text (default 6)\n"

@@ -113,7 +113,8 @@ const RegisterVerb kRegister({
     "final segments do not know are estimated and marked '~': the request rounded up to 512 bytes, plus, for a\n"
     "request over 1 MiB, the gap of at most 1 MiB after it that PyTorch does not split off (docs/timeline.md).\n"
     "An estimate is a lower bound and can grow at a later step, once a neighbour shows where the block ends.\n\n"
-    "  --device N   device ordinal (default: the first device the file has)\n"
+    "  --device N   device ordinal (default: the first device the file has); --device host: the file's\n"
+    "               pinned host memory (PyTorch 2.14+)\n"
     "  --event E    state after device event E (0-based); --step S is the state after S events\n"
     "  --blocks     list each segment's blocks\n"
     "  --json       machine-readable output\n",

@@ -156,7 +156,7 @@ const RegisterVerb kRegister({
     "blocks alive before the trace window counted from the start) and its segment timeline (with expandable\n"
     "segments' map/unmap). Prints, per device: allocation counts, active bytes at the start, peak (with its\n"
     "event index) and end, the same for reserved bytes, and the K largest allocations alive at the peak.\n\n"
-    "  --device N    only device N\n"
+    "  --device N    only device N; --device host: the file's pinned host memory (PyTorch 2.14+)\n"
     "  --top K       how many allocations at the peak to list (default 5)\n"
     "  --json        machine-readable output (one object per device)\n"
     "  --memoryviz   the numbers PyTorch's web viewer computes (allocations, peak_active_bytes,\n"

@@ -128,6 +128,25 @@ TEST(CliAnswers, NewestFormat) {
   const CliRun trace = run({"trace", f});
   ASSERT_EQ(trace.code, 0) << trace.err;
   EXPECT_EQ(trace.out.find("<forward pass>"), std::string::npos) << trace.out;
+  // `--device host`: the pinned host memory answered as a GPU's is (the viewer's entry of its own), said on stderr.
+  // Its one allocation is 4 MiB (3 MiB requested) at step 2 of its 2 host events, at train.py's line.
+  const CliRun hpeak = run({"peak", f, "--device", "host", "--json"});
+  ASSERT_EQ(hpeak.code, 0) << hpeak.err;
+  EXPECT_NE(hpeak.err.find("the pinned host memory (device 0 below is the host, not a GPU)"), std::string::npos) << hpeak.err;
+  const nlohmann::json hp = nlohmann::json::parse(hpeak.out)["devices"][0];
+  EXPECT_EQ(hp["allocated"]["step"].get<uint64_t>(), 2u) << hp.dump();
+  EXPECT_EQ(hp["allocated"]["bytes"].get<uint64_t>(), 4u << 20) << hp.dump();
+  EXPECT_EQ(hp["sites"][0]["site"]["text"], "train.py:31:train_step") << hp.dump();
+  const CliRun htl = run({"timeline", f, "--device=host"});
+  ASSERT_EQ(htl.code, 0) << htl.err;
+  EXPECT_NE(htl.out.find("device 0: 2 events, 1 allocations"), std::string::npos) << htl.out;
+  // Not for rules made for a GPU's training memory, and not for a file without host memory.
+  const CliRun hwhat = run({"whatif", f, "--device", "host", "--batch", "2"});
+  EXPECT_EQ(hwhat.code, 1);
+  EXPECT_NE(hwhat.err.find("--device host: only timeline, state, peak and leaks"), std::string::npos) << hwhat.err;
+  const CliRun none = run({"peak", fixture_path("oom"), "--device", "host"});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("this snapshot holds no pinned host memory"), std::string::npos) << none.err;
 }
 
 TEST(CliAnswers, Oom) {
