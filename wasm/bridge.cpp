@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "allocscope/loader.h"
+#include "allocscope/preview.h"
 #include "methods.h"
 
 namespace allocscope::wasm {
@@ -118,13 +119,29 @@ EMSCRIPTEN_KEEPALIVE int32_t as_load(uint8_t* data, size_t n, const char* name, 
 // Streamed load: the worker feeds the pickle (already inflated by DecompressionStream) chunk by chunk as the browser
 // produces it, so the wasm heap never holds the whole file — only the model and a chunk of carry-over.
 static std::unique_ptr<SnapshotStream> g_stream;
+static PreviewCurve g_preview;       // the streamed load's first picture (as_stream_preview)
+static std::string g_preview_text;
 
 // Starts a streamed load; `size_hint` is the expected pickle size in bytes (0 if unknown; it only sizes buffers);
 // `inflated` as for as_load.
 EMSCRIPTEN_KEEPALIVE int32_t as_stream_begin(double size_hint, int32_t inflated) {
   g_inflated = inflated != 0;
   g_stream = std::make_unique<SnapshotStream>(LoadOptions{}, static_cast<uint64_t>(size_hint));
+  g_preview = PreviewCurve{};
   return 1;
+}
+
+// The memory curve of the trace rows the streamed load has parsed so far (allocscope/preview.h), as JSON text:
+// {"rows", "rows_per_column", "low": [...], "high": [...], "highest", "highest_row", "fed"} (bytes in "fed"). Reads
+// only the rows parsed since the last call. Valid until the next call.
+EMSCRIPTEN_KEEPALIVE const char* as_stream_preview() {
+  if (!g_stream) return "{}";
+  g_preview.extend(g_stream->events_so_far());
+  const json j{{"rows", g_preview.rows()}, {"rows_per_column", g_preview.rows_per_column()},
+               {"low", g_preview.low()}, {"high", g_preview.high()}, {"highest", g_preview.highest()},
+               {"highest_row", g_preview.highest_row()}, {"fed", g_stream->bytes_fed()}};
+  g_preview_text = j.dump();
+  return g_preview_text.c_str();
 }
 
 // Feeds `n` bytes at `data` (still owned by the caller). Returns 1, or 0 with the reason in as_error().

@@ -212,13 +212,18 @@
     return Math.min(tail.getUint32(0, true) || blob.size * 4, blob.size * 32);
   }
 
+  // How often a streamed load hands its first picture to the page (each costs the new rows' scan and ~20 KB of JSON).
+  const PREVIEW_MS = 100;
+
   class Engine {
     constructor(module) { this.m = module; }
 
     // Reads a Blob/File (or bytes), inflating gzip by its magic bytes, and feeds the core chunk by chunk as the
     // browser produces them: the wasm heap never holds the whole file, only the model being built. progress(phase,
-    // done, total) counts the file's bytes. Returns the file id or throws Error(message).
-    async loadStream(source, name, progress) {
+    // done, total) counts the file's bytes. onPreview(curve), when given, gets the memory curve of the trace rows
+    // parsed so far (as_stream_preview) every PREVIEW_MS while the file streams in, and once more when it is all
+    // read, before the model is finished: the page's first picture. Returns the file id or throws Error(message).
+    async loadStream(source, name, progress, onPreview) {
       const m = this.m;
       const input = await openChunks(source, progress, 'load');
       let buf = 0;
@@ -226,7 +231,10 @@
       let fed = 0;
       try {  // from here on, any failure cancels the input (and so stops the inflater's worker)
         if (input.total === 0) throw new Error('the file is empty');
-        m._as_stream_begin(await sizeHint(input.blob, input.gz), input.gz ? 1 : 0);
+        const hint = await sizeHint(input.blob, input.gz);
+        m._as_stream_begin(hint, input.gz ? 1 : 0);
+        let lastPreview = performance.now();
+        const preview = (total) => Object.assign(JSON.parse(m.UTF8ToString(m._as_stream_preview())), { total });
         for (let value; (value = await input.next()) !== null;) {
           if (value.byteLength > cap) {
             if (buf) m._as_free(buf);
@@ -237,7 +245,12 @@
           m.HEAPU8.set(value, buf);  // HEAPU8 is re-read each time: the heap may have grown during the last feed
           if (!m._as_stream_feed(buf, value.byteLength)) throw new Error(m.UTF8ToString(m._as_error()));
           fed += value.byteLength;
+          if (onPreview && performance.now() - lastPreview >= PREVIEW_MS) {
+            lastPreview = performance.now();
+            onPreview(preview(hint));
+          }
         }
+        if (onPreview && fed) onPreview(Object.assign(preview(hint), { complete: true }));
       } catch (e) {
         input.cancel();
         throw e;

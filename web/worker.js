@@ -32,7 +32,9 @@ async function open(seq, files) {
     const progress = (phase, done, total) => reply({ op: 'progress', seq, file: i, files: files.length, name, phase, done, total });
     let id;
     try {
-      id = await eng.loadStream(blob, name, progress);  // read, inflate and parse together, chunk by chunk
+      // Read, inflate and parse together, chunk by chunk; the memory curve of what is parsed goes to the page as it grows.
+      const preview = (curve) => reply({ op: 'progress', seq, file: i, files: files.length, name, phase: 'preview', curve });
+      id = await eng.loadStream(blob, name, progress, preview);
     } catch (e) {
       const err = new Error(`${name}: ${describe(e)}`);
       err.abort = e instanceof WebAssembly.RuntimeError;

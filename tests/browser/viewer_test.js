@@ -209,7 +209,9 @@ async function bigTest(browser, origin) {
   await page.evaluate(() => {
     window.__progress = [];
     setInterval(() => window.__progress.push([document.documentElement.dataset.state, document.getElementById('progress').value,
-                                              document.getElementById('loading-label').textContent]), 25);
+                                              document.getElementById('loading-label').textContent,
+                                              !document.getElementById('preview').classList.contains('hidden'),
+                                              Number(document.getElementById('preview-canvas').dataset.previewRows || 0)]), 25);
   });
   const st = await openViaInput(page, path.join(fixturesDir, 'gpt2_big_1M.pickle.gz'));
   eq(st, 'ready', 'gpt2_big_1M.pickle.gz reaches ready');
@@ -220,6 +222,14 @@ async function bigTest(browser, origin) {
   // Reading, inflating and parsing happen together (the file streams into the core), so one phase is named.
   ok(seen.some((p) => /Loading gpt2_big_1M/.test(p[2])), 'it names the file being loaded');
   const facts = golden('gpt2_big_1M', 'facts.json');
+  // The first picture (issue 43): the memory curve of the rows parsed so far, shown while the file still loads and
+  // growing, then of every row once the file is read, before the exact view replaces it.
+  const rows = facts.trace_events_per_device.reduce((a, b) => a + b, 0);
+  const drawn = seen.filter((p) => p[3] && p[4] > 0).map((p) => p[4]);
+  ok(drawn.length > 0 && drawn.some((r) => r < rows), `the memory curve is drawn while the file loads (rows seen: ${[...new Set(drawn)].slice(0, 6).join(', ')} of ${rows})`);
+  const pv = await page.evaluate(() => ({ ...document.getElementById('preview-canvas').dataset, first: Number(document.documentElement.dataset.firstPreviewMs) }));
+  ok(Number(pv.previews) >= 2 && pv.previewComplete === '1' && Number(pv.previewRows) === rows,
+     `it grew in ${pv.previews} pictures, the last of all ${pv.previewRows} rows; the first ${pv.first} ms after the drop`);
   const shown = await readFacts(page);
   eq([shown.total_reserved, shown.total_allocated, shown.segments, shown.active_blocks, shown.actions],
      [facts.total_reserved, facts.total_allocated, facts.segments, facts.active_blocks, facts.actions], 'gpt2_big_1M facts');

@@ -78,6 +78,9 @@ class SnapshotStream {
   SnapshotStream& operator=(const SnapshotStream&) = delete;
   Status feed(std::span<const uint8_t> chunk);
   uint64_t bytes_fed() const;
+  // The trace rows parsed so far, in file order (PreviewCurve, allocscope/preview.h, draws them while the rest
+  // streams in): rows are only appended until finish(). Empty for a JSON snapshot or a PyTorch page, read whole there.
+  const EventColumns& events_so_far() const;
   Result<Snapshot> finish();
 
  private:

@@ -138,6 +138,8 @@ SnapshotStream::~SnapshotStream() = default;
 
 uint64_t SnapshotStream::bytes_fed() const { return s_->fed; }
 
+const EventColumns& SnapshotStream::events_so_far() const { return s_->snap.events; }
+
 Status SnapshotStream::feed(std::span<const uint8_t> chunk) {
   if (s_->fed == 0 && is_gzip(chunk))
     return Error{"this is gzip data; inflate it before feeding the stream (load_snapshot does it)", 0};
