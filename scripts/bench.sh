@@ -23,4 +23,6 @@ if [ -d build/wasm/site ]; then
   node tests/browser/bench_first_paint.js build/wasm/site tests/fixtures/gpt2_big_1M.pickle.gz 2
   echo "=== browser: pan/zoom latency"
   node tests/browser/bench_pan_zoom.js build/wasm/site tests/fixtures/gpt2_big_1M.pickle.gz
+  echo "=== browser: PyTorch's MemoryViz against ours, drop -> first timeline (same run, same bytes)"
+  node tests/browser/bench_memoryviz.js build/wasm/site --runs=2
 fi
