@@ -214,6 +214,8 @@
 
   // How often a streamed load hands its first picture to the page (each costs the new rows' scan and ~20 KB of JSON).
   const PREVIEW_MS = 100;
+  // The warm-up's feeds: one per task, so a file dropped meanwhile waits at most one feed.
+  const WARM_FEED = 1 << 20;
 
   class Engine {
     constructor(module) { this.m = module; }
@@ -283,6 +285,51 @@
       m._as_free(namePtr);
       if (!id) throw new Error(m.UTF8ToString(m._as_error()));
       return id;
+    }
+
+    // Runs a made-up snapshot (wasm/warm_up.cpp says why) through the streamed load and the first view's answers
+    // `rounds` times while the page waits for a file, one 1 MiB feed per task, so that V8 has optimised that code when
+    // the user's file comes. A small snapshot loaded again and again warms as much as a big one and keeps the heap
+    // small (~6 MB of pickle and ~3 MB of model at a time). Stops at the first pause after isCancelled() turns true (a
+    // real load began: its as_stream_begin replaced this stream). Returns {ms, rows, rounds} or null when it stopped.
+    async warmUp(isCancelled, allocations = 20000, rounds = 4) {
+      const m = this.m;
+      const t0 = performance.now();
+      const pause = () => new Promise((resolve) => setTimeout(resolve, 0));
+      const size = m._as_warm_up_pickle(allocations);
+      const data = m._as_warm_up_data();  // the heap may grow, but wasm addresses never move
+      let rows = 0;
+      try {
+        for (let round = 0; round < rounds; ++round) {
+          await pause();
+          if (isCancelled()) return null;
+          m._as_stream_begin(size, 0);
+          for (let at = 0; at < size; at += WARM_FEED) {
+            if (!m._as_stream_feed(data + at, Math.min(WARM_FEED, size - at))) throw new Error(m.UTF8ToString(m._as_error()));
+            m._as_stream_preview();
+            await pause();
+            if (isCancelled()) return null;
+          }
+          const name = 'warm-up';
+          const namePtr = m._as_malloc(name.length + 1);
+          m.stringToUTF8(name, namePtr, name.length + 1);
+          const id = m._as_stream_end(namePtr);
+          m._as_free(namePtr);
+          if (!id) throw new Error(m.UTF8ToString(m._as_error()));
+          try {
+            const info = this.call({ method: 'info', id }).body;
+            const steps = this.call({ method: 'axis', id, device: 0 }).body.step_count;
+            this.call({ method: 'timeline_draw', id, device: 0, x0: 0, x1: steps, width: 1200, height: 600 });
+            this.call({ method: 'memoryviz', id, device: 0, with_totals: false });
+            rows += info.facts.trace_events_per_device[0];
+          } finally {
+            this.unload(id);
+          }
+        }
+        return { ms: performance.now() - t0, rows, rounds, bytes: size };
+      } finally {
+        m._as_warm_up_free();
+      }
     }
 
     // Opens file `id`'s pinned host memory as a file of its own; returns its id, or 0 when the file holds none.

@@ -6,6 +6,7 @@ if (!self.AllocscopeEngine) importScripts('engine.js', 'allocscope.js');
 
 let enginePromise = null;
 let current = null;  // the Engine once started: read after an abort for its heap size and out-of-memory flag
+let warmCancelled = false;  // a file came: the warm-up (op warm) stops at its next pause
 function engine() {
   if (!enginePromise) {
     const options = {};
@@ -61,11 +62,25 @@ self.onmessage = async (event) => {
   const msg = event.data;
   try {
     if (msg.op === 'open') {
+      warmCancelled = true;
       const { ids, infos } = await open(msg.seq, msg.files);
       self.allocscopeEngine = await engine();  // for benchmarks and debugging (worker.evaluate)
+      self.allocscopeOpened = ids;  // their ids (the warm-up's files took ids before them)
       reply({ op: 'opened', seq: msg.seq, ids, infos });
     } else if (msg.op === 'warm') {
-      await engine();
+      // While the page waits for a file: the core's load and first answers run once on a made-up snapshot, so they
+      // are optimised when a file comes (Engine.warmUp); a file dropped meanwhile stops it.
+      const eng = await engine();
+      if (!self.allocscopeWarm && !warmCancelled) {
+        self.allocscopeWarm = { state: 'running' };
+        try {
+          const r = await eng.warmUp(() => warmCancelled);
+          self.allocscopeWarm = r ? Object.assign({ state: 'done' }, r) : { state: 'stopped' };
+        } catch (e) {
+          self.allocscopeWarm = { state: 'failed', message: describe(e) };
+          throw e;  // an abort (a heap that cannot grow) starts a fresh core for the next file (explain)
+        }
+      }
     } else if (msg.op === 'unload') {
       const eng = await engine();
       for (const id of msg.ids) eng.unload(id);

@@ -31,4 +31,16 @@ async function waitState(page, states, timeout) {
   return page.evaluate(() => document.documentElement.dataset.state);
 }
 
-module.exports = { launch, watchedPage, waitState };
+// The engine worker's warm-up on the start page (Engine.warmUp): waits until it has ended (a user's drag takes longer
+// than it does) and returns its record ({state: 'done', ms, rows, rounds} ...), or null when none started in time.
+async function waitWarm(page, timeout = 20000) {
+  const until = Date.now() + timeout;
+  for (;;) {
+    const worker = page.workers()[0];
+    const w = worker ? await worker.evaluate(() => self.allocscopeWarm || null).catch(() => null) : null;
+    if ((w && w.state !== 'running') || Date.now() > until) return w;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+module.exports = { launch, watchedPage, waitState, waitWarm };

@@ -7,7 +7,7 @@
 const fs = require('fs');
 const path = require('path');
 const { serve } = require('./serve.js');
-const { launch, watchedPage, waitState } = require('./browser.js');
+const { launch, watchedPage, waitState, waitWarm } = require('./browser.js');
 
 const [siteDir, fixturesDir, group, cappedDir] = process.argv.slice(2);
 const artifacts = path.join(__dirname, 'artifacts');
@@ -63,6 +63,10 @@ async function shellTests(browser, origin) {
   await fresh(page, origin + '/app/');
   eq(await waitState(page, ['empty']), 'empty', 'fresh page is data-state=empty');
   await page.screenshot({ path: path.join(artifacts, 'welcome.png') });
+  // While the page waits, the core runs a made-up snapshot through the load and the first view (wasm/warm_up.cpp):
+  // 4 rounds of 60,001 trace entries each (one segment_alloc, 20,000 allocations and their 40,000 frees).
+  const warm = await waitWarm(page);
+  ok(warm && warm.state === 'done' && warm.rows === 4 * 60001, `the core warmed up on the start page (${JSON.stringify(warm)})`);
 
   // A corrupt file: the first half of a real pickle.
   const corrupt = path.join(artifacts, 'corrupt.pickle');
