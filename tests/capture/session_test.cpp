@@ -35,6 +35,15 @@ std::string tmp_path(const std::string& name) {
   return std::string(d && *d ? d : "/tmp") + "/allocscope_session_" + std::to_string(getpid()) + "_" + name;
 }
 
+// Removes its paths when the test ends, also when an assertion stops it early (a failed run of
+// NoRecordedEventIsLostAtExitOrOnTheDumpSignal left its dumps in /tmp that way).
+struct RemoveAtEnd {
+  std::vector<std::string> paths;
+  ~RemoveAtEnd() {
+    for (const std::string& p : paths) std::remove(p.c_str());
+  }
+};
+
 bool exists(const std::string& p) {
   struct stat st;
   return stat(p.c_str(), &st) == 0;
@@ -452,6 +461,7 @@ TEST(CaptureExit, NoRecordedEventIsLostAtExitOrOnTheDumpSignal) {
   if (kTsan) GTEST_SKIP() << "ThreadSanitizer does not support fork() with threads running";
   const std::string out = tmp_path("exit_all.pickle.gz");
   const std::string sig_out = tmp_path("exit_signal.pickle");
+  const RemoveAtEnd cleanup{{out, sig_out}};
   std::remove(out.c_str());
   constexpr int kThreads = 6, kPerThread = 3000;
   const int status = run_job([&] {
