@@ -3,8 +3,8 @@
 import { openFiles, call, unload, warmUp } from './worker_client.js';
 import { state, set, subscribe, readHash, writeHash, snapshotFiles } from './store.js';
 import { views } from './views/index.js';
-import { el, count, bytes, deviceName } from './format.js';
-import { fitCanvas, theme } from './canvas.js';
+import { el, count, deviceName } from './format.js';
+import { previewStart, drawPreview } from './preview.js';
 
 const $ = (id) => document.getElementById(id);
 const html = document.documentElement;
@@ -100,7 +100,7 @@ async function open(list) {
   }
   show('loading');
   setPageState('loading');
-  previewStart(list.length);
+  previewStart();
   const names = list.map((f) => f.name).join(', ');
   $('loading-label').textContent = `Opening ${names}…`;
   $('progress').value = 0;
@@ -126,64 +126,6 @@ async function open(list) {
   } catch (e) {
     showError(e.message || String(e), e.lost);
   }
-}
-
-// ---- the first picture (issue 43) ----
-
-// While a file streams in, the memory curve of the trace rows parsed so far (allocscope/preview.h): allocations minus
-// completed frees from the first row, so blocks alive before the trace are not in it yet. It grows across the width
-// as the file is read; the exact timeline replaces it once the model is built. One file's at a time, the one loading.
-let previewT0 = 0;
-function previewStart(files) {
-  previewT0 = performance.now();
-  $('preview').classList.add('hidden');
-  const c = $('preview-canvas');
-  delete c.dataset.previewRows;
-  delete c.dataset.previewComplete;
-  c.dataset.previews = '0';
-  c.dataset.files = String(files);
-  delete html.dataset.firstPreviewMs;
-}
-
-function drawPreview(p) {
-  const c = p.curve;
-  if (!c || !c.rows || !Array.isArray(c.low) || !c.low.length) return;
-  $('preview').classList.remove('hidden');
-  const canvas = $('preview-canvas');
-  const { ctx, width, height } = fitCanvas(canvas);
-  const t = theme();
-  ctx.clearRect(0, 0, width, height);
-  let lo = 0, hi = 1;
-  for (let i = 0; i < c.low.length; ++i) { lo = Math.min(lo, c.low[i]); hi = Math.max(hi, c.high[i]); }
-  // The part of the file read so far (the bytes fed against the inflated size expected) spans that part of the width.
-  const part = c.complete ? 1 : Math.min(1, Math.max(0.02, c.total ? c.fed / c.total : 1));
-  const top = 16, bottom = height - 4;
-  const y = (v) => bottom - ((v - lo) / (hi - lo)) * (bottom - top);
-  const x = (row) => (row / c.rows) * width * part;
-  ctx.fillStyle = t.accent;
-  ctx.globalAlpha = 0.35;
-  for (let i = 0; i < c.low.length; ++i) {
-    const x0 = x(i * c.rows_per_column), x1 = x(Math.min(c.rows, (i + 1) * c.rows_per_column));
-    ctx.fillRect(x0, y(c.high[i]), Math.max(1, x1 - x0), bottom - y(c.high[i]));
-  }
-  ctx.globalAlpha = 1;
-  // The highest level so far, marked where it was reached.
-  const px = x(c.highest_row), py = y(c.highest);
-  ctx.strokeStyle = t.bad;
-  ctx.beginPath(); ctx.moveTo(px, top - 4); ctx.lineTo(px, bottom); ctx.stroke();
-  ctx.fillStyle = t.fg;
-  ctx.font = '12px system-ui, sans-serif';
-  const label = `${c.complete ? 'highest' : 'highest so far'}: +${bytes(c.highest)}`;
-  ctx.fillText(label, Math.min(Math.max(2, px + 4), width - ctx.measureText(label).width - 2), Math.max(12, py - 4));
-  const first = canvas.dataset.previews === '0';
-  canvas.dataset.previews = String(Number(canvas.dataset.previews || 0) + 1);
-  canvas.dataset.previewRows = String(c.rows);
-  canvas.dataset.previewHighest = String(c.highest);
-  if (c.complete) canvas.dataset.previewComplete = '1';
-  if (first) html.dataset.firstPreviewMs = String(Math.round(performance.now() - previewT0));
-  $('preview-label').textContent = `${p.name}: ${count(c.rows)} trace entries ${c.complete ? 'in the file' : 'read so far'}, ` +
-    'drawn as allocations minus frees since the trace began (rows of several devices, if any, follow one another). ' +
-    'The exact timeline, with the blocks alive before the trace, comes next.';
 }
 
 // The view state a URL hash asks for, as a load reads it: keys it lacks take their defaults (view: `view`), and a
@@ -329,8 +271,6 @@ function mountView() {
     call,
     file: currentFile,
     files: () => snapshotFiles(state),  // the snapshots opened, not their pinned host memory
-    // All entries of the file selector (a snapshot's pinned host memory included), for a view that opens one.
-    entries: () => state.files,
     deviceName: (d) => deviceName(currentFile(), d === undefined ? state.device : d),
     openRank,
     device: () => state.device,

@@ -261,13 +261,7 @@
       }
       if (fed === 0) throw new Error('the file is empty');
       this.lastInflate = input.where();  // 'worker', 'inline' or 'none': the browser test checks the viewer's way
-      const nameBytes = m.lengthBytesUTF8(name) + 1;
-      const namePtr = m._as_malloc(nameBytes);
-      m.stringToUTF8(name, namePtr, nameBytes);
-      const id = m._as_stream_end(namePtr);
-      m._as_free(namePtr);
-      if (!id) throw new Error(m.UTF8ToString(m._as_error()));
-      return id;
+      return this.withName(name, (namePtr) => m._as_stream_end(namePtr));
     }
 
     // Copies the chunks into the wasm heap and parses them; returns the file id or throws Error(message).
@@ -278,13 +272,7 @@
       if (!ptr) throw new Error(`not enough memory for ${length} bytes`);
       let at = ptr;
       for (const c of chunks) { m.HEAPU8.set(c, at); at += c.byteLength; }
-      const nameBytes = m.lengthBytesUTF8(name) + 1;
-      const namePtr = m._as_malloc(nameBytes);
-      m.stringToUTF8(name, namePtr, nameBytes);
-      const id = m._as_load(ptr, length, namePtr, inflated ? 1 : 0);  // frees ptr
-      m._as_free(namePtr);
-      if (!id) throw new Error(m.UTF8ToString(m._as_error()));
-      return id;
+      return this.withName(name, (namePtr) => m._as_load(ptr, length, namePtr, inflated ? 1 : 0));  // frees ptr
     }
 
     // Runs a made-up snapshot (wasm/warm_up.cpp says why) through the streamed load and the first view's answers
@@ -310,12 +298,7 @@
             await pause();
             if (isCancelled()) return null;
           }
-          const name = 'warm-up';
-          const namePtr = m._as_malloc(name.length + 1);
-          m.stringToUTF8(name, namePtr, name.length + 1);
-          const id = m._as_stream_end(namePtr);
-          m._as_free(namePtr);
-          if (!id) throw new Error(m.UTF8ToString(m._as_error()));
+          const id = this.withName('warm-up', (namePtr) => m._as_stream_end(namePtr));
           try {
             const info = this.call({ method: 'info', id }).body;
             const steps = this.call({ method: 'axis', id, device: 0 }).body.step_count;
@@ -330,6 +313,19 @@
       } finally {
         m._as_warm_up_free();
       }
+    }
+
+    // Calls make(namePtr) with `name` in the heap for the call's length, for the exports that end a load and keep the
+    // file's name; returns the file id it gives, or throws the core's reason when it gives 0.
+    withName(name, make) {
+      const m = this.m;
+      const bytes = m.lengthBytesUTF8(name) + 1;
+      const namePtr = m._as_malloc(bytes);
+      m.stringToUTF8(name, namePtr, bytes);
+      const id = make(namePtr);
+      m._as_free(namePtr);
+      if (!id) throw new Error(m.UTF8ToString(m._as_error()));
+      return id;
     }
 
     // Opens file `id`'s pinned host memory as a file of its own; returns its id, or 0 when the file holds none.
