@@ -221,9 +221,14 @@ function setupChrome() {
 function fillDevices() {
   const ds = devicesOf(currentFile());
   const sel = $('device-select');
-  sel.replaceChildren(...ds.map((d) => el('option', { value: d.device, text: `${deviceName(currentFile(), d.device)}${d.events ? '' : ' (no trace)'}` })));
+  // The selector's own short name for host memory keeps the header short; its title has the whole name.
+  const host = !!currentFile().info.host_of;
+  sel.replaceChildren(...ds.map((d) => el('option', { value: d.device, title: deviceName(currentFile(), d.device),
+    text: `${host ? 'host (pinned)' : deviceName(currentFile(), d.device)}${d.events ? '' : ' (no trace)'}` })));
   sel.value = String(state.device);
-  $('device-pick').classList.toggle('hidden', ds.length < 2);
+  // A file's pinned host memory shows its one "device" too: the file selector's name may be cut short, and this says
+  // what the views draw.
+  $('device-pick').classList.toggle('hidden', ds.length < 2 && !currentFile().info.host_of);
 }
 
 function selectView(id) {

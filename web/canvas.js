@@ -38,11 +38,11 @@ export function onResize(element, draw) {
   return () => ro.disconnect();
 }
 
-// "Nice" tick values covering [a, b] with about `n` ticks.
-export function ticks(a, b, n) {
+// "Nice" tick values covering [a, b] with about `n` ticks, at least `minStep` apart (1 for whole numbers).
+export function ticks(a, b, n, minStep = 0) {
   const span = b - a;
   if (!(span > 0)) return [a];
-  const raw = span / Math.max(1, n);
+  const raw = Math.max(span / Math.max(1, n), minStep);
   const p = Math.pow(10, Math.floor(Math.log10(raw)));
   const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) || raw;
   const out = [];

@@ -255,12 +255,15 @@ async function newestFormat(page, origin) {
   await page.waitForSelector('#view canvas[data-rects]');
   const host = await page.evaluate(() => {
     const sel = document.querySelector('#file-select');
+    const dev = document.querySelector('#device-select');
     return { shown: !document.querySelector('#file-pick').classList.contains('hidden'), option: sel.options[sel.selectedIndex].text,
+             device: document.querySelector('#device-pick').classList.contains('hidden') ? null : dev.options[dev.selectedIndex].text,
              options: sel.options.length, peak: document.querySelector('#view .peak').textContent,
              tabs: Array.from(document.querySelectorAll('#tabs [data-view]')).map((b) => b.dataset.view) };
   });
   ok(host.shown && host.options === 2 && /pt214_training\.pickle · pinned host memory$/.test(host.option),
      `the file selector has the pinned host memory as its second entry ("${host.option}")`);
+  eq(host.device, 'host (pinned)', 'the device selector says what the views draw (the file selector may cut the name short)');
   ok(/^peak allocated 4\.00 MiB at step 2/.test(host.peak), `the host memory's timeline has its own peak ("${host.peak}")`);
   ok(!host.tabs.includes('diff') && !host.tabs.includes('whatif') && host.tabs.includes('peak'),
      `no Diff of a file against its own host memory, no What-if of pinned memory (${host.tabs.join(' ')})`);

@@ -222,7 +222,8 @@ export function drawXAxis(g, th, L, T, W, B, a, b, label, name) {
   g.font = '11px system-ui, sans-serif';
   g.textAlign = 'center';
   g.textBaseline = 'top';
-  for (const t of ticks(a, b, Math.max(2, Math.floor(W / 110)))) {
+  // Events are whole numbers: a window of 3 events put ticks 0.5 apart, labelled "1 1 2 2 3 3" at half steps.
+  for (const t of ticks(a, b, Math.max(2, Math.floor(W / 110)), name === 'event' ? 1 : 0)) {
     const x = L + ((t - a) / (b - a)) * W;
     g.fillRect(Math.round(x), B, 1, 4);
     g.fillText(label(t), x, B + 6);
