@@ -40,7 +40,13 @@ const std::vector<json>& runs() {
   return r;
 }
 
-bool held_out(const std::string& job) { return job == "gpt_attn" || job == "vit" || job == "llama_hf"; }
+// The jobs rules were fitted on; the first hold-out (reported 2026-12-02, tuned on since: its numbers before are in
+// docs/analyses.md); the hold-out frozen 2026-12-03 before its runs were recorded, never tuned on.
+std::string split_of(const std::string& job) {
+  if (job == "gpt_attn" || job == "vit" || job == "llama_hf") return "first holdout";
+  if (job == "bert_hf" || job == "gpt2_hf" || job == "convnext") return "holdout";
+  return "tuning";
+}
 
 struct Loaded {
   Snapshot s;
@@ -81,8 +87,8 @@ WhatIfOptions options_of(const json& change) {
 }
 
 TEST(WhatIfChanges, EachChangeWithinItsMeasuredBounds) {
-  // The worst ratios (predicted / measured) at freezing; the sequence scale of written-out attention (0.82) is the
-  // linear-in-length limit of one snapshot, said in the note, and stays outside.
+  // The worst ratios (predicted / measured). The sequence scale of written-out attention is in: its softmax's size
+  // grows with the length's square (it read 0.82 and 0.87 at twice the length when all grew linearly).
   struct Worst {
     double allocated = 0, reserved = 0;
   };
@@ -91,27 +97,32 @@ TEST(WhatIfChanges, EachChangeWithinItsMeasuredBounds) {
   for (const json& r : runs()) {
     if (r.contains("recorded") || r["max_allocated"].is_null()) continue;
     const std::string job = r["job"];
-    if (r["change"].contains("seq") && job == "gpt_attn") continue;
     const Loaded& l = load(dir() + job + ".pickle.gz");
     const WhatIfReport w = what_if(l.s, l.lt, l.c, options_of(r["change"]));
     ASSERT_TRUE(w.error.empty()) << job << " " << r["change"] << ": " << w.error;
     const double a = static_cast<double>(w.predicted_allocated) / r["max_allocated"].get<double>();
     const double res = static_cast<double>(w.predicted_reserved) / r["max_reserved"].get<double>();
-    Worst& k = worst[std::string(held_out(job) ? "holdout" : "tuning") + (r["change"].size() > 1 ? " combined" : "")];
+    Worst& k = worst[split_of(job) + (r["change"].size() > 1 ? " combined" : "")];
     k.allocated = std::max(k.allocated, std::fabs(a - 1));
     k.reserved = std::max(k.reserved, std::fabs(res - 1));
     ++judged;
   }
-  EXPECT_GE(judged, 130);
-  // Allocated, one change: tuning 6.6% (the MLP at 4x the batch: a reduction's staging buffers), hold-out 10.9%
-  // (written-out attention under autocast). Combined: tuning 9.2%, hold-out 12.1% (both accumulation with autocast).
+  EXPECT_GE(judged, 200);
+  for (const auto& [k, w] : worst) std::printf("  worst %-24s allocated %.3f reserved %.3f\n", k.c_str(), w.allocated, w.reserved);
+  // Allocated, one change: tuning 6.6% (the MLP at 4x the batch: a reduction's staging buffers), first hold-out 7.3%
+  // (Llama under autocast: its residual stream stays fp32), hold-out 3.0%. Combined: tuning 9.2%, first hold-out
+  // 9.4%, hold-out 7.2% (ConvNeXt checkpointed under autocast).
   EXPECT_LE(worst["tuning"].allocated, 0.07);
-  EXPECT_LE(worst["holdout"].allocated, 0.11);
+  EXPECT_LE(worst["first holdout"].allocated, 0.08);
+  EXPECT_LE(worst["holdout"].allocated, 0.035);
   EXPECT_LE(worst["tuning combined"].allocated, 0.10);
-  EXPECT_LE(worst["holdout combined"].allocated, 0.13);
+  EXPECT_LE(worst["first holdout combined"].allocated, 0.10);
+  EXPECT_LE(worst["holdout combined"].allocated, 0.08);
   // Reserved: cnn's reserved moves by ~10% between runs of one configuration (cuDNN's workspaces) and so do the
-  // predictions (19.6% on bf16 weights); the hold-out's worst is written-out attention checkpointed (18.7% low).
-  for (const char* k : {"tuning", "holdout", "tuning combined", "holdout combined"})
+  // predictions (19.6% on bf16 weights); the first hold-out's worst is written-out attention checkpointed (18.7%
+  // low), the hold-out's GPT-2 at twice the batch checkpointed (19.6% high).
+  for (const char* k : {"tuning", "first holdout", "holdout", "tuning combined", "first holdout combined",
+                        "holdout combined"})
     EXPECT_LE(worst[k].reserved, 0.20) << k;
 }
 
@@ -123,7 +134,7 @@ TEST(WhatIfChanges, VerdictsAtFifteenPercentAreNeverWrongAndRarelyUnsure) {
     if (r.contains("recorded") || !r.contains("least_memory") || r["least_memory"].is_null()) continue;
     const std::string job = r["job"];
     const Loaded& l = load(dir() + job + ".pickle.gz");
-    const std::string split = held_out(job) ? "holdout" : "tuning";
+    const std::string split = split_of(job);
     for (const double f : {1.15, 0.85}) {
       WhatIfOptions o = options_of(r["change"]);
       GpuCapacity gpu;
@@ -142,11 +153,14 @@ TEST(WhatIfChanges, VerdictsAtFifteenPercentAreNeverWrongAndRarelyUnsure) {
       }
     }
   }
+  for (const auto& [k, t] : total) std::printf("  %-14s %d verdicts, %d UNSURE, %d wrong\n", k.c_str(), t, unsure[k], wrong[k]);
   EXPECT_EQ(total["tuning"], 24);
+  EXPECT_EQ(total["first holdout"], 24);
   EXPECT_EQ(total["holdout"], 24);
-  EXPECT_EQ(wrong["tuning"] + wrong["holdout"], 0);
-  EXPECT_LE(unsure["tuning"], 2);   // 8%
-  EXPECT_LE(unsure["holdout"], 5);  // 21%: the goal was 20% (docs/analyses.md)
+  EXPECT_EQ(wrong["tuning"] + wrong["first holdout"] + wrong["holdout"], 0);
+  EXPECT_LE(unsure["tuning"], 2);         // 8%
+  EXPECT_LE(unsure["first holdout"], 5);  // 21% when it was judged (2026-12-02); the goal was 20%
+  EXPECT_LE(unsure["holdout"], 4);        // the goal: at most 20%
 }
 
 // The configurations that really trained under each case's cap on the GPU (plan_choices.jsonl: both the plan made

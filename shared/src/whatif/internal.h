@@ -15,8 +15,13 @@ namespace allocscope::whatif_detail {
 uint64_t capped(double bytes);
 uint64_t scaled(uint64_t size, double factor);
 uint64_t times(uint64_t bytes, double x);
-// Each row's size, times `factor` where `grows`.
-std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<uint8_t>& grows, double factor);
+// `grows` per row: 0 keeps its size, kGrows follows the batch and the sequence, kGrowsSquared follows the batch and
+// the sequence's square (attention's scores: rows.cpp, batch_dependent_rows).
+constexpr uint8_t kGrows = 1;
+constexpr uint8_t kGrowsSquared = 2;
+// Each row's size, times `factor` where it grows, and times `seq` again where it grows with the sequence's square.
+std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<uint8_t>& grows, double factor,
+                                   double seq = 1.0);
 
 // torch.compile's generated code (Inductor's cache): its files and lines change with the shapes.
 bool generated_code_file(std::string_view path);
@@ -32,6 +37,7 @@ enum StackFlag : uint16_t {
   kMat1Grad = 64,
   kGenerated = 128,  // torch.compile's generated code (Inductor) made it
   kAutotune = 256,   // torch.compile's autotuning (rows.cpp, autotune_frame)
+  kSoftmax = 512,    // a softmax that is not a loss's (attention's probabilities, when written out)
 };
 std::vector<uint16_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt);  // per stack id
 uint16_t flags_at(const std::vector<uint16_t>& f, StackId id);

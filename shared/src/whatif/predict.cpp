@@ -12,6 +12,7 @@
 #include "allocscope/iterations.h"
 #include "allocscope/oom.h"
 #include "allocscope/segment_timeline.h"
+#include "whatif/changes_impl.h"
 #include "whatif/internal.h"
 #include "whatif/run_model.h"
 
@@ -111,9 +112,9 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     optional = model.optional;
     settings = model.settings;
     r.changes = options.changes;
-    const AllocatorReplay at = replay_caching_allocator(changed, scaled_sizes(changed, run_grows, factor), 0,
+    const AllocatorReplay at = replay_caching_allocator(changed, scaled_sizes(changed, run_grows, factor, options.seq), 0,
                                                         nullptr, settings);
-    r.predicted_terms = model_terms(model, at.peak_allocated_step, factor);
+    r.predicted_terms = model_terms(model, at.peak_allocated_step, factor, options.seq);
   } else {
     const DeviceLifetimes& rows = with_failed ? *with_failed : lt;
     run_grows = grows;
@@ -126,7 +127,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   const DeviceLifetimes& rl = has_changes ? changed : with_failed ? *with_failed : lt;
   const bool failed_rows = std::find(failed.begin(), failed.end(), 1) != failed.end();
   // The run's rows scaled, without the failed requests (what it allocates when nothing fails).
-  std::vector<uint64_t> sizes = scaled_sizes(rl, run_grows, factor);
+  std::vector<uint64_t> sizes = scaled_sizes(rl, run_grows, factor, options.seq);
   for (uint32_t i = 0; i < rl.count(); ++i)
     if (failed[i]) sizes[i] = 0;
   const AllocatorReplay predicted = replay_caching_allocator(rl, sizes, 0, nullptr, settings);
@@ -156,7 +157,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       grows_high[i] = 0;
       grows_shrinking[i] = 1;
     }
-  const std::vector<uint64_t> sizes_rl = scaled_sizes(rl, grows_point, factor);
+  const std::vector<uint64_t> sizes_rl = scaled_sizes(rl, grows_point, factor, options.seq);
   const ReplayOrder order_rl = replay_order(rl);  // for every replay of rl below (bisections)
   r.predicted_needed = least_allocator_room(rl, order_rl, sizes_rl, &optional, settings);
   // What was alive at a failure plus the request is a measured floor (the replay of a fragmenting run can need more),
@@ -244,7 +245,9 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       if (failed_rows && b >= 1.0 && failed_need_all > cap) return false;
       if (oom_room && b >= 1.0 && room <= oom_room) return false;
       const std::vector<uint8_t>& g = !failed_rows ? run_grows : (b >= 1.0 || sure) ? grows_high : grows_shrinking;
-      return !replay_caching_allocator(rl, order_rl, scaled_sizes(rl, g, scale), cap, &optional, settings)
+      // The sure end's scale brackets linear and quadratic already (q2 on everything that grows).
+      return !replay_caching_allocator(rl, order_rl, scaled_sizes(rl, g, scale, sure ? 1.0 : options.seq), cap,
+                                       &optional, settings)
                   .out_of_memory;
     };
     if (options.largest_batch) {
@@ -289,10 +292,18 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
                   r.max_batch_scale_sure);
     r.notes.push_back(note);
   }
-  if (options.seq != 1.0)
-    r.notes.push_back("sequence length scales activations linearly here; attention scores grow with its square, so "
-                      "the verdict takes what grows as anywhere from linear to quadratic in it: give two snapshots at "
-                      "two lengths (whatif A B --sizes ...) to follow them");
+  if (options.seq != 1.0) {
+    uint64_t squared = 0;
+    for (uint32_t i = 0; i < rl.count(); ++i)
+      if (run_grows[i] == kGrowsSquared) squared += rl.size[i];
+    r.notes.push_back(
+        (squared ? "sequence length: attention written out keeps tensors of its softmax's size (" + bytes_text(squared) +
+                       " over the trace), taken to grow with the length's square, the rest linearly"
+                 : std::string("sequence length scales activations linearly here (no written-out attention's softmax "
+                               "in the stacks: fused attention keeps nothing that grows with the length's square)")) +
+        "; the verdict takes what grows as anywhere from linear to quadratic in it: give two snapshots at two lengths "
+        "(whatif A B --sizes ...) to follow them");
+  }
   if (s.expandable_segments())
     r.notes.push_back("expandable_segments is on: reserved is modelled for the default allocator and is an upper "
                       "bound");

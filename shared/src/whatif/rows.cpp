@@ -22,10 +22,11 @@ uint64_t capped(double bytes) { return static_cast<uint64_t>(std::llround(std::c
 
 uint64_t scaled(uint64_t size, double factor) { return capped(static_cast<double>(size) * factor); }
 
-std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<uint8_t>& grows, double factor) {
+std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<uint8_t>& grows, double factor,
+                                   double seq) {
   std::vector<uint64_t> sizes(lt.size);
   for (uint32_t i = 0; i < lt.count(); ++i)
-    if (grows[i]) sizes[i] = scaled(lt.size[i], factor);
+    if (grows[i]) sizes[i] = scaled(lt.size[i], grows[i] == kGrowsSquared ? factor * seq : factor);
   return sizes;
 }
 
@@ -57,15 +58,19 @@ bool autotune_frame(std::string_view file, std::string_view name) {
 // What a stack's C++ frames say beyond its category: a cuDNN workspace (its size follows the batch, unlike cuBLAS's
 // fixed one), a convolution's among them (optional under a cap), autocast's cast of an operand (a weight's cast does
 // not grow with the batch; the input's does), a reduction's staging buffer, and which operand of a matmul a gradient
-// is for.
+// is for, and a softmax that is not a loss's.
 std::vector<uint16_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) {
   std::vector<uint16_t> f(s.stacks.size(), 0);
   for (uint32_t i = 0; i < lt.count(); ++i) {
     const StackId id = lt.stack[i];
     if (id >= f.size() || f[id]) continue;
     f[id] = kSeen;
+    bool softmax = false, loss = false;
     for (FrameId fr : s.stack(id)) {
       const std::string_view name = s.str(s.frames[fr].name);
+      softmax = softmax || name.find("softmax") != std::string_view::npos;
+      for (const char* l : {"log_softmax", "cross_entropy", "nll_loss"})
+        loss = loss || name.find(l) != std::string_view::npos;
       if (workspace_frame(name) == WorkspaceKind::kCudnn) f[id] |= kCudnnWorkspace;
       // A convolution's workspace only: its out-of-memory is caught and the next cuDNN engine tried (Conv_v8.cpp's
       // try_plans); attention's (run_cudnn_SDP) is not, and ends the run like any other allocation.
@@ -82,6 +87,7 @@ std::vector<uint16_t> stack_flags(const Snapshot& s, const DeviceLifetimes& lt) 
       if (generated_code_file(file)) f[id] |= kGenerated;
       if (autotune_frame(file, name)) f[id] |= kAutotune;
     }
+    if (softmax && !loss) f[id] |= kSoftmax;
   }
   return f;
 }
@@ -194,6 +200,16 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
       default: break;
     }
   }
+  // Attention written out keeps batch x heads x length x length tensors: its softmax's output, and the scores, their
+  // masked and scaled copies and their gradients, each of that size. One snapshot tells them from activations that are
+  // linear in the length by that size (sdpa's fused kernels keep none: nothing then grows with its square).
+  std::unordered_set<uint64_t> squared;
+  for (uint32_t i = 0; i < n; ++i)
+    if (grows[i] && c.category[i] == Category::kActivation && (flags_at(flags, lt.stack[i]) & kSoftmax))
+      squared.insert(lt.size[i]);
+  if (!squared.empty())
+    for (uint32_t i = 0; i < n; ++i)
+      if (grows[i] && squared.count(lt.size[i])) grows[i] = kGrowsSquared;
   return grows;
 }
 

@@ -153,13 +153,13 @@ void complete_first_step(RunModel* mp, std::vector<WhatIfEffect>* effects) {
                       "forward and backward would allocate is unknown, and the range allows for it"});
 }
 
-WhatIfTerms model_terms(const RunModel& m, uint32_t t, double factor) {
+WhatIfTerms model_terms(const RunModel& m, uint32_t t, double factor, double seq) {
   WhatIfTerms terms;
   terms.phase = "predicted peak";
   terms.step = t;
   for (uint32_t i = 0; i < m.count(); ++i) {
     if (!m.alive_at(i, t)) continue;
-    const uint64_t b = m.grows[i] ? scaled(m.size[i], factor) : m.size[i];
+    const uint64_t b = m.grows[i] ? scaled(m.size[i], m.grows[i] == kGrowsSquared ? factor * seq : factor) : m.size[i];
     terms.total += b;
     switch (m.category[i]) {
       case Category::kParameter: terms.parameters += b; break;

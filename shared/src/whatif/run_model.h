@@ -61,7 +61,8 @@ RunModel build_run_model(const Snapshot& s, const DeviceLifetimes& lt, const Cat
 DeviceLifetimes model_lifetimes(const RunModel& m);
 
 // The bytes of each category alive at tick `t`, with the rows that grow scaled by `factor`.
-WhatIfTerms model_terms(const RunModel& m, uint32_t t, double factor);
+// `seq`: the sequence scale, for what grows with its square (kGrowsSquared).
+WhatIfTerms model_terms(const RunModel& m, uint32_t t, double factor, double seq = 1.0);
 
 // A trace cut short by an out-of-memory error before its first optimizer step, and where: in the forward (the rest
 // of it unknown) or in the backward (the forward seen whole).
