@@ -1,6 +1,7 @@
 // UTF-8 validation/repair and the text escapes of protocol-0 string opcodes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
