@@ -41,12 +41,13 @@ uint64_t add_softmax_copies(RunModel& m) {
   uint64_t added = 0;
   for (uint32_t i = 0; i < n; ++i) {
     if (!m.size[i] || m.failed[i] || m.category[i] != Category::kActivation) continue;
-    if (!stack_mentions(m, i, "softmax") || loss_op(m, i)) continue;
+    if (!(flags_at(m.flags, m.stack[i]) & kSoftmax)) continue;  // a loss's softmax is not attention's
     bool consumed_by_other = false;
     for (uint32_t j = i + 1, seen = 0; j < n && seen < 6; ++j) {
       if (!m.size[j] || m.birth[j] < m.birth[i]) continue;
       ++seen;
-      if (m.size[j] == m.size[i] && m.category[j] == Category::kActivation && !stack_mentions(m, j, "softmax")) {
+      if (m.size[j] == m.size[i] && m.category[j] == Category::kActivation &&
+          !(flags_at(m.flags, m.stack[j]) & kSoftmax)) {
         consumed_by_other = true;
         break;
       }
