@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -94,14 +95,22 @@ TEST(WhatIfChanges, EachChangeWithinItsMeasuredBounds) {
   };
   std::map<std::string, Worst> worst;
   int judged = 0;
+  // ALLOCSCOPE_RATIOS=FILE writes each ratio, a JSON line a run (docs/analyses.md's table is made from it).
+  std::unique_ptr<std::ofstream> ratios;
+  if (const char* path = std::getenv("ALLOCSCOPE_RATIOS")) ratios = std::make_unique<std::ofstream>(path);
   for (const json& r : runs()) {
     if (r.contains("recorded") || r["max_allocated"].is_null()) continue;
     const std::string job = r["job"];
     const Loaded& l = load(dir() + job + ".pickle.gz");
-    const WhatIfReport w = what_if(l.s, l.lt, l.c, options_of(r["change"]));
+    WhatIfOptions o = options_of(r["change"]);
+    o.gpu = parse_gpu_capacity("h200").value();  // the GPU they ran on, named as a user would
+    o.largest_batch = false;
+    const WhatIfReport w = what_if(l.s, l.lt, l.c, o);
     ASSERT_TRUE(w.error.empty()) << job << " " << r["change"] << ": " << w.error;
     const double a = static_cast<double>(w.predicted_allocated) / r["max_allocated"].get<double>();
     const double res = static_cast<double>(w.predicted_reserved) / r["max_reserved"].get<double>();
+    if (ratios)
+      *ratios << json{{"job", job}, {"change", r["change"]}, {"allocated", a}, {"reserved", res}}.dump() << "\n";
     Worst& k = worst[split_of(job) + (r["change"].size() > 1 ? " combined" : "")];
     k.allocated = std::max(k.allocated, std::fabs(a - 1));
     k.reserved = std::max(k.reserved, std::fabs(res - 1));
@@ -109,10 +118,11 @@ TEST(WhatIfChanges, EachChangeWithinItsMeasuredBounds) {
   }
   EXPECT_GE(judged, 200);
   for (const auto& [k, w] : worst) std::printf("  worst %-24s allocated %.3f reserved %.3f\n", k.c_str(), w.allocated, w.reserved);
-  // Allocated, one change: tuning 6.6% (the MLP at 4x the batch: a reduction's staging buffers), first hold-out 7.3%
+  // Allocated, one change: tuning 5.2% (cnn with 4 micro-batches; the MLP at 4x the batch read 6.6% until its
+  // reduction's staging buffers stopped growing at the H200's blocks, reduce_staging.cpp), first hold-out 7.3%
   // (Llama under autocast: its residual stream stays fp32), hold-out 3.0%. Combined: tuning 9.2%, first hold-out
   // 9.4%, hold-out 7.2% (ConvNeXt checkpointed under autocast).
-  EXPECT_LE(worst["tuning"].allocated, 0.07);
+  EXPECT_LE(worst["tuning"].allocated, 0.055);
   EXPECT_LE(worst["first holdout"].allocated, 0.08);
   EXPECT_LE(worst["holdout"].allocated, 0.035);
   EXPECT_LE(worst["tuning combined"].allocated, 0.10);
@@ -141,6 +151,7 @@ TEST(WhatIfChanges, VerdictsAtFifteenPercentAreNeverWrongAndRarelyUnsure) {
       gpu.total_bytes = static_cast<uint64_t>(r["least_memory"].get<double>() * f) + kTypicalContextBytes;
       gpu.label = "test";
       gpu.inferred = false;
+      gpu.resident_threads = parse_gpu_capacity("h200").value().resident_threads;  // an H200's blocks, but less memory
       o.gpu = gpu;
       o.largest_batch = false;
       const WhatIfReport w = what_if(l.s, l.lt, l.c, o);

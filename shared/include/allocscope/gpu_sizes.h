@@ -16,6 +16,9 @@ struct GpuClass {
   std::string_view label;   // "80 GB (A100 80GB, H100)"
   std::string_view names;   // lower-case names accepted by --gpu, comma-separated
   uint64_t total_bytes;     // cudaMemGetInfo total (the figure PyTorch's OOM message calls "total capacity")
+  // The most threads its largest card runs at once (SMs x max threads per SM), which caps how many blocks a
+  // reduction is split over (its staging buffers stop growing there); 0 where unknown (AMD: other launch rules).
+  uint64_t resident_threads;
 };
 
 // The catalogue, smallest first.
@@ -34,6 +37,7 @@ struct GpuCapacity {
   uint64_t total_bytes = 0;
   std::string label;     // the class's label, or "as given" for a byte count
   bool inferred = true;  // false when the user named the GPU or gave its size
+  uint64_t resident_threads = 0;  // GpuClass::resident_threads; 0 for a size given in bytes
 };
 // The bytes the allocator may reserve on a GPU once the context has its share.
 inline uint64_t allocator_room(const GpuCapacity& gpu) {

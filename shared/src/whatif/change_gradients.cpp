@@ -48,6 +48,7 @@ Status apply_accumulate(const WhatIfChange& c, RunModel* mp, std::string* what) 
     if (m.grows[i] && m.size[i]) {
       grown += m.size[i];
       m.size[i] = std::max<uint64_t>(1, scaled(m.size[i], 1.0 / k));
+      m.staging[i].ctas /= static_cast<float>(k);  // a staging buffer's split, in the micro-batch's units
     }
   // From the second micro-batch on, the gradients of the first are alive through the forward and the backward:
   // each step's gradients are taken as made when its forward starts.

@@ -16,12 +16,37 @@ uint64_t capped(double bytes);
 uint64_t scaled(uint64_t size, double factor);
 uint64_t times(uint64_t bytes, double x);
 // `grows` per row: 0 keeps its size, kGrows follows the batch and the sequence, kGrowsSquared follows the batch and
-// the sequence's square (attention's scores: rows.cpp, batch_dependent_rows).
+// the sequence's square (attention's scores: rows.cpp, batch_dependent_rows), kGrowsStaging follows them up to the
+// GPU's cap (a reduction's staging buffer: reduce_staging.cpp).
 constexpr uint8_t kGrows = 1;
 constexpr uint8_t kGrowsSquared = 2;
-// Each row's size, times `factor` where it grows, and times `seq` again where it grows with the sequence's square.
+constexpr uint8_t kGrowsStaging = 3;
+
+// A reduction's staging buffer (reduce_staging.cpp): the blocks each output's column was split over when recorded,
+// the most the GPU takes, and whether the recording was at that cap. ctas 0: unknown (the GPU or the reduction's
+// shape), scaled as anything that grows.
+struct StagingBound {
+  float ctas = 0;
+  float cap = 0;
+  bool capped = false;
+};
+// A buffer's row and its semaphores' row (allocated next, from the same stack).
+struct StagingPair {
+  uint32_t buffer, semaphores;
+};
+std::vector<StagingPair> staging_pairs(const DeviceLifetimes& lt, const std::vector<uint16_t>& flags);
+// Per row: the buffers' bounds on a GPU that runs `resident_threads` at once (GpuCapacity; 0: unknown, all linear).
+std::vector<StagingBound> staging_bounds(const DeviceLifetimes& lt, const std::vector<uint16_t>& flags,
+                                         uint64_t resident_threads);
+// The buffer's size at `factor` times the recorded batch, as a multiple of its recorded size (0: none is staged).
+double staging_scale(const StagingBound& b, double factor);
+
+// Each row's size, times `factor` where it grows, and times `seq` again where it grows with the sequence's square;
+// a staging buffer by its bound in `staging` (per row; null or short: linear).
 std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<uint8_t>& grows, double factor,
-                                   double seq = 1.0);
+                                   double seq = 1.0, const std::vector<StagingBound>* staging = nullptr);
+// One row's size so scaled.
+uint64_t scaled_row(uint64_t size, uint8_t grows, double factor, double seq, const StagingBound* staging);
 
 // torch.compile's generated code (Inductor's cache): its files and lines change with the shapes.
 bool generated_code_file(std::string_view path);

@@ -72,6 +72,9 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   }
 
   const std::vector<uint8_t> grows = batch_dependent_rows(s, lt, c);
+  // Reductions' staging buffers stop growing where the GPU's blocks run out: known only when the GPU is.
+  const std::vector<StagingBound> staging =
+      staging_bounds(lt, stack_flags(s, lt), options.gpu ? options.gpu->resident_threads : 0);
   const uint32_t peak = lt.peak_step();
   for (uint32_t i = 0; i < n; ++i)
     if (grows[i] && lt.alive_at(i, peak)) r.scaled_bytes_at_peak += lt.size[i];
@@ -89,12 +92,13 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   if (options.seq >= 1.0) with_failed = with_failed_requests(s, lt);
   DeviceLifetimes changed;
   std::vector<uint8_t> run_grows, failed, optional;
+  std::vector<StagingBound> run_staging;
   AllocatorSettings settings;
   // A trace an OOM cut short in its first step goes through the model too, which completes the step.
   const auto events = s.events.action.begin() + lt.event_begin;
   const bool ran_out = std::any_of(events, events + lt.event_count, [](Action a) { return a == Action::kOom; });
   RunModel model;
-  if (!options.changes.empty() || ran_out) model = build_run_model(s, lt, c, grows, with_failed ? &*with_failed : nullptr);
+  if (!options.changes.empty() || ran_out) model = build_run_model(s, lt, c, grows, staging, with_failed ? &*with_failed : nullptr);
   const Cut cut = ran_out ? first_step_cut(model) : Cut::kNone;
   const double cut_band = cut == Cut::kInForward ? kCutInForwardBand : cut == Cut::kInBackward ? kCutInBackwardBand : 0;
   const bool has_changes = !options.changes.empty() || cut != Cut::kNone;
@@ -108,17 +112,20 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     }
     changed = model_lifetimes(model);
     run_grows = model.grows;
+    run_staging = model.staging;
     failed = model.failed;
     optional = model.optional;
     settings = model.settings;
     r.changes = options.changes;
-    const AllocatorReplay at = replay_caching_allocator(changed, scaled_sizes(changed, run_grows, factor, options.seq), 0,
-                                                        nullptr, settings);
+    const AllocatorReplay at = replay_caching_allocator(
+        changed, scaled_sizes(changed, run_grows, factor, options.seq, &run_staging), 0, nullptr, settings);
     r.predicted_terms = model_terms(model, at.peak_allocated_step, factor, options.seq);
   } else {
     const DeviceLifetimes& rows = with_failed ? *with_failed : lt;
     run_grows = grows;
     run_grows.resize(rows.count(), 0);
+    run_staging = staging;
+    run_staging.resize(rows.count());
     failed.assign(rows.count(), 0);
     for (uint32_t i = lt.count(); i < rows.count(); ++i) failed[i] = 1;
     optional = optional_rows(s, lt);
@@ -127,7 +134,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   const DeviceLifetimes& rl = has_changes ? changed : with_failed ? *with_failed : lt;
   const bool failed_rows = std::find(failed.begin(), failed.end(), 1) != failed.end();
   // The run's rows scaled, without the failed requests (what it allocates when nothing fails).
-  std::vector<uint64_t> sizes = scaled_sizes(rl, run_grows, factor, options.seq);
+  std::vector<uint64_t> sizes = scaled_sizes(rl, run_grows, factor, options.seq, &run_staging);
   for (uint32_t i = 0; i < rl.count(); ++i)
     if (failed[i]) sizes[i] = 0;
   const AllocatorReplay predicted = replay_caching_allocator(rl, sizes, 0, nullptr, settings);
@@ -157,7 +164,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       grows_high[i] = 0;
       grows_shrinking[i] = 1;
     }
-  const std::vector<uint64_t> sizes_rl = scaled_sizes(rl, grows_point, factor, options.seq);
+  const std::vector<uint64_t> sizes_rl = scaled_sizes(rl, grows_point, factor, options.seq, &run_staging);
   const ReplayOrder order_rl = replay_order(rl);  // for every replay of rl below (bisections)
   r.predicted_needed = least_allocator_room(rl, order_rl, sizes_rl, &optional, settings);
   // What was alive at a failure plus the request is a measured floor (the replay of a fragmenting run can need more),
@@ -172,6 +179,10 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
                   static_cast<double>(failed_need) / (1 << 20));
     r.notes.push_back(note);
   }
+  if (factor > 1.0 && !(options.gpu && options.gpu->resident_threads) &&
+      std::find(grows.begin(), grows.end(), kGrowsStaging) != grows.end())
+    r.notes.push_back("reductions' staging buffers are scaled with the batch all the way: on a GPU they stop growing "
+                      "once their blocks fill it; name the GPU to cap them");
   // The scale farther from 1 (a longer sequence at a smaller batch is still far from what was recorded).
   const bool batch_farther = std::fabs(std::log(options.batch)) >= std::fabs(std::log(options.seq));
   if (options.gpu) {
@@ -191,8 +202,8 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
                                changes_band);
     };
     const double q2 = options.seq * options.seq;
-    auto low_at = [&](double b) { return scaled_sizes(rl, grows_point, b * std::min(options.seq, q2)); };
-    auto high_at = [&](double b) { return scaled_sizes(rl, grows_high, b * std::max(options.seq, q2)); };
+    auto low_at = [&](double b) { return scaled_sizes(rl, grows_point, b * std::min(options.seq, q2), 1.0, &run_staging); };
+    auto high_at = [&](double b) { return scaled_sizes(rl, grows_high, b * std::max(options.seq, q2), 1.0, &run_staging); };
     // The room the recorded run ran out in binds a run at least as large and unchanged only.
     const uint64_t oom_room = options.seq >= 1.0 && options.changes.empty() ? room_at_oom(s, lt, options.gpu) : 0;
     const uint64_t oom_room_here = options.batch >= 1.0 ? oom_room : 0;
@@ -246,7 +257,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
       if (oom_room && b >= 1.0 && room <= oom_room) return false;
       const std::vector<uint8_t>& g = !failed_rows ? run_grows : (b >= 1.0 || sure) ? grows_high : grows_shrinking;
       // The sure end's scale brackets linear and quadratic already (q2 on everything that grows).
-      return !replay_caching_allocator(rl, order_rl, scaled_sizes(rl, g, scale, sure ? 1.0 : options.seq), cap,
+      return !replay_caching_allocator(rl, order_rl, scaled_sizes(rl, g, scale, sure ? 1.0 : options.seq, &run_staging), cap,
                                        &optional, settings)
                   .out_of_memory;
     };

@@ -22,11 +22,20 @@ uint64_t capped(double bytes) { return static_cast<uint64_t>(std::llround(std::c
 
 uint64_t scaled(uint64_t size, double factor) { return capped(static_cast<double>(size) * factor); }
 
+uint64_t scaled_row(uint64_t size, uint8_t grows, double factor, double seq, const StagingBound* staging) {
+  switch (grows) {
+    case 0: return size;
+    case kGrowsSquared: return scaled(size, factor * seq);
+    case kGrowsStaging: return staging ? scaled(size, staging_scale(*staging, factor)) : scaled(size, factor);
+    default: return scaled(size, factor);
+  }
+}
+
 std::vector<uint64_t> scaled_sizes(const DeviceLifetimes& lt, const std::vector<uint8_t>& grows, double factor,
-                                   double seq) {
+                                   double seq, const std::vector<StagingBound>* staging) {
   std::vector<uint64_t> sizes(lt.size);
   for (uint32_t i = 0; i < lt.count(); ++i)
-    if (grows[i]) sizes[i] = scaled(lt.size[i], grows[i] == kGrowsSquared ? factor * seq : factor);
+    sizes[i] = scaled_row(lt.size[i], grows[i], factor, seq, staging && i < staging->size() ? &(*staging)[i] : nullptr);
   return sizes;
 }
 
@@ -209,7 +218,12 @@ std::vector<uint8_t> batch_dependent_rows(const Snapshot& s, const DeviceLifetim
       squared.insert(lt.size[i]);
   if (!squared.empty())
     for (uint32_t i = 0; i < n; ++i)
-      if (grows[i] && squared.count(lt.size[i])) grows[i] = kGrowsSquared;
+      if (grows[i] == kGrows && squared.count(lt.size[i])) grows[i] = kGrowsSquared;
+  // A reduction's buffer grows up to the GPU's cap; its semaphores, one int per column of blocks, do not grow.
+  for (const StagingPair& p : staging_pairs(lt, flags)) {
+    grows[p.buffer] = kGrowsStaging;
+    grows[p.semaphores] = 0;
+  }
   return grows;
 }
 

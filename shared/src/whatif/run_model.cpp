@@ -17,6 +17,7 @@ uint32_t RunModel::copy_row(uint32_t i, uint32_t born, uint32_t dies) {
   category.push_back(category[i]);
   reason.push_back(reason[i]);
   grows.push_back(grows[i]);
+  staging.push_back(staging[i]);
   optional.push_back(optional[i]);
   failed.push_back(failed[i]);
   source.push_back(source[i]);
@@ -42,7 +43,8 @@ int RunModel::phase(uint32_t i) const {
 }
 
 RunModel build_run_model(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c,
-                         const std::vector<uint8_t>& grows, const DeviceLifetimes* with_failed) {
+                         const std::vector<uint8_t>& grows, const std::vector<StagingBound>& staging,
+                         const DeviceLifetimes* with_failed) {
   RunModel m;
   m.snapshot = &s;
   m.lifetimes = &lt;
@@ -62,6 +64,7 @@ RunModel build_run_model(const Snapshot& s, const DeviceLifetimes& lt, const Cat
     m.category.push_back(recorded ? c.category[i] : Category::kUnknown);
     m.reason.push_back(recorded ? c.reason[i] : CategoryReason::kNoEvidence);
     m.grows.push_back(recorded ? grows[i] : 0);
+    m.staging.push_back(recorded && i < staging.size() ? staging[i] : StagingBound{});
     m.optional.push_back(recorded ? optional[i] : 0);
     m.failed.push_back(recorded ? 0 : 1);
     m.source.push_back(i);
@@ -159,7 +162,7 @@ WhatIfTerms model_terms(const RunModel& m, uint32_t t, double factor, double seq
   terms.step = t;
   for (uint32_t i = 0; i < m.count(); ++i) {
     if (!m.alive_at(i, t)) continue;
-    const uint64_t b = m.grows[i] ? scaled(m.size[i], m.grows[i] == kGrowsSquared ? factor * seq : factor) : m.size[i];
+    const uint64_t b = scaled_row(m.size[i], m.grows[i], factor, seq, &m.staging[i]);
     terms.total += b;
     switch (m.category[i]) {
       case Category::kParameter: terms.parameters += b; break;

@@ -12,6 +12,7 @@
 #include "allocscope/categories.h"
 #include "allocscope/iterations.h"
 #include "allocscope/whatif.h"
+#include "whatif/internal.h"
 
 namespace allocscope::whatif_detail {
 
@@ -27,6 +28,7 @@ struct RunModel {
   std::vector<Category> category;
   std::vector<CategoryReason> reason;
   std::vector<uint8_t> grows;     // grows with the batch
+  std::vector<StagingBound> staging;  // a reduction's staging buffer's bound (kGrowsStaging rows)
   std::vector<uint8_t> optional;  // done without under memory pressure (cuDNN's convolution workspaces)
   std::vector<uint8_t> failed;    // a request that failed in the recorded run (tried at its recorded size)
   std::vector<uint32_t> source;   // the recorded row it comes from
@@ -54,8 +56,10 @@ struct RunModel {
 };
 
 // `with_failed`: the recorded lifetimes with the failed requests appended (with_failed_requests), or null.
+// `staging`: per recorded row (staging_bounds).
 RunModel build_run_model(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c,
-                         const std::vector<uint8_t>& grows, const DeviceLifetimes* with_failed);
+                         const std::vector<uint8_t>& grows, const std::vector<StagingBound>& staging,
+                         const DeviceLifetimes* with_failed);
 
 // The model as lifetimes (ticks as steps) with each row's size, for the replay and the predicted terms.
 DeviceLifetimes model_lifetimes(const RunModel& m);
