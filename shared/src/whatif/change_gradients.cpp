@@ -48,7 +48,11 @@ Status apply_accumulate(const WhatIfChange& c, RunModel* mp, std::string* what) 
     if (m.grows[i] && m.size[i]) {
       grown += m.size[i];
       m.size[i] = std::max<uint64_t>(1, scaled(m.size[i], 1.0 / k));
-      m.staging[i].ctas /= static_cast<float>(k);  // a staging buffer's split, in the micro-batch's units
+      // A staging buffer's split, in the micro-batch's units (its cap is the GPU's).
+      for (int r = 0; r < m.staging[i].readings; ++r) {
+        m.staging[i].reading[r].ctas /= static_cast<float>(k);
+        m.staging[i].reading[r].split /= static_cast<float>(k);
+      }
     }
   // From the second micro-batch on, the gradients of the first are alive through the forward and the backward:
   // each step's gradients are taken as made when its forward starts.

@@ -22,13 +22,19 @@ constexpr uint8_t kGrows = 1;
 constexpr uint8_t kGrowsSquared = 2;
 constexpr uint8_t kGrowsStaging = 3;
 
-// A reduction's staging buffer (reduce_staging.cpp): the blocks each output's column was split over when recorded,
-// the most the GPU takes, and whether the recording was at that cap. ctas 0: unknown (the GPU or the reduction's
-// shape), scaled as anything that grows.
-struct StagingBound {
+// A reduction's staging buffer (reduce_staging.cpp). A reading of its launch: the blocks each output's column was
+// split over when recorded, the split its values a thread asked for (values / 16), and the most the GPU takes. Sizes
+// can be read more than one way (1000 outputs x 128 blocks is 1024 x 125): a prediction takes the largest of the
+// readings. None: unknown (the GPU or the reduction's shape), scaled as anything that grows.
+struct StagingReading {
   float ctas = 0;
+  float split = 0;
   float cap = 0;
-  bool capped = false;
+};
+struct StagingBound {
+  static constexpr int kMax = 4;
+  StagingReading reading[kMax];
+  int readings = 0;
 };
 // A buffer's row and its semaphores' row (allocated next, from the same stack).
 struct StagingPair {
