@@ -1,6 +1,7 @@
 // Reductions' staging buffers at another batch (shared/src/whatif/reduce_staging.cpp), against what PyTorch itself
-// allocated: MLPs recorded on an H200 at batch 256 to 2048 (tests/fixtures/whatif), whose bias gradients are summed
-// over the batch by gpu_reduce_kernel, and one at 8192 measured (tests/fixtures/plan_runs: the MLP at 4x its batch).
+// allocated: MLPs recorded on an H100 at batch 256 to 2048 (tests/fixtures/whatif), whose bias gradients are summed
+// over the batch by gpu_reduce_kernel, and column sums of 36 shapes recorded on an H200 (tests/fixtures/reduce_staging).
+// Both GPUs run 132 SMs x 2048 threads.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -45,7 +46,7 @@ std::vector<uint64_t> buffers(const Recorded& r) {
   return out;
 }
 
-const uint64_t kH200 = parse_gpu_capacity("h200").value().resident_threads;
+const uint64_t kH200 = parse_gpu_capacity("h200").value().resident_threads;  // an H100 SXM's too
 
 TEST(ReduceStaging, EachBufferPairsWithItsSemaphores) {
   const Recorded r = load("mlp_adamw_b2048");
