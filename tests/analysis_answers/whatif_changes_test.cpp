@@ -189,21 +189,24 @@ TEST(WhatIfChanges, VerdictsAtFifteenPercentAreNeverWrongAndRarelyUnsure) {
       const WhatIfReport w = what_if(l.s, l.lt, l.c, o);
       const Verdict want = f > 1 ? Verdict::kFits : Verdict::kDoesNotFit;
       ++total[split];
-      if (w.verdict == Verdict::kUnsure) ++unsure[split];
-      else if (w.verdict != want) {
+      if (w.verdict == Verdict::kUnsure) {
+        ++unsure[split];
+        std::printf("  UNSURE %s %s at %.2f\n", job.c_str(), r["change"].dump().c_str(), f);
+      } else if (w.verdict != want) {
         ++wrong[split];
         ADD_FAILURE() << job << " " << r["change"] << " at " << f << ": " << verdict_name(w.verdict);
       }
     }
   }
   for (const auto& [k, t] : total) std::printf("  %-14s %d verdicts, %d UNSURE, %d wrong\n", k.c_str(), t, unsure[k], wrong[k]);
-  EXPECT_EQ(fresh, 32);
+  EXPECT_EQ(fresh, 36);
   EXPECT_EQ(total["tuning"], 24);
   EXPECT_EQ(total["first holdout"], 24);
   EXPECT_EQ(total["holdout"], 24);
   EXPECT_EQ(wrong["tuning"] + wrong["first holdout"] + wrong["holdout"], 0);
   // Against the least memory bisected in fresh processes (2026-12-03); against the in-process one, 2, 4 and 2.
-  EXPECT_LE(unsure["tuning"], 2);         // 8%
+  // gpt_sdpa under autocast needs 10% more fresh than in-process (2.67 GB): at 0.85 of it, UNSURE since then.
+  EXPECT_LE(unsure["tuning"], 3);         // 13%
   EXPECT_LE(unsure["first holdout"], 2);  // 21% when it was judged (2026-12-02); the goal was 20%
   EXPECT_LE(unsure["holdout"], 3);        // 13%; the goal: at most 20%
 }
