@@ -103,6 +103,80 @@ std::vector<Instance> instances(const Modules& mods, const RunModel& m, const st
   return out;
 }
 
+// When each row of one checkpointed call dies in its forward, which runs without autograd: a tensor then lives as
+// long as Python holds it, not until the backward. Read from the rows' Python frames below the module's forward
+// (checked on the tuning jobs' own checkpointed runs, plan_runs/checkpointed: gpt_sdpa's block frees its qkv output,
+// bound to q, k and v, when the block returns, and the argument it passed to ln1 when qkv returns):
+// - a line's result (its last tensor of at least a quarter of the line's largest) is a local, alive until the call it
+//   was made in returns; the result of a call's last line is what the call returns, judged again one level out;
+// - any other row is an operand, alive until the next call on its line (which reads it) returns, or the line ends.
+std::vector<uint32_t> no_grad_deaths(const RunModel& m, const Instance& inst, const std::vector<const Call*>& calls) {
+  const Snapshot& s = *m.snapshot;
+  const size_t n = inst.rows.size();
+  std::vector<std::vector<FrameId>> path(n);  // the module's forward frame, then the Python frames inward
+  for (size_t x = 0; x < n; ++x) {
+    const auto frames = s.stack(m.stack[inst.rows[x]]);
+    const size_t top = frames.size() - 1 - calls[x]->depth;
+    for (size_t q = top + 1; q-- > 0;) {
+      const Frame& f = s.frames[frames[q]];
+      if (q == top || !plumbing(s.str(f.filename), s.str(f.name))) path[x].push_back(frames[q]);
+    }
+  }
+  auto same_prefix = [&](size_t a, size_t b, size_t len) {
+    return path[a].size() >= len && path[b].size() >= len && std::equal(path[a].begin(), path[a].begin() + len, path[b].begin());
+  };
+  auto same_function = [&](size_t a, size_t b, size_t d) {
+    const Frame &fa = s.frames[path[a][d]], &fb = s.frames[path[b][d]];
+    return fa.filename == fb.filename && fa.name == fb.name;
+  };
+  // The contiguous run around x (within [lo, hi]) whose rows satisfy `in`.
+  auto run = [&](size_t x, size_t lo, size_t hi, auto in) {
+    size_t a = x, b = x;
+    while (a > lo && in(a - 1)) --a;
+    while (b < hi && in(b + 1)) ++b;
+    return std::make_pair(a, b);
+  };
+  auto line = [&](size_t x, size_t d) { return run(x, 0, n - 1, [&](size_t y) { return same_prefix(x, y, d + 1); }); };
+  auto call = [&](size_t x, size_t d) {  // the call of path[x][d]'s function
+    if (d == 0) return std::make_pair<size_t, size_t>(0, n - 1);
+    return run(x, 0, n - 1, [&](size_t y) { return same_prefix(x, y, d) && path[y].size() > d && same_function(x, y, d); });
+  };
+  auto sub_call = [&](size_t x, size_t d, std::pair<size_t, size_t> g) {  // the call on line d that made x
+    if (path[x].size() == d + 1) return std::make_pair(x, x);  // made by the line itself (an operator)
+    return run(x, g.first, g.second,
+               [&](size_t y) { return path[y].size() > d + 1 && same_function(x, y, d + 1); });
+  };
+  // A library's workspace made on a line (cuBLAS's, at the first matmul) is not the line's value.
+  auto tensor = [&](size_t y) { return m.reason[inst.rows[y]] != CategoryReason::kWorkspace; };
+  const uint32_t end = m.birth[inst.rows[n - 1]];
+  auto after = [&](size_t y) { return m.birth[inst.rows[y]] + 1; };
+  std::vector<uint32_t> out(n, end + 1);
+  for (size_t x = 0; x < n; ++x) {
+    for (size_t d = path[x].size(); d-- > 0;) {
+      const auto g = line(x, d);
+      uint64_t largest = 0;
+      for (size_t y = g.first; y <= g.second; ++y)
+        if (tensor(y)) largest = std::max(largest, m.size[inst.rows[y]]);
+      size_t result = g.first;
+      for (size_t y = g.first; y <= g.second; ++y)
+        if (tensor(y) && m.size[inst.rows[y]] * 4 >= largest) result = y;
+      if (result != x) {
+        const auto sc = sub_call(x, d, g);
+        out[x] = sc.second < g.second ? after(sub_call(sc.second + 1, d, g).second) : after(g.second);
+        break;
+      }
+      const auto c = call(x, d);
+      if (g.second < c.second) {
+        out[x] = after(c.second);
+        break;
+      }
+      // The call's last line: its result is what the call returns (at the module's own level: its output, kept).
+    }
+    out[x] = std::max(std::min(out[x], end + 1), m.birth[inst.rows[x]] + 1);
+  }
+  return out;
+}
+
 }  // namespace
 
 Status apply_checkpoint(const WhatIfChange& change, RunModel* mp, std::string* what) {
@@ -131,7 +205,8 @@ Status apply_checkpoint(const WhatIfChange& change, RunModel* mp, std::string* w
   for (auto& f : fwd)
     std::stable_sort(f.begin(), f.end(), [&](uint32_t a, uint32_t b) { return m.birth[a] < m.birth[b]; });
   auto saved = [&](uint32_t i, uint32_t r) {
-    return m.category[i] != Category::kInput && backward[r] != RunModel::kForever &&
+    return m.category[i] != Category::kInput && m.reason[i] != CategoryReason::kWorkspace &&
+           backward[r] != RunModel::kForever &&
            (m.death[i] == RunModel::kForever || m.death[i] > backward[r]);
   };
 
@@ -192,13 +267,16 @@ Status apply_checkpoint(const WhatIfChange& change, RunModel* mp, std::string* w
           if (saved(i, r) && static_cast<int64_t>(i) != output) first_use = std::min(first_use, m.death[i]);
         if (first_use == RunModel::kForever || first_use <= end + 2) continue;
         ++checkpointed;
-        // The checkpointed forward runs without autograd, which saves nothing: a tensor lives until the ops after
-        // it have read it (taken as the three next allocations of the module), not to the module's end.
+        // The checkpointed forward runs without autograd, which saves nothing: a tensor lives as long as Python
+        // holds it.
+        std::vector<const Call*> calls(inst.rows.size());
+        for (size_t k = 0; k < inst.rows.size(); ++k) calls[k] = call_of(mods, m, inst.rows[k], key);
+        const std::vector<uint32_t> deaths = no_grad_deaths(m, inst, calls);
         for (size_t k = 0; k < inst.rows.size(); ++k) {
           const uint32_t i = inst.rows[k];
           if (!saved(i, r) || static_cast<int64_t>(i) == output) continue;
           const uint32_t dies = m.death[i];
-          m.death[i] = k + 3 < inst.rows.size() ? std::min(end + 1, m.birth[inst.rows[k + 3]] + 1) : end + 1;
+          m.death[i] = std::min(dies, deaths[k]);
           m.copy_row(i, first_use - 1, dies);  // recomputed just before its backward
           freed += m.size[i];
         }
