@@ -150,7 +150,8 @@ TEST(WhatIfChanges, EachChangeWithinItsMeasuredBounds) {
   // residual stream stays fp32), hold-out 2.9%; combined 9.2%, 9.6% and 7.3% (ConvNeXt checkpointed under
   // autocast). Reserved, against runs measured each in a fresh process: one change, the hold-outs within 6.8% and
   // 9.9% (the goal was 10%; against runs measured after their recording they read 18.7% and 13.4%); cnn's reserved
-  // moves by ~10% between runs of one configuration (cuDNN's workspaces), and so do its predictions (19.6% on bf16
+  // moves by ~10% between processes (where the driver maps its segments breaks best-fit ties: docs/analyses.md, "Why
+  // the CNN's reserved misses"), and so do its predictions (19.6% on bf16
   // weights, 20.4% combined). Combined, the hold-outs' worst is GPT-2 at twice the batch checkpointed (19.8% high;
   // 20.1% since the checkpointed forward frees as Python does, which took BERT's same run from 18.8% high to 3.0% low:
   // GPT-2's own run differs from its recording before the first block, in what transformers makes for its masks).
