@@ -30,6 +30,10 @@ struct AllocatorSettings {
   bool expandable_segments = false;
   uint64_t max_split_size = UINT64_MAX;     // max_split_size_mb, in bytes
   double garbage_collection_threshold = 0;  // kept and said; it acts only near a per-process cap
+  // Where the recording's driver mapped its segments (address, size), in the order it made them: not a setting but
+  // what the snapshot says. Best fit breaks ties between equal free blocks by address, so while a replay makes the
+  // same segments they go where the recording's went; from the first that differs, each goes below the lowest.
+  std::vector<std::pair<uint64_t, uint64_t>> segment_addresses;
   std::string text() const;                 // as PYTORCH_CUDA_ALLOC_CONF spells it ("" for the defaults)
   bool operator==(const AllocatorSettings&) const = default;
 };

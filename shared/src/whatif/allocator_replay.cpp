@@ -76,13 +76,26 @@ class Replay {
         release_cached();
         if (reserved_ + seg > cap_) return std::nullopt;
       }
-      // New segments at falling addresses, with a gap so they never merge: best fit breaks size ties by address,
-      // and the driver tends to map each new segment below the last (with rising addresses, 4 of the 26 runs in
-      // tests/fixtures/whatif came out 12-14% off PyTorch's max_memory_reserved; falling, all within 0.7%).
-      next_addr_ -= seg + kRoundLarge;
+      // Best fit breaks size ties by address, so where a segment is mapped matters. While the replay makes the
+      // recording's segments (same sizes, same order) they go where its driver put them (the CNN's at rising
+      // addresses: 994 MB reserved falling, PyTorch's 1,030 MB following them). Past that, at falling addresses
+      // with a gap so they never merge: the driver tends to map each new segment below the last (with rising
+      // addresses, 4 of the 26 runs in tests/fixtures/whatif came out 12-14% off PyTorch's max_memory_reserved;
+      // falling, all within 0.7%).
+      uint64_t addr;
+      const auto& recorded = settings_.segment_addresses;
+      if (following_ && made_ < recorded.size() && recorded[made_].second == seg) {
+        addr = settings_.segment_addresses[made_].first;
+        next_addr_ = std::min(next_addr_, addr);
+      } else {
+        following_ = false;
+        next_addr_ -= seg + kRoundLarge;
+        addr = next_addr_;
+      }
+      ++made_;
       reserved_ += seg;
       Block nb;
-      nb.addr = next_addr_;
+      nb.addr = addr;
       nb.size = seg;
       nb.segment = static_cast<uint32_t>(segment_bytes_.size());
       nb.small = small;
@@ -90,7 +103,7 @@ class Replay {
       nb.mapped = seg;
       const uint32_t h = add_block(nb);
       segment_bytes_.push_back(seg);
-      it = pool.insert({seg, next_addr_, h}).first;
+      it = pool.insert({seg, addr, h}).first;
     }
     const uint32_t h = std::get<2>(*it);
     pool.erase(it);
@@ -270,6 +283,8 @@ class Replay {
   uint64_t cap_ = 0;
   AllocatorSettings settings_;
   uint64_t next_addr_ = 1ull << 50, reserved_ = 0, allocated_ = 0;
+  size_t made_ = 0;  // segments made (segment_addresses' next)
+  bool following_ = true;  // every segment so far was the recording's (in size and order)
   std::vector<uint64_t> segment_bytes_;  // per segment: its size
 };
 

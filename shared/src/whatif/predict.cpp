@@ -20,6 +20,24 @@ namespace allocscope {
 
 using namespace whatif_detail;
 
+namespace {
+
+// The default settings, with where the recording's driver mapped its segments (AllocatorSettings::segment_addresses)
+// when the replay starts from what the recording started from: no allocation alive before the trace (whose segments'
+// order is unknown), no expandable segments (which map pages, not segments).
+AllocatorSettings recorded_placement(const Snapshot& s, const DeviceLifetimes& lt) {
+  AllocatorSettings out;
+  if (s.expandable_segments()) return out;
+  for (uint32_t i = 0; i < lt.count(); ++i)
+    if (lt.alloc_event[i] == kNoEvent) return out;
+  for (uint32_t e = 0; e < lt.event_count; ++e)
+    if (s.events.action[lt.event_begin + e] == Action::kSegmentAlloc)
+      out.segment_addresses.push_back({s.events.addr[lt.event_begin + e], s.events.size[lt.event_begin + e]});
+  return out;
+}
+
+}  // namespace
+
 WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, const WhatIfOptions& options) {
   WhatIfReport r;
   r.device = lt.device;
@@ -78,7 +96,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   const uint32_t peak = lt.peak_step();
   for (uint32_t i = 0; i < n; ++i)
     if (grows[i] && lt.alive_at(i, peak)) r.scaled_bytes_at_peak += lt.size[i];
-  const AllocatorReplay replayed = replay_caching_allocator(lt, lt.size);
+  const AllocatorReplay replayed = replay_caching_allocator(lt, lt.size, 0, nullptr, recorded_placement(s, lt));
   r.replayed_allocated = replayed.peak_allocated;
   r.replayed_reserved = replayed.peak_reserved;
   r.measured_allocated = lt.total.empty() ? 0 : lt.total[lt.peak_step()];
@@ -116,6 +134,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     failed = model.failed;
     optional = model.optional;
     settings = model.settings;
+    if (!settings.expandable_segments) settings.segment_addresses = recorded_placement(s, lt).segment_addresses;
     r.changes = options.changes;
     const AllocatorReplay at = replay_caching_allocator(
         changed, scaled_sizes(changed, run_grows, factor, options.seq, &run_staging), 0, nullptr, settings);
@@ -130,6 +149,7 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
     for (uint32_t i = lt.count(); i < rows.count(); ++i) failed[i] = 1;
     optional = optional_rows(s, lt);
     optional.resize(rows.count(), 0);
+    settings = recorded_placement(s, lt);
   }
   const DeviceLifetimes& rl = has_changes ? changed : with_failed ? *with_failed : lt;
   const bool failed_rows = std::find(failed.begin(), failed.end(), 1) != failed.end();
