@@ -149,17 +149,18 @@ TEST(WhatIfChanges, EachChangeWithinItsMeasuredBounds) {
   // stopped growing at the H200's blocks, reduce_staging.cpp), first hold-out 7.3% (Llama under autocast: its
   // residual stream stays fp32), hold-out 2.9%; combined 9.2%, 9.6% and 7.3% (ConvNeXt checkpointed under
   // autocast). Reserved, against runs measured each in a fresh process: one change, the hold-outs within 6.8% and
-  // 9.9% (the goal was 10%; against runs measured after their recording they read 18.7% and 13.4%); cnn's reserved
-  // moves by ~10% between processes (where the driver maps its segments breaks best-fit ties: docs/analyses.md, "Why
-  // the CNN's reserved misses"), and so do its predictions (19.6% on bf16
-  // weights, 20.4% combined). Combined, the hold-outs' worst is GPT-2 at twice the batch checkpointed (19.8% high;
+  // 9.9% (the goal was 10%; against runs measured after their recording they read 18.7% and 13.4%); the tuning jobs
+  // 11.4% (cnn with 4 micro-batches; 19.6% on bf16 weights until cuDNN's workspaces halved with them), 20.4% combined
+  // (cnn at twice the batch under autocast with SGD: where its driver maps segments breaks best-fit ties, and the
+  // replay knows it only while it makes the recording's segments, docs/analyses.md). Combined, the hold-outs' worst
+  // is GPT-2 at twice the batch checkpointed (19.8% high;
   // 20.1% since the checkpointed forward frees as Python does, which took BERT's same run from 18.8% high to 3.0% low:
   // GPT-2's own run differs from its recording before the first block, in what transformers makes for its masks).
   struct Bound {
     const char* split;
     double allocated, reserved;
   };
-  for (const Bound& b : {Bound{"tuning", 0.055, 0.20}, Bound{"first holdout", 0.08, 0.07}, Bound{"holdout", 0.035, 0.10},
+  for (const Bound& b : {Bound{"tuning", 0.055, 0.12}, Bound{"first holdout", 0.08, 0.07}, Bound{"holdout", 0.035, 0.10},
                          Bound{"tuning combined", 0.10, 0.21}, Bound{"first holdout combined", 0.10, 0.115},
                          Bound{"holdout combined", 0.08, 0.21}}) {
     EXPECT_LE(worst[b.split].allocated, b.allocated) << b.split;
@@ -242,32 +243,25 @@ std::vector<std::string> flags(const PlanOption& o) {
   return f;
 }
 
-TEST(WhatIfChanges, CheckpointedRunsReplayAsPyTorchCountedThem) {
-  // Checkpointed runs, recorded (plan_runs/checkpointed: GPT-2 and BERT with record_change.py --stacks none, since
-  // PyTorch 2.11 fails in their recompute when it captures stacks; gpt_sdpa with stacks), replay byte for
-  // byte to PyTorch's counters: where a checkpointed prediction misses, the allocator model is not the gap.
-  int n = 0;
-  for (const json& r : lines(dir() + "checkpointed/recorded.jsonl")) {
-    const Loaded& l = load(dir() + "checkpointed/" + r["recorded"].get<std::string>());
-    const AllocatorReplay a = replay_caching_allocator(l.lt, l.lt.size);
-    EXPECT_EQ(a.peak_allocated, r["max_allocated"].get<uint64_t>()) << r["recorded"];
-    EXPECT_EQ(a.peak_reserved, r["max_reserved"].get<uint64_t>()) << r["recorded"];
-    ++n;
-  }
-  EXPECT_EQ(n, 5);
-}
-
 TEST(WhatIfChanges, ARecordingReplaysWhereItsDriverPutItsSegments) {
   // Best fit breaks ties between equal free blocks by address, and the driver maps segments where the process's
   // history leaves room: the CNN's at rising addresses, where the replay assumed falling ones (994,050,048 reserved
   // against PyTorch's 1,029,701,632). Following the recording's own placement while the replay makes the same
-  // segments, each job's recording (PyTorch's default stacks, recorded first in its process) predicts its own
-  // max_memory_allocated and max_memory_reserved byte for byte. (The Python-stack recordings were made later in the
-  // same process, so their counters also hold what the earlier runs left.)
+  // segments, each recording made first in its process predicts its own max_memory_allocated and
+  // max_memory_reserved byte for byte: each job's (PyTorch's default stacks), and the runs of changes recorded to
+  // judge their models (plan_runs/checkpointed: GPT-2 and BERT with --stacks none, since PyTorch 2.11 fails in their
+  // recompute when it captures stacks; plan_runs/changes). Where a prediction misses, the allocator is not the gap.
+  // (The Python-stack recordings were made later in the same process, so their counters hold what earlier runs left.)
+  std::vector<std::string> files;
+  std::vector<json> recorded;
+  for (const json& r : runs())
+    if (r.contains("recorded") && r["change"].empty() && !r.contains("stacks")) files.push_back(r["recorded"]), recorded.push_back(r);
+  for (const char* sub : {"checkpointed/", "changes/"})
+    for (const json& r : lines(dir() + sub + "recorded.jsonl")) files.push_back(sub + r["recorded"].get<std::string>()), recorded.push_back(r);
   int n = 0;
-  for (const json& r : runs()) {
-    if (!r.contains("recorded") || !r["change"].empty() || r.contains("stacks")) continue;
-    const Loaded& l = load(dir() + r["recorded"].get<std::string>());
+  for (size_t k = 0; k < files.size(); ++k) {
+    const json& r = recorded[k];
+    const Loaded& l = load(dir() + files[k]);
     WhatIfOptions o;
     o.largest_batch = false;
     const WhatIfReport w = what_if(l.s, l.lt, l.c, o);
@@ -276,7 +270,7 @@ TEST(WhatIfChanges, ARecordingReplaysWhereItsDriverPutItsSegments) {
     EXPECT_EQ(w.predicted_allocated, r["max_allocated"].get<uint64_t>()) << r["recorded"];
     ++n;
   }
-  EXPECT_EQ(n, 9);
+  EXPECT_EQ(n, 9 + 5 + 3);
 }
 
 TEST(WhatIfChanges, CheckpointedForwardFreesAsTheRunItselfDid) {
