@@ -114,6 +114,7 @@ std::vector<uint32_t> no_grad_deaths(const RunModel& m, const Instance& inst, co
   const Snapshot& s = *m.snapshot;
   const size_t n = inst.rows.size();
   std::vector<std::vector<FrameId>> path(n);  // the module's forward frame, then the Python frames inward
+  size_t depth = 0;
   for (size_t x = 0; x < n; ++x) {
     const auto frames = s.stack(m.stack[inst.rows[x]]);
     const size_t top = frames.size() - 1 - calls[x]->depth;
@@ -121,53 +122,71 @@ std::vector<uint32_t> no_grad_deaths(const RunModel& m, const Instance& inst, co
       const Frame& f = s.frames[frames[q]];
       if (q == top || !plumbing(s.str(f.filename), s.str(f.name))) path[x].push_back(frames[q]);
     }
+    depth = std::max(depth, path[x].size());
   }
-  auto same_prefix = [&](size_t a, size_t b, size_t len) {
-    return path[a].size() >= len && path[b].size() >= len && std::equal(path[a].begin(), path[a].begin() + len, path[b].begin());
+  const uint32_t end = m.birth[inst.rows[n - 1]];
+  std::vector<uint32_t> out(n, end + 1);
+  // Runs are looked up per depth in tables of n entries each: a call too large for them (a whole model's forward of
+  // millions of rows, checkpointed as one module) keeps its operands and values to the module's end.
+  if (n * depth > (2u << 20)) return out;
+  // Between each row and the one before: how many frames from the module's down they share (a line at depth d is
+  // shared when it is > d), and one more when the first frame they differ in is the same function's (a call at depth
+  // d is shared when that is > d).
+  std::vector<uint32_t> line_join(n, 0), call_join(n, 0);
+  for (size_t x = 1; x < n; ++x) {
+    const auto& a = path[x - 1];
+    const auto& b = path[x];
+    size_t l = 0;
+    while (l < a.size() && l < b.size() && a[l] == b[l]) ++l;
+    line_join[x] = static_cast<uint32_t>(l);
+    const bool same_fn = l < a.size() && l < b.size() && s.frames[a[l]].filename == s.frames[b[l]].filename &&
+                         s.frames[a[l]].name == s.frames[b[l]].name;
+    call_join[x] = static_cast<uint32_t>(l + (same_fn ? 1 : 0));
+  }
+  // first[d][x], last[d][x]: the run around x whose joins are all > d.
+  struct Runs {
+    std::vector<std::vector<uint32_t>> first, last;
   };
-  auto same_function = [&](size_t a, size_t b, size_t d) {
-    const Frame &fa = s.frames[path[a][d]], &fb = s.frames[path[b][d]];
-    return fa.filename == fb.filename && fa.name == fb.name;
+  auto runs_of = [&](const std::vector<uint32_t>& join) {
+    Runs r;
+    r.first.assign(depth, std::vector<uint32_t>(n));
+    r.last.assign(depth, std::vector<uint32_t>(n));
+    for (size_t d = 0; d < depth; ++d) {
+      for (size_t x = 0; x < n; ++x) r.first[d][x] = x > 0 && join[x] > d ? r.first[d][x - 1] : static_cast<uint32_t>(x);
+      for (size_t x = n; x-- > 0;) r.last[d][x] = x + 1 < n && join[x + 1] > d ? r.last[d][x + 1] : static_cast<uint32_t>(x);
+    }
+    return r;
   };
-  // The contiguous run around x (within [lo, hi]) whose rows satisfy `in`.
-  auto run = [&](size_t x, size_t lo, size_t hi, auto in) {
-    size_t a = x, b = x;
-    while (a > lo && in(a - 1)) --a;
-    while (b < hi && in(b + 1)) ++b;
-    return std::make_pair(a, b);
-  };
-  auto line = [&](size_t x, size_t d) { return run(x, 0, n - 1, [&](size_t y) { return same_prefix(x, y, d + 1); }); };
-  auto call = [&](size_t x, size_t d) {  // the call of path[x][d]'s function
-    if (d == 0) return std::make_pair<size_t, size_t>(0, n - 1);
-    return run(x, 0, n - 1, [&](size_t y) { return same_prefix(x, y, d) && path[y].size() > d && same_function(x, y, d); });
-  };
-  auto sub_call = [&](size_t x, size_t d, std::pair<size_t, size_t> g) {  // the call on line d that made x
-    if (path[x].size() == d + 1) return std::make_pair(x, x);  // made by the line itself (an operator)
-    return run(x, g.first, g.second,
-               [&](size_t y) { return path[y].size() > d + 1 && same_function(x, y, d + 1); });
-  };
+  const Runs lines = runs_of(line_join), fn_calls = runs_of(call_join);
   // A library's workspace made on a line (cuBLAS's, at the first matmul) is not the line's value.
   auto tensor = [&](size_t y) { return m.reason[inst.rows[y]] != CategoryReason::kWorkspace; };
-  const uint32_t end = m.birth[inst.rows[n - 1]];
   auto after = [&](size_t y) { return m.birth[inst.rows[y]] + 1; };
-  std::vector<uint32_t> out(n, end + 1);
+  // The call on line d that made row x: an operator's own row (made at that line), or a function called there.
+  auto sub_call_end = [&](size_t x, size_t d) -> size_t { return path[x].size() == d + 1 ? x : fn_calls.last[d + 1][x]; };
+  // A line's value: its last tensor of at least a quarter of its largest (found once per line).
+  std::vector<std::vector<uint32_t>> value(depth);
+  auto value_of = [&](size_t d, size_t g0, size_t g1) -> size_t {
+    if (value[d].empty()) value[d].assign(n, UINT32_MAX);
+    if (value[d][g0] != UINT32_MAX) return value[d][g0];
+    uint64_t largest = 0;
+    for (size_t y = g0; y <= g1; ++y)
+      if (tensor(y)) largest = std::max(largest, m.size[inst.rows[y]]);
+    size_t result = g0;
+    for (size_t y = g0; y <= g1; ++y)
+      if (tensor(y) && m.size[inst.rows[y]] * 4 >= largest) result = y;
+    return value[d][g0] = static_cast<uint32_t>(result);
+  };
   for (size_t x = 0; x < n; ++x) {
     for (size_t d = path[x].size(); d-- > 0;) {
-      const auto g = line(x, d);
-      uint64_t largest = 0;
-      for (size_t y = g.first; y <= g.second; ++y)
-        if (tensor(y)) largest = std::max(largest, m.size[inst.rows[y]]);
-      size_t result = g.first;
-      for (size_t y = g.first; y <= g.second; ++y)
-        if (tensor(y) && m.size[inst.rows[y]] * 4 >= largest) result = y;
-      if (result != x) {
-        const auto sc = sub_call(x, d, g);
-        out[x] = sc.second < g.second ? after(sub_call(sc.second + 1, d, g).second) : after(g.second);
+      const size_t g0 = lines.first[d][x], g1 = lines.last[d][x];
+      if (value_of(d, g0, g1) != x) {
+        const size_t sc = std::min(sub_call_end(x, d), g1);
+        out[x] = sc < g1 ? after(std::min(sub_call_end(sc + 1, d), g1)) : after(g1);
         break;
       }
-      const auto c = call(x, d);
-      if (g.second < c.second) {
-        out[x] = after(c.second);
+      const size_t c1 = d == 0 ? n - 1 : fn_calls.last[d][x];
+      if (g1 < c1) {
+        out[x] = after(c1);
         break;
       }
       // The call's last line: its result is what the call returns (at the module's own level: its output, kept).
