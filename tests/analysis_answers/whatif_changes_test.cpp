@@ -270,7 +270,7 @@ TEST(WhatIfChanges, ARecordingReplaysWhereItsDriverPutItsSegments) {
     EXPECT_EQ(w.predicted_allocated, r["max_allocated"].get<uint64_t>()) << r["recorded"];
     ++n;
   }
-  EXPECT_EQ(n, 9 + 5 + 3);
+  EXPECT_EQ(n, 9 + 5 + 4);
 }
 
 TEST(WhatIfChanges, CheckpointedForwardFreesAsTheRunItselfDid) {

@@ -23,6 +23,20 @@ bool fp32_op(const RunModel& m, uint32_t i) {
 
 uint64_t half(uint64_t b) { return std::max<uint64_t>(512, b / 2); }
 
+// The integer output of a forward op that also makes a floating-point one, judged on the recorded
+// sizes (before any is halved): max pooling's int64 indices, made just after its output and twice an fp32 one, and
+// dropout's bool mask, made just before its output and a quarter of an fp32 one. bf16 halves floats only (the CNN
+// under autocast, recorded: max pooling's 32 MiB of indices stayed 32 MiB while its output halved; taken as half,
+// the CNN read 0.971 allocated).
+bool integer_output(const RunModel& m, uint32_t i) {
+  if (!m.size[i] || stack_mentions(m, i, "backward")) return false;
+  auto near = [](uint64_t x, uint64_t y) { return (x > y ? x - y : y - x) <= 2048; };  // sizes rounded to 512 bytes
+  if (i > 0 && m.stack[i] == m.stack[i - 1] && near(m.size[i], 2 * m.size[i - 1]) && stack_mentions(m, i, "max_pool"))
+    return true;
+  return i + 1 < m.count() && near(4 * m.size[i], m.size[i + 1]) && stack_mentions(m, i, "dropout") &&
+         stack_mentions(m, i + 1, "dropout");
+}
+
 // The loss: computed in fp32 in a bf16 model too (the logits upcast first, as transformers' losses do), so its tensors
 // keep their size.
 bool loss_op(const RunModel& m, uint32_t i) {
@@ -63,8 +77,8 @@ uint64_t add_softmax_copies(RunModel& m) {
 // cuDNN's convolution workspaces: a convolution in bf16 asks for about half of what it asked in fp32 (the CNN run with
 // bf16 weights, recorded 2026-12-03: its forward's 32 MiB workspaces and its weight gradients' 34 MiB ones were half,
 // the largest of each 0.63x). cuBLAS's workspaces are a fixed size per handle and stay. Under autocast the CNN's
-// largest were 0.63x too, but halving them there lowered allocated where it was already low (cnn 0.971 -> 0.957,
-// ConvNeXt checkpointed 0.929 -> 0.895): what else autocast's convolutions keep is not known, so they stay.
+// shrink alike, but halving them there takes allocated low where a workspace is alive at the peak (the CNN
+// checkpointed under autocast 1.001 -> 0.969, ConvNeXt's 0.929 -> 0.895): they stay, the side a verdict can afford.
 uint64_t halve_conv_workspaces(RunModel& m) {
   uint64_t halved = 0;
   for (uint32_t i = 0; i < m.count(); ++i) {
@@ -87,6 +101,8 @@ Status apply_precision(const WhatIfChange& c, RunModel* mp, std::string* what) {
   RunModel& m = *mp;
   const bool autocast = under_autocast(m);
   const uint32_t n = m.count();
+  std::vector<uint8_t> integer(n);
+  for (uint32_t i = 0; i < n; ++i) integer[i] = integer_output(m, i);
   if (c.text == "bf16-weights") {
     uint64_t before = 0;
     for (uint32_t i = 0; i < n; ++i) {
@@ -99,7 +115,7 @@ Status apply_precision(const WhatIfChange& c, RunModel* mp, std::string* what) {
         case Category::kInput:
         case Category::kTemporary:
         case Category::kAutogradDetail:
-          if (loss_op(m, i)) break;
+          if (loss_op(m, i) || integer[i]) break;
           before += m.size[i];
           // Autocast's copies of the weights are the weights now: no copy.
           if (autocast && (flags_at(m.flags, m.stack[i]) & kAutocastCast) && !m.grows[i]) m.drop(i);
@@ -122,7 +138,7 @@ Status apply_precision(const WhatIfChange& c, RunModel* mp, std::string* what) {
     const bool step_tensor = m.category[i] == Category::kActivation || m.category[i] == Category::kAutogradDetail ||
                              (m.category[i] == Category::kTemporary && m.reason[i] != CategoryReason::kOptimizerFrame);
     if (!step_tensor) continue;
-    if (fp32_op(m, i)) {
+    if (fp32_op(m, i) || integer[i]) {
       kept += m.size[i];
       continue;
     }
