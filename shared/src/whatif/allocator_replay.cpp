@@ -85,7 +85,7 @@ class Replay {
       uint64_t addr;
       const auto& recorded = settings_.segment_addresses;
       if (following_ && made_ < recorded.size() && recorded[made_].second == seg) {
-        addr = settings_.segment_addresses[made_].first;
+        addr = recorded[made_].first;
         next_addr_ = std::min(next_addr_, addr);
       } else {
         following_ = false;

@@ -23,18 +23,19 @@ bool fp32_op(const RunModel& m, uint32_t i) {
 
 uint64_t half(uint64_t b) { return std::max<uint64_t>(512, b / 2); }
 
-// The integer output of a forward op that also makes a floating-point one, judged on the recorded
-// sizes (before any is halved): max pooling's int64 indices, made just after its output and twice an fp32 one, and
-// dropout's bool mask, made just before its output and a quarter of an fp32 one. bf16 halves floats only (the CNN
-// under autocast, recorded: max pooling's 32 MiB of indices stayed 32 MiB while its output halved; taken as half,
-// the CNN read 0.971 allocated).
+// The integer output of a forward op that also makes a floating-point one, judged on the recorded sizes (before any
+// is halved): max pooling's int64 indices, made just after its output and twice an fp32 one, and dropout's bool mask,
+// made just before its output and a quarter of an fp32 one. bf16 halves floats only (the CNN under autocast,
+// recorded: max pooling's 32 MiB of indices stayed 32 MiB while its output halved; taken as half, the CNN read 0.971
+// allocated). Sizes first: reading a stack's frames is the costly part.
 bool integer_output(const RunModel& m, uint32_t i) {
-  if (!m.size[i] || stack_mentions(m, i, "backward")) return false;
+  if (!m.size[i]) return false;
   auto near = [](uint64_t x, uint64_t y) { return (x > y ? x - y : y - x) <= 2048; };  // sizes rounded to 512 bytes
-  if (i > 0 && m.stack[i] == m.stack[i - 1] && near(m.size[i], 2 * m.size[i - 1]) && stack_mentions(m, i, "max_pool"))
-    return true;
-  return i + 1 < m.count() && near(4 * m.size[i], m.size[i + 1]) && stack_mentions(m, i, "dropout") &&
-         stack_mentions(m, i + 1, "dropout");
+  const bool indices = i > 0 && m.stack[i] == m.stack[i - 1] && near(m.size[i], 2 * m.size[i - 1]);
+  const bool mask = i + 1 < m.count() && near(4 * m.size[i], m.size[i + 1]);
+  if ((!indices && !mask) || stack_mentions(m, i, "backward")) return false;
+  return (indices && stack_mentions(m, i, "max_pool")) ||
+         (mask && stack_mentions(m, i, "dropout") && stack_mentions(m, i + 1, "dropout"));
 }
 
 // The loss: computed in fp32 in a bf16 model too (the logits upcast first, as transformers' losses do), so its tensors
