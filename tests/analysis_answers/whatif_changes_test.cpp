@@ -273,6 +273,36 @@ TEST(WhatIfChanges, ARecordingReplaysWhereItsDriverPutItsSegments) {
   EXPECT_EQ(n, 9 + 5 + 4);
 }
 
+TEST(WhatIfChanges, IntegerOutputsKeepTheirSizeUnderBf16) {
+  // Max pooling's int64 indices and dropout's bool mask do not halve in bf16 (change_precision.cpp, integer_output).
+  // Oracle: the CNN's own runs under autocast and with bf16 weights (plan_runs/changes), predicted from its fp32
+  // recording: allocated 1.004 and 1.013 (both 0.971 when the indices were halved); and, never tuned on, GPT-2 with
+  // bf16 weights against its fresh run (0.999; 0.985 when its dropout masks were halved).
+  struct Case {
+    std::string job, recorded;
+    json change;
+    double max_allocated;
+  };
+  std::vector<Case> cases;
+  for (const json& r : lines(dir() + "changes/recorded.jsonl"))
+    if (r["change"].size() == 1 && r["change"].contains("precision"))
+      cases.push_back({r["job"], r["recorded"], r["change"], r["max_allocated"].get<double>()});
+  const json gpt2 = {{"precision", "bf16-weights"}};
+  auto f = fresh().find("gpt2_hf " + gpt2.dump());
+  ASSERT_NE(f, fresh().end());
+  cases.push_back({"gpt2_hf", "fresh run", gpt2, f->second["max_allocated"].get<double>()});
+  ASSERT_EQ(cases.size(), 3u);
+  for (const Case& c : cases) {
+    const Loaded& l = load(dir() + c.job + ".pickle.gz");
+    WhatIfOptions o = options_of(c.change);
+    o.gpu = parse_gpu_capacity("h200").value();
+    o.largest_batch = false;
+    const WhatIfReport w = what_if(l.s, l.lt, l.c, o);
+    ASSERT_TRUE(w.error.empty()) << w.error;
+    EXPECT_NEAR(static_cast<double>(w.predicted_allocated) / c.max_allocated, 1.0, 0.015) << c.job << " " << c.recorded;
+  }
+}
+
 TEST(WhatIfChanges, CheckpointedForwardFreesAsTheRunItselfDid) {
   // The tuning jobs' checkpointed runs, recorded with stacks (plan_runs/checkpointed, stacks "all"), are the oracle
   // the no-grad forward was written from (change_checkpoint.cpp): a block's values live until it returns, its operands
