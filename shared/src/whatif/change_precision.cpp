@@ -104,6 +104,15 @@ Status apply_precision(const WhatIfChange& c, RunModel* mp, std::string* what) {
   const uint32_t n = m.count();
   std::vector<uint8_t> integer(n);
   for (uint32_t i = 0; i < n; ++i) integer[i] = integer_output(m, i);
+  // The op-name tests read a row's frames; rows share a few hundred stacks (a 1M-event trace has 334k rows), so each
+  // stack is read once.
+  std::vector<int8_t> fp32_of(m.snapshot->stacks.size(), -1), loss_of(m.snapshot->stacks.size(), -1);
+  auto per_stack = [&](std::vector<int8_t>& memo, bool (*test)(const RunModel&, uint32_t), uint32_t i) {
+    const StackId id = m.stack[i];
+    if (id >= memo.size()) return test(m, i);
+    if (memo[id] < 0) memo[id] = test(m, i) ? 1 : 0;
+    return memo[id] == 1;
+  };
   if (c.text == "bf16-weights") {
     uint64_t before = 0;
     for (uint32_t i = 0; i < n; ++i) {
@@ -116,7 +125,7 @@ Status apply_precision(const WhatIfChange& c, RunModel* mp, std::string* what) {
         case Category::kInput:
         case Category::kTemporary:
         case Category::kAutogradDetail:
-          if (loss_op(m, i) || integer[i]) break;
+          if (per_stack(loss_of, loss_op, i) || integer[i]) break;
           before += m.size[i];
           // Autocast's copies of the weights are the weights now: no copy.
           if (autocast && (flags_at(m.flags, m.stack[i]) & kAutocastCast) && !m.grows[i]) m.drop(i);
@@ -139,7 +148,7 @@ Status apply_precision(const WhatIfChange& c, RunModel* mp, std::string* what) {
     const bool step_tensor = m.category[i] == Category::kActivation || m.category[i] == Category::kAutogradDetail ||
                              (m.category[i] == Category::kTemporary && m.reason[i] != CategoryReason::kOptimizerFrame);
     if (!step_tensor) continue;
-    if (fp32_op(m, i) || integer[i]) {
+    if (per_stack(fp32_of, fp32_op, i) || integer[i]) {
       kept += m.size[i];
       continue;
     }
