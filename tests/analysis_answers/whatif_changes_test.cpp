@@ -161,17 +161,18 @@ TEST(WhatIfChanges, EachChangeWithinItsMeasuredBounds) {
   // is GPT-2 at twice the batch checkpointed (19.8% high;
   // 20.1% since the checkpointed forward frees as Python does, which took BERT's same run from 18.8% high to 3.0% low:
   // GPT-2's own run differs from its recording before the first block, in what transformers makes for its masks).
-  // MobileNetV2 (tuning, 2026-12-04; bounded on its own), as first judged: checkpointed 17.4% high, 19.2% at twice
-  // the batch; bf16 weights 9.7% low (cuDNN picks other algorithms in bf16 there: one weight gradient's workspace
-  // is 100 MiB); reserved within 10.8% and 24.2% combined.
+  // MobileNetV2 (tuning, 2026-12-04; bounded on its own): checkpointed 13.7% high (17.4% while its one-line blocks,
+  // back to back, were taken as 6 calls a step), 15.1% at twice the batch; bf16 weights 9.7% low (cuDNN picks other
+  // algorithms in bf16 there: one weight gradient's workspace is 100 MiB); reserved within 8.0% and 20.5% combined
+  // (10.8% and 24.2% before).
   struct Bound {
     const char* split;
     double allocated, reserved;
   };
   for (const Bound& b : {Bound{"tuning", 0.055, 0.12}, Bound{"first holdout", 0.08, 0.07}, Bound{"holdout", 0.035, 0.10},
                          Bound{"tuning combined", 0.10, 0.21}, Bound{"first holdout combined", 0.10, 0.115},
-                         Bound{"holdout combined", 0.08, 0.21}, Bound{"mobilenet", 0.18, 0.11},
-                         Bound{"mobilenet combined", 0.195, 0.245}}) {
+                         Bound{"holdout combined", 0.08, 0.21}, Bound{"mobilenet", 0.14, 0.085},
+                         Bound{"mobilenet combined", 0.155, 0.21}}) {
     EXPECT_LE(worst[b.split].allocated, b.allocated) << b.split;
     EXPECT_LE(worst[b.split].reserved, b.reserved) << b.split;
   }
