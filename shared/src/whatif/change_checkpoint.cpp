@@ -32,7 +32,7 @@ struct Call {
   uint32_t key;    // the module: its forward's code and its call site
   int64_t line;    // the forward's line this row was made at
   uint32_t depth;  // frames from the outermost (smaller: outer)
-  uint64_t below;  // the frames inside the forward (its callees), hashed: what this row's line ran
+  uint64_t below;  // the Python frames inside the forward (its callees), hashed: what this row's line ran
 };
 
 struct Modules {
@@ -68,8 +68,11 @@ Modules find_modules(const RunModel& m) {
         out.key_name.push_back(FrameFilter::format(s, frames[p]) + " <- " + FrameFilter::format(s, frames[q]));
         out.key_loops.push_back(file.find("torch/nn/modules/container.py") != std::string_view::npos);
       }
-      uint64_t below = 1469598103934665603ull;  // FNV-1a over the frame ids
-      for (size_t k = 0; k < p; ++k) below = (below ^ frames[k]) * 1099511628211ull;
+      // FNV-1a over the Python frames' ids: the C++ ones name the kernel, which differs by shape (a depthwise and a
+      // pointwise convolution) and by the stacks a recording kept.
+      uint64_t below = 1469598103934665603ull;
+      for (size_t k = 0; k < p; ++k)
+        if (python_file(s.str(s.frames[frames[k]].filename))) below = (below ^ frames[k]) * 1099511628211ull;
       out.calls_of_stack[id].push_back({it->second, f.line, static_cast<uint32_t>(frames.size() - 1 - p), below});
     }
   }
@@ -90,39 +93,76 @@ struct Instance {
 
 // The calls of module `key` among the forward rows `fwd` (one step's, in birth order).
 std::vector<Instance> instances(const Modules& mods, const RunModel& m, const std::vector<uint32_t>& fwd,
-                                uint32_t key, bool split_again = false) {
+                                uint32_t key) {
   std::vector<Instance> out;
-  bool open = false, one_line = true;
-  int64_t first_line = 0, last_line = 0;
-  uint64_t first_below = 0;
+  bool open = false;
+  int64_t last_line = 0;
   for (uint32_t i : fwd) {
     const Call* c = call_of(mods, m, i, key);
     if (!c) {
       open = false;  // other code ran: the call (if any) has returned
       continue;
     }
-    // A new call starts its forward from the top. Calls back to back (a Sequential's blocks) show no gap, and a
-    // forward of one line (torchvision's inverted residual: `return x + self.conv(x)`, or `return self.conv(x)` in
-    // the next block) never goes back up: there, the call's first op made again is the next call's start (MobileNetV2
-    // checkpointed read 1.174 allocated with its 17 blocks taken as 6 calls). Not in a container's own loop (a
-    // Sequential's first and last children can start alike within one call).
-    const bool again = split_again && open && one_line && c->line == first_line && !mods.key_loops[key] &&
-                       c->below == first_below;
-    if (!open || c->line < last_line || again) {
-      out.emplace_back();
-      first_line = c->line;
-      first_below = c->below;
-      one_line = true;
-    }
+    if (!open || c->line < last_line) out.emplace_back();  // a new call starts its forward from the top
     out.back().rows.push_back(i);
     open = true;
-    one_line = one_line && c->line == first_line;
     last_line = c->line;
   }
-  // Only for a module seen to repeat without it: a one-line forward called once (a model's `return
-  // self._forward_impl(x)`) reaches a Sequential's first and last children alike.
-  if (!split_again && out.size() >= 2) return instances(mods, m, fwd, key, true);
-  return out;
+  // Calls back to back (a Sequential's blocks) show no gap, and where the forward is one line (torchvision's inverted
+  // residual: `return x + self.conv(x)`, or `return self.conv(x)` in the next block) no line goes back up, so such
+  // calls came out as one (MobileNetV2 checkpointed read 1.174 allocated, its 17 blocks taken as 6 calls a step).
+  // For a module that repeats, with a forward of one line, the way most of its calls start (the Python frames inside
+  // the forward of their first kStart tensors) is how a call starts: seen again inside a call, the next one starts
+  // there. Not for a container's own loop, whose children start as they each do; not for a forward of several
+  // lines, whose lines say where its calls start (a ViT block's second line starts with a norm as its first does).
+  // kStart: two ops and a little (an expansion's convolution, its batch norm's three rows, its activation and the
+  // depthwise convolution after, where a block's depthwise convolution is followed by its projection).
+  constexpr size_t kStart = 6;
+  if (out.size() < 2 || mods.key_loops[key]) return out;
+  auto line = [&](uint32_t row) { return call_of(mods, m, row, key)->line; };
+  // Only for a forward of one line, seen so in a call: a forward of several lines says where its calls start.
+  const bool one_line = std::any_of(out.begin(), out.end(), [&](const Instance& inst) {
+    return std::all_of(inst.rows.begin(), inst.rows.end(), [&](uint32_t r) { return line(r) == line(inst.rows[0]); });
+  });
+  if (!one_line) return out;
+  // The rows of each call that are a tensor's (a library's workspace comes before or after its op's output as the
+  // library picks), and the frames inside the forward of the first few.
+  auto tensors = [&](const Instance& inst) {
+    std::vector<size_t> at;
+    for (size_t x = 0; x < inst.rows.size(); ++x)
+      if (m.reason[inst.rows[x]] != CategoryReason::kWorkspace) at.push_back(x);
+    return at;
+  };
+  auto below = [&](uint32_t row) { return call_of(mods, m, row, key)->below; };
+  std::map<std::vector<uint64_t>, uint32_t> starts;
+  for (const Instance& inst : out) {
+    const std::vector<size_t> at = tensors(inst);
+    if (at.size() < kStart) continue;
+    std::vector<uint64_t> p(kStart);
+    for (size_t j = 0; j < kStart; ++j) p[j] = below(inst.rows[at[j]]);
+    ++starts[p];
+  }
+  const std::vector<uint64_t>* common = nullptr;
+  uint32_t most = 1;  // seen starting two calls at least
+  for (const auto& [p, n] : starts)
+    if (n > most) most = n, common = &p;
+  if (!common) return out;
+  std::vector<Instance> split;
+  for (const Instance& inst : out) {
+    const std::vector<size_t> at = tensors(inst);
+    std::vector<uint8_t> cut(inst.rows.size(), 0);
+    for (size_t a = 1; a + kStart <= at.size(); ++a) {
+      bool starts_here = true;
+      for (size_t j = 0; starts_here && j < kStart; ++j) starts_here = below(inst.rows[at[a + j]]) == (*common)[j];
+      cut[at[a]] = starts_here;
+    }
+    split.emplace_back();
+    for (size_t x = 0; x < inst.rows.size(); ++x) {
+      if (cut[x]) split.emplace_back();
+      split.back().rows.push_back(inst.rows[x]);
+    }
+  }
+  return split;
 }
 
 // When each row of one checkpointed call dies in its forward, which runs without autograd: a tensor then lives as
