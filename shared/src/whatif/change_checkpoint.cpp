@@ -8,6 +8,7 @@
 #include <map>
 #include <regex>
 #include <unordered_map>
+#include <utility>
 
 #include "allocscope/frame_filter.h"
 #include "whatif/changes_impl.h"
@@ -91,55 +92,33 @@ struct Instance {
   std::vector<uint32_t> rows;
 };
 
-// The calls of module `key` among the forward rows `fwd` (one step's, in birth order).
-std::vector<Instance> instances(const Modules& mods, const RunModel& m, const std::vector<uint32_t>& fwd,
-                                uint32_t key) {
-  std::vector<Instance> out;
-  bool open = false;
-  int64_t last_line = 0;
-  for (uint32_t i : fwd) {
-    const Call* c = call_of(mods, m, i, key);
-    if (!c) {
-      open = false;  // other code ran: the call (if any) has returned
-      continue;
-    }
-    if (!open || c->line < last_line) out.emplace_back();  // a new call starts its forward from the top
-    out.back().rows.push_back(i);
-    open = true;
-    last_line = c->line;
-  }
-  // Calls back to back (a Sequential's blocks) show no gap, and where the forward is one line (torchvision's inverted
-  // residual: `return x + self.conv(x)`, or `return self.conv(x)` in the next block) no line goes back up, so such
-  // calls came out as one (MobileNetV2 checkpointed read 1.174 allocated, its 17 blocks taken as 6 calls a step).
-  // For a module that repeats, with a forward of one line, the way most of its calls start (the Python frames inside
-  // the forward of their first kStart tensors) is how a call starts: seen again inside a call, the next one starts
-  // there. Not for a container's own loop, whose children start as they each do; not for a forward of several
-  // lines, whose lines say where its calls start (a ViT block's second line starts with a norm as its first does).
-  // kStart: two ops and a little (an expansion's convolution, its batch norm's three rows, its activation and the
-  // depthwise convolution after, where a block's depthwise convolution is followed by its projection).
+// Calls back to back (a Sequential's blocks) show no gap, and where the forward is one line (torchvision's inverted
+// residual: `return x + self.conv(x)`, or `return self.conv(x)` in the next block) no line goes back up, so such calls
+// come out as one (MobileNetV2 checkpointed read 1.174 allocated, its 17 blocks taken as 6 calls a step). For a module
+// that repeats, with a forward of one line, the way most of its calls start (the Python frames inside the forward of
+// their first kStart tensors) is how a call starts: seen again inside a call, the next one starts there. Not for a
+// container's own loop, whose children start as they each do; not for a forward of several lines, whose lines say
+// where its calls start (a ViT block's second line starts with a norm as its first does). `calls`: each row's call.
+std::vector<Instance> split_one_line_calls(const RunModel& m, std::vector<Instance> out,
+                                           const std::vector<std::vector<const Call*>>& calls) {
+  // Two ops and a little: an expansion's convolution, its batch norm's three rows, its activation and the depthwise
+  // convolution after, where a block's depthwise convolution is followed by its projection.
   constexpr size_t kStart = 6;
-  if (out.size() < 2 || mods.key_loops[key]) return out;
-  auto line = [&](uint32_t row) { return call_of(mods, m, row, key)->line; };
-  // Only for a forward of one line, seen so in a call: a forward of several lines says where its calls start.
-  const bool one_line = std::any_of(out.begin(), out.end(), [&](const Instance& inst) {
-    return std::all_of(inst.rows.begin(), inst.rows.end(), [&](uint32_t r) { return line(r) == line(inst.rows[0]); });
+  const bool one_line = std::any_of(calls.begin(), calls.end(), [](const std::vector<const Call*>& cs) {
+    return std::all_of(cs.begin(), cs.end(), [&](const Call* c) { return c->line == cs[0]->line; });
   });
   if (!one_line) return out;
-  // The rows of each call that are a tensor's (a library's workspace comes before or after its op's output as the
-  // library picks), and the frames inside the forward of the first few.
-  auto tensors = [&](const Instance& inst) {
-    std::vector<size_t> at;
-    for (size_t x = 0; x < inst.rows.size(); ++x)
-      if (m.reason[inst.rows[x]] != CategoryReason::kWorkspace) at.push_back(x);
-    return at;
-  };
-  auto below = [&](uint32_t row) { return call_of(mods, m, row, key)->below; };
+  // Each call's rows that are a tensor's (a library's workspace comes before or after its op's output as the library
+  // picks).
+  std::vector<std::vector<size_t>> tensors(out.size());
+  for (size_t k = 0; k < out.size(); ++k)
+    for (size_t x = 0; x < out[k].rows.size(); ++x)
+      if (m.reason[out[k].rows[x]] != CategoryReason::kWorkspace) tensors[k].push_back(x);
   std::map<std::vector<uint64_t>, uint32_t> starts;
-  for (const Instance& inst : out) {
-    const std::vector<size_t> at = tensors(inst);
-    if (at.size() < kStart) continue;
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (tensors[k].size() < kStart) continue;
     std::vector<uint64_t> p(kStart);
-    for (size_t j = 0; j < kStart; ++j) p[j] = below(inst.rows[at[j]]);
+    for (size_t j = 0; j < kStart; ++j) p[j] = calls[k][tensors[k][j]]->below;
     ++starts[p];
   }
   const std::vector<uint64_t>* common = nullptr;
@@ -148,21 +127,44 @@ std::vector<Instance> instances(const Modules& mods, const RunModel& m, const st
     if (n > most) most = n, common = &p;
   if (!common) return out;
   std::vector<Instance> split;
-  for (const Instance& inst : out) {
-    const std::vector<size_t> at = tensors(inst);
-    std::vector<uint8_t> cut(inst.rows.size(), 0);
+  for (size_t k = 0; k < out.size(); ++k) {
+    const std::vector<size_t>& at = tensors[k];
+    std::vector<uint8_t> cut(out[k].rows.size(), 0);
     for (size_t a = 1; a + kStart <= at.size(); ++a) {
       bool starts_here = true;
-      for (size_t j = 0; starts_here && j < kStart; ++j) starts_here = below(inst.rows[at[a + j]]) == (*common)[j];
+      for (size_t j = 0; starts_here && j < kStart; ++j) starts_here = calls[k][at[a + j]]->below == (*common)[j];
       cut[at[a]] = starts_here;
     }
     split.emplace_back();
-    for (size_t x = 0; x < inst.rows.size(); ++x) {
+    for (size_t x = 0; x < out[k].rows.size(); ++x) {
       if (cut[x]) split.emplace_back();
-      split.back().rows.push_back(inst.rows[x]);
+      split.back().rows.push_back(out[k].rows[x]);
     }
   }
   return split;
+}
+
+// The calls of module `key` among the forward rows `fwd` (one step's, in birth order).
+std::vector<Instance> instances(const Modules& mods, const RunModel& m, const std::vector<uint32_t>& fwd,
+                                uint32_t key) {
+  std::vector<Instance> out;
+  std::vector<std::vector<const Call*>> calls;  // per call, each row's
+  bool open = false;
+  int64_t last_line = 0;
+  for (uint32_t i : fwd) {
+    const Call* c = call_of(mods, m, i, key);
+    if (!c) {
+      open = false;  // other code ran: the call (if any) has returned
+      continue;
+    }
+    if (!open || c->line < last_line) out.emplace_back(), calls.emplace_back();  // a call starts from the top
+    out.back().rows.push_back(i);
+    calls.back().push_back(c);
+    open = true;
+    last_line = c->line;
+  }
+  if (out.size() < 2 || mods.key_loops[key]) return out;
+  return split_one_line_calls(m, std::move(out), calls);
 }
 
 // When each row of one checkpointed call dies in its forward, which runs without autograd: a tensor then lives as
