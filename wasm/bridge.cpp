@@ -14,36 +14,8 @@
 
 namespace allocscope::wasm {
 
-static std::vector<Method>& registry() {
-  static std::vector<Method> methods;
-  return methods;
-}
-RegisterMethod::RegisterMethod(const Method& m) { registry().push_back(m); }
-const std::vector<Method>& all_methods() { return registry(); }
-size_t new_cache_slot() {
-  static size_t next = 0;
-  return next++;
-}
-
-int64_t Request::i64(const char* key, int64_t fallback) const {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<int64_t>() : fallback;
-}
-double Request::f64(const char* key, double fallback) const {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
-}
-bool Request::flag(const char* key, bool fallback) const {
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
-}
-std::string Request::str(const char* key, const std::string& fallback) const {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
 namespace {
-std::vector<std::unique_ptr<Loaded>> g_files;  // id = index + 1; a slot is nulled on unload
+Session g_session;
 std::string g_error;
 std::string g_answer_text;
 Answer g_answer;
@@ -60,16 +32,7 @@ int32_t add_file(Result<Snapshot> result, const char* name) {
     g_error = describe_load_error(result.error());
     return 0;
   }
-  auto f = std::make_unique<Loaded>();
-  f->snapshot = std::move(result).value();
-  f->name = name ? name : "";
-  g_files.push_back(std::move(f));
-  return static_cast<int32_t>(g_files.size());
-}
-
-Loaded* file_by_id(int64_t id) {
-  if (id < 1 || id > static_cast<int64_t>(g_files.size())) return nullptr;
-  return g_files[static_cast<size_t>(id - 1)].get();
+  return g_session.add(std::move(result).value(), name ? name : "");
 }
 }  // namespace
 
@@ -169,63 +132,19 @@ EMSCRIPTEN_KEEPALIVE int32_t as_stream_end(const char* name) {
   return add_file(std::move(result), name);
 }
 
-// Opens the pinned host memory of file `id` (Snapshot::host: PyTorch 2.14's record_pinned_host_memory) as a file of
-// its own, so every view answers it as it answers a GPU. Returns its id, or 0 when the file holds none. A copy: the
-// host snapshot is small (one allocator's pinned blocks), and a file of its own keeps the methods' caches apart.
-EMSCRIPTEN_KEEPALIVE int32_t as_open_host(int32_t id) {
-  const Loaded* f = file_by_id(id);
-  if (!f || !f->snapshot.host) return 0;
-  auto h = std::make_unique<Loaded>();
-  h->snapshot = *f->snapshot.host;
-  h->name = f->name + " \u00b7 pinned host memory";
-  h->host_of = f->name;
-  g_files.push_back(std::move(h));
-  return static_cast<int32_t>(g_files.size());
-}
+// Opens the pinned host memory of file `id` as a file of its own (Session::open_host).
+EMSCRIPTEN_KEEPALIVE int32_t as_open_host(int32_t id) { return g_session.open_host(id); }
 
-EMSCRIPTEN_KEEPALIVE void as_unload(int32_t id) {
-  if (file_by_id(id)) g_files[static_cast<size_t>(id - 1)].reset();
-}
+EMSCRIPTEN_KEEPALIVE void as_unload(int32_t id) { g_session.unload(id); }
 
 EMSCRIPTEN_KEEPALIVE const char* as_error() { return g_error.c_str(); }
 
 // Runs {"method": NAME, "id": N | "ids": [N...], ...}; returns the answer's JSON text ({"error": ...} on failure).
 // Blobs stay readable through as_blob_* until the next call.
 EMSCRIPTEN_KEEPALIVE const char* as_call(const char* request_text) {
-  g_answer = Answer{};
-  json req = json::parse(request_text ? request_text : "", nullptr, /*allow_exceptions=*/false);
-  if (req.is_discarded() || !req.is_object()) {
-    g_answer = Answer::error("bridge: request is not a JSON object");
-  } else {
-    Request r{req};
-    std::string name = r.str("method");
-    std::vector<Loaded*> files;
-    bool missing = false;
-    if (auto it = req.find("ids"); it != req.end() && it->is_array()) {
-      for (const auto& v : *it) {
-        Loaded* f = v.is_number_integer() ? file_by_id(v.get<int64_t>()) : nullptr;
-        if (!f) missing = true;
-        files.push_back(f);
-      }
-    } else {
-      Loaded* f = file_by_id(r.i64("id"));
-      if (!f) missing = true;
-      files.push_back(f);
-    }
-    const Method* m = nullptr;
-    for (const Method& candidate : all_methods())
-      if (name == candidate.name) m = &candidate;
-    if (!m)
-      g_answer = Answer::error("bridge: unknown method '" + name + "'");
-    else if (missing || files.empty())
-      g_answer = Answer::error("bridge: no loaded file with that id");
-    else
-      g_answer = m->run(r, files);
-  }
-  json blobs = json::array();
-  for (const auto& b : g_answer.blobs) blobs.push_back({{"name", b.name}, {"type", b.type}});
-  if (!g_answer.blobs.empty()) g_answer.body["_blobs"] = blobs;
-  g_answer_text = g_answer.body.dump(-1, ' ', false, json::error_handler_t::replace);
+  const json req = json::parse(request_text ? request_text : "", nullptr, /*allow_exceptions=*/false);
+  g_answer = req.is_discarded() ? Answer::error("bridge: request is not a JSON object") : g_session.call(req);
+  g_answer_text = answer_text(g_answer);
   return g_answer_text.c_str();
 }
 

@@ -85,6 +85,29 @@ T* store(Loaded& f, size_t slot, std::unique_ptr<T> value) {
   return raw;
 }
 
+// The files a page has open and the dispatch of its requests: the wasm bridge keeps one for the page's worker, and
+// `allocscope view --native` one for a page whose files are too big for the tab (the same methods, run natively).
+class Session {
+ public:
+  // Keeps a loaded snapshot; returns its id (ids start at 1 and are never reused).
+  int32_t add(Snapshot snapshot, std::string name);
+  // Opens file `id`'s pinned host memory (Snapshot::host: PyTorch 2.14's record_pinned_host_memory) as a file of its
+  // own, so every view answers it as it answers a GPU; returns its id, or 0 when the file holds none. A copy: the
+  // host snapshot is small (one allocator's pinned blocks), and a file of its own keeps the methods' caches apart.
+  int32_t open_host(int32_t id);
+  void unload(int32_t id);
+  Loaded* file(int64_t id);
+  // Runs {"method": NAME, "id": N | "ids": [N...], ...}: an error answer for a bad request, an unknown method or id.
+  Answer call(const json& request);
+
+ private:
+  std::vector<std::unique_ptr<Loaded>> files_;  // id = index + 1; a slot is nulled on unload
+};
+
+// The JSON text the page reads for an answer: its body, plus "_blobs": [{name, type}] naming its typed arrays in
+// order when it has any (`offsets`, when given, adds each blob's byte offset and size in one buffer, 8-aligned).
+std::string answer_text(const Answer& answer, std::vector<uint64_t>* offsets = nullptr);
+
 // JSON-safe numbers: addresses and byte counts can exceed 2^53, so they travel as decimal strings where exactness
 // matters and as doubles where they only position pixels.
 inline std::string u64s(uint64_t v) { return std::to_string(v); }

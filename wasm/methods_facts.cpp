@@ -42,6 +42,15 @@ Answer facts(const Request&, std::span<Loaded* const> files) {
   return a;
 }
 
+// mallinfo's int fields wrap past 2 GiB: natively (`view --native`, a file too big for the tab) glibc has mallinfo2.
+uint64_t heap_in_use() {
+#ifdef __EMSCRIPTEN__
+  return static_cast<uint64_t>(mallinfo().uordblks);
+#else
+  return static_cast<uint64_t>(mallinfo2().uordblks);
+#endif
+}
+
 Answer info(const Request&, std::span<Loaded* const> files) {
   const Loaded& f = *files[0];
   const Snapshot& s = f.snapshot;
@@ -122,7 +131,7 @@ Answer info(const Request&, std::span<Loaded* const> files) {
             {"source_bytes", s.source_bytes},
             {"model_bytes", s.memory_bytes()},
             // What the heap holds now (all files and caches), to see how much of the heap's size is live.
-            {"heap_in_use", static_cast<uint64_t>(mallinfo().uordblks)},
+            {"heap_in_use", heap_in_use()},
             {"frames", s.frames.size()},
             {"stacks", s.stacks.size()}};
   return a;

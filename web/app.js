@@ -48,7 +48,7 @@ const RANKS_FILE_LIMIT = 256 << 20;
 // A .json is a ranks report when it begins as `allocscope ranks --json` writes one ("kind" first); any other .json
 // opens as a snapshot (a JSON snapshot, or the loader's error saying what the file is instead).
 async function isRanksFile(list) {
-  if (list.length !== 1 || !/\.json$/i.test(list[0].name)) return false;
+  if (list.length !== 1 || !list[0].blob || !/\.json$/i.test(list[0].name)) return false;
   const head = await list[0].blob.slice(0, 256).text();
   return /^\s*\{\s*"kind"\s*:\s*"allocscope\.ranks"/.test(head);
 }
@@ -404,7 +404,14 @@ async function start() {
     $('example-button').classList.add('hidden');
     await open(globalThis.__allocscopeEmbed.files());
   } else if (urls.length) {
-    try { await open(await fetchFiles(urls)); } catch (e) { showError(e.message); }
+    // `allocscope view` with a file too big for the tab (?native=1): it parses its files/I/NAME itself and answers
+    // every view's calls (worker_client.js, openNative).
+    const native = new URLSearchParams(location.search).get('native') === '1';
+    const served = native ? urls.map((u) => /^files\/(\d+)\/([^/]+)$/.exec(u)) : [];
+    try {
+      if (native && served.every(Boolean)) await open(served.map((m) => ({ name: decodeURIComponent(m[2]), native: Number(m[1]) })));
+      else await open(await fetchFiles(urls));
+    } catch (e) { showError(e.message); }
   } else {
     show('welcome');
     setPageState('empty');

@@ -111,8 +111,9 @@ function explain(e) {
     return { lost: true, message:
       `${what} too large for the browser's memory: the viewer's WebAssembly core ran out of memory at ${heapMiB} MiB ` +
       '(a browser tab gives WebAssembly at most 4 GB, and the model of a snapshot needs about 0.9 times its unzipped ' +
-      'size). Use the allocscope command line, which has no such limit: allocscope summary FILE, or ' +
-      'allocscope peak FILE --from STEP --to STEP for a time range; or record a shorter trace. ' +
+      'size). Open it with `allocscope view FILE`: the same viewer, with the file parsed by the command line, which ' +
+      'has no such limit. Or ask it directly: allocscope summary FILE, or allocscope peak FILE --from STEP --to STEP ' +
+      'for a time range; or record a shorter trace. ' +
       'The files opened before are closed; open them again.' };
   // Emscripten's hint to rebuild with assertions is for us, not for the reader of the message.
   const said = message.replace(/\.?\s*Build with -s ASSERTIONS=1 for more info\.?/, '');

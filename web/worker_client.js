@@ -40,13 +40,86 @@ function send(msg, onProgress) {
 // allocscope.js and allocscope.wasm to load and compile (~100 ms of the first paint on the dev machine).
 export function warmUp() { ensure().postMessage({ op: 'warm', seq: 0 }); }
 
-// files: [{name, blob}] -> {ids, infos}
-export function openFiles(files, onProgress) { return send({ op: 'open', files }, onProgress); }
+// files: [{name, blob}] -> {ids, infos}; or [{name, native: I}]: files `allocscope view` parses itself (openNative).
+export function openFiles(files, onProgress) {
+  const native = files.filter((f) => f.native !== undefined).length;
+  if (native && native === files.length) return openNative(files, onProgress);
+  if (native) return Promise.reject(new Error('files parsed by allocscope view and files parsed in the page cannot be opened together'));
+  return send({ op: 'open', files }, onProgress);
+}
 
-export function unload(ids) { if (worker) worker.postMessage({ op: 'unload', ids, seq: 0 }); }
+export function unload(ids) {
+  const mine = ids.filter((id) => !isNative(id));  // allocscope view keeps its files while it runs
+  if (worker && mine.length) worker.postMessage({ op: 'unload', ids: mine, seq: 0 });
+}
 
 // request: {method, id|ids, ...} -> {body, blobs}
 export async function call(request) {
+  const ids = request.ids || [request.id];
+  if (ids.some(isNative)) {
+    if (!ids.every(isNative)) throw new Error('a file parsed by allocscope view cannot be compared with one parsed in the page');
+    return nativeCall(request);
+  }
   const m = await send({ op: 'call', request });
   return { body: m.body, blobs: m.blobs };
+}
+
+// ---- files too big for the tab: `allocscope view` parses them and runs each method (native/cli/view_native.h) ----
+// Its file ids are offset by NATIVE_BASE here, so one page can tell where each call goes.
+const NATIVE_BASE = 1 << 24;
+const TYPES = { u8: Uint8Array, u32: Uint32Array, i32: Int32Array, f32: Float32Array, f64: Float64Array };
+function isNative(id) { return typeof id === 'number' && id >= NATIVE_BASE; }
+
+async function openNative(files, onProgress) {
+  const ids = [];
+  const infos = [];
+  for (let i = 0; i < files.length; ++i) {
+    const { name, native } = files[i];
+    let done = false;
+    const poll = async () => {  // the load's progress, while api/open waits for it
+      while (!done) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        if (done || !onProgress) continue;
+        try {
+          const p = await (await fetch(`api/progress?file=${native}`)).json();
+          if (!done && (p.phase === 'inflate' || p.phase === 'parse'))
+            onProgress({ file: i, files: files.length, name, phase: p.phase, done: p.done, total: p.total });
+        } catch (e) { /* the next poll tries again */ }
+      }
+    };
+    poll();
+    let r;
+    try {
+      const res = await fetch(`api/open?file=${native}`, { method: 'POST' });
+      r = await res.json();
+    } finally {
+      done = true;
+    }
+    if (r.error) throw new Error(r.error);
+    const base = ids.length;
+    r.infos.forEach((info) => { if (info.host && typeof info.host.file === 'number') info.host.file += base; });
+    ids.push(...r.ids.map((id) => id + NATIVE_BASE));
+    infos.push(...r.infos);
+  }
+  return { ids, infos };
+}
+
+async function nativeCall(request) {
+  const req = Object.assign({}, request);
+  if (req.ids) req.ids = req.ids.map((id) => id - NATIVE_BASE);
+  if (typeof req.id === 'number') req.id -= NATIVE_BASE;
+  const res = await fetch('api/call', { method: 'POST', body: JSON.stringify(req) });
+  if (!res.ok) throw new Error(`allocscope view answered HTTP ${res.status} (is it still running?)`);
+  const buf = await res.arrayBuffer();
+  const n = new DataView(buf).getUint32(0, true);
+  const body = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, n)));
+  const start = Math.ceil((4 + n) / 8) * 8;
+  const blobs = {};
+  for (const b of body._blobs || []) {
+    const T = TYPES[b.type] || Uint8Array;
+    blobs[b.name] = new T(buf, start + b.offset, b.size / T.BYTES_PER_ELEMENT);
+  }
+  delete body._blobs;
+  if (body.error) throw new Error(body.error);
+  return { body, blobs };
 }

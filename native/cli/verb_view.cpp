@@ -1,5 +1,6 @@
 // `allocscope view`: serves the viewer (web pages + the wasm build) and the given snapshots on 127.0.0.1 and prints
-// the URL that opens them; nothing is parsed here, the browser does it.
+// the URL that opens them. The browser parses them, unless one is too big for a tab: then this process loads them
+// and answers the page's method calls itself (view_native.h).
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "cli_common.h"
 #include "verbs.h"
+#include "view_native.h"
 #include "web_assets.h"
 #include "web_http.h"
 
@@ -117,7 +119,7 @@ void serve_ranks_files(const std::string& ranks_file, const std::string& url_dir
 }
 
 int run(const std::vector<std::string>& argv) {
-  Args a = parse_args(argv, {"port", "p", "web-root"});
+  Args a = parse_args(argv, {"port", "p", "web-root", "backend"});
   if (a.positional.empty()) return fail("view: give one or more snapshot files (see allocscope view --help)");
   std::vector<std::string> files;
   for (const auto& f : a.positional) {
@@ -140,11 +142,22 @@ int run(const std::vector<std::string>& argv) {
     if (port_given || !server.listen(0, &why)) return fail("view: " + why);
   }
 
-  std::string query;
+  // Where the files are parsed: in the tab (WebAssembly), or here when one is too big for a tab.
+  const std::string backend = a.get("backend", "auto");
+  if (backend != "auto" && backend != "browser" && backend != "native")
+    return fail("view: --backend wants auto, browser or native");
+  bool native = backend == "native";
+  if (backend == "auto")
+    for (const auto& f : files)
+      if (too_big_for_a_tab(f, kTabPickleLimit)) native = true;
+  std::unique_ptr<NativeBackend> native_backend;
+  if (native) native_backend = std::make_unique<NativeBackend>(files);
+
+  std::string query = native ? "?native=1" : "";
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string name = std::filesystem::path(files[i]).filename().string();
     // The name is a path segment first ('#', '?', '%' and newlines are not), then the whole a query value.
-    query += (i ? "&url=" : "?url=") + url_encode_component("files/" + std::to_string(i) + "/" + url_encode_component(name));
+    query += (query.empty() ? "?url=" : "&url=") + url_encode_component("files/" + std::to_string(i) + "/" + url_encode_component(name));
   }
   const std::string token = new_token();
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/" + token + "/" + query;
@@ -155,12 +168,23 @@ int run(const std::vector<std::string>& argv) {
       serve_ranks_files(files[i], "/files/" + std::to_string(i) + "/", &rank_files);
 
   const WebAssets& w = *assets;
-  HttpHandler handler = [&](const std::string& full, const std::string&) -> HttpResponse {
-    const std::string path = strip_token(full, token);
+  HttpHandler handler = [&](const HttpRequest& req) -> HttpResponse {
+    const std::string path = strip_token(req.path, token);
     if (path.empty()) {
       HttpResponse r;
       r.status = 404;
       r.body = "not found (open the URL allocscope view printed)\n";
+      return r;
+    }
+    if (native_backend && path.rfind("/api/", 0) == 0) {
+      HttpRequest api = req;
+      api.path = path;
+      if (auto r = native_backend->answer(api)) return *r;
+    }
+    if (req.method == "POST") {
+      HttpResponse r;
+      r.status = 405;
+      r.body = "only GET and HEAD here\n";
       return r;
     }
     if (path == "/" || path == "/index.html") return file_response(w.pages + "/index.html");
@@ -191,6 +215,9 @@ int run(const std::vector<std::string>& argv) {
   std::signal(SIGTERM, on_signal);
   std::fprintf(stderr, "allocscope: serving %zu file%s with the viewer from %s (Ctrl-C stops)\n", files.size(),
                files.size() == 1 ? "" : "s", w.pages.c_str());
+  if (native)
+    std::fprintf(stderr, "allocscope: %s: the files are parsed here and the page asks this process for each view\n",
+                 backend == "native" ? "--backend native" : "a file is too big for a browser tab");
   std::printf("%s\n", url.c_str());
   std::fflush(stdout);
   server.serve(handler, g_stop);
@@ -200,7 +227,7 @@ int run(const std::vector<std::string>& argv) {
 
 const RegisterVerb reg({"view",
                         "open snapshots in the web viewer, served on 127.0.0.1 (prints the URL)",
-                        "usage: allocscope view [--port N] [--web-root DIR] FILE...\n\n"
+                        "usage: allocscope view [--port N] [--web-root DIR] [--backend auto|browser|native] FILE...\n\n"
                         "Serves the viewer and FILE(s) on http://127.0.0.1:N/ (default 8765, or any free port when\n"
                         "8765 is taken) and prints the URL that opens them; serves until interrupted (Ctrl-C).\n"
                         "The URL starts with a random secret, new each run: other users of this machine can reach\n"
@@ -209,7 +236,12 @@ const RegisterVerb reg({"view",
                         "(WebAssembly); nothing leaves the machine. A file saved by `allocscope ranks --json` opens\n"
                         "the Ranks view, and the snapshots it names (found beside it or in the current directory)\n"
                         "are served too, so each row opens its rank.\n\n"
+                        "A file too big for a browser tab (a pickle past 2 GiB; WebAssembly's heap ends at 4 GB)\n"
+                        "is parsed by this process instead, and the page asks it for every view over the same\n"
+                        "connection: the same views and answers, with no limit but this machine's memory.\n\n"
                         "  --port N        port to listen on (0: any free port)\n"
+                        "  --backend B     where files are parsed: auto (default: here when one is too big for a\n"
+                        "                  tab), browser, or native (here, whatever their size)\n"
                         "  --web-root DIR  the viewer's folder: an assembled site (build/wasm/site) or web/\n"
                         "                  (default: the source tree's wasm build, see docs/viewer.md)\n",
                         run, 60});

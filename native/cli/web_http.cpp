@@ -11,6 +11,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <system_error>
@@ -29,6 +30,7 @@ const char* reason(int status) {
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
     default: return "Error";
   }
 }
@@ -44,15 +46,15 @@ bool send_all(int fd, const char* p, size_t n) {
   return true;
 }
 
-// The request's Host header, lower-cased; "" when it has none.
-std::string host_of(const std::string& req) {
+// A request header's value (`name` lower-case, with its colon), lower-cased; "" when it has none.
+std::string header_of(const std::string& req, const std::string& name) {
   for (size_t at = req.find("\r\n"); at != std::string::npos && at + 2 < req.size(); at = req.find("\r\n", at + 2)) {
     const size_t line = at + 2, end = req.find("\r\n", line);
     if (end == std::string::npos || end == line) break;
     std::string h = req.substr(line, end - line);
     for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (h.rfind("host:", 0) != 0) continue;
-    const size_t b = h.find_first_not_of(" \t", 5), e = h.find_last_not_of(" \t");
+    if (h.rfind(name, 0) != 0) continue;
+    const size_t b = h.find_first_not_of(" \t", name.size()), e = h.find_last_not_of(" \t");
     return b == std::string::npos ? "" : h.substr(b, e - b + 1);
   }
   return "";
@@ -76,7 +78,7 @@ void handle(int fd, const HttpHandler& handler, uint16_t port) {
   }
   // Bound to 127.0.0.1, but a web page can still reach it through a name that resolves there (DNS rebinding): its
   // requests carry that name as Host. Only the names of this machine's loopback are answered.
-  const std::string host = host_of(req), p = ":" + std::to_string(port);
+  const std::string host = header_of(req, "host:"), p = ":" + std::to_string(port);
   const bool host_ok = host.empty() || host == "127.0.0.1" + p || host == "localhost" + p;
   HttpResponse res;
   const size_t sp1 = req.find(' '), sp2 = sp1 == std::string::npos ? sp1 : req.find(' ', sp1 + 1);
@@ -85,9 +87,33 @@ void handle(int fd, const HttpHandler& handler, uint16_t port) {
   std::string query;
   if (auto q = target.find('?'); q != std::string::npos) query = target.substr(q + 1), target.resize(q);
   std::string path;
-  if (method != "GET" && method != "HEAD") {
+  // A POST's body: what came after the head, then the rest of Content-Length (bounded; same deadline).
+  std::string body;
+  bool body_ok = true;
+  if (method == "POST") {
+    const size_t head_end = req.find("\r\n\r\n");
+    const std::string cl = header_of(req, "content-length:");
+    char* end = nullptr;
+    const unsigned long long want = cl.empty() ? 0 : std::strtoull(cl.c_str(), &end, 10);
+    body_ok = head_end != std::string::npos && !cl.empty() && end && !*end && want <= kMaxHttpBody;
+    if (body_ok) {
+      body = req.substr(head_end + 4);
+      while (body.size() < want) {
+        if (std::chrono::steady_clock::now() > deadline) return;
+        ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return;
+        body.append(buf, static_cast<size_t>(r));
+      }
+      body.resize(want);
+    }
+  }
+  if (method != "GET" && method != "HEAD" && method != "POST") {
     res.status = 405;
-    res.body = "only GET and HEAD\n";
+    res.body = "only GET, HEAD and POST\n";
+  } else if (!body_ok) {
+    res.status = 413;
+    res.body = "a POST needs a Content-Length of at most 1 MiB\n";
   } else if (!host_ok) {
     res.status = 403;
     res.body = "this server answers only http://127.0.0.1" + p + "/\n";
@@ -95,7 +121,7 @@ void handle(int fd, const HttpHandler& handler, uint16_t port) {
     res.status = 400;
     res.body = "bad request\n";
   } else {
-    res = handler(path, query);
+    res = handler(HttpRequest{method, path, query, std::move(body)});
   }
   int file_fd = -1;
   uint64_t length = res.body.size();
@@ -120,7 +146,7 @@ void handle(int fd, const HttpHandler& handler, uint16_t port) {
   for (const auto& [k, v] : res.headers) head += k + ": " + v + "\r\n";
   head += "\r\n";
   bool ok = send_all(fd, head.data(), head.size());
-  if (ok && method == "GET") {
+  if (ok && method != "HEAD") {
     if (file_fd >= 0) {
       std::string chunk(1 << 20, '\0');
       for (;;) {

@@ -1,5 +1,6 @@
-// A small static-file HTTP/1.1 server bound to 127.0.0.1 for `allocscope view` (GET/HEAD only, one thread per
-// connection, Connection: close). See docs/viewer.md for why not cpp-httplib.
+// A small HTTP/1.1 server bound to 127.0.0.1 for `allocscope view`: GET/HEAD of files, and POST of a small body for
+// `view --native`'s method calls; one thread per connection, Connection: close. See docs/viewer.md for why not
+// cpp-httplib.
 #pragma once
 
 #include <atomic>
@@ -19,8 +20,14 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// `path` is percent-decoded and has no query string; `query` is the raw query.
-using HttpHandler = std::function<HttpResponse(const std::string& path, const std::string& query)>;
+struct HttpRequest {
+  std::string method;  // GET, HEAD or POST
+  std::string path;    // percent-decoded, without the query string
+  std::string query;   // raw
+  std::string body;    // POST only, at most kMaxHttpBody bytes
+};
+constexpr size_t kMaxHttpBody = 1u << 20;
+using HttpHandler = std::function<HttpResponse(const HttpRequest& request)>;
 
 class HttpServer {
  public:

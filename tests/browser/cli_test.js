@@ -24,8 +24,8 @@ async function pageFor(browser) {
 }
 
 // Starts `allocscope view` on FILES (any free port) and resolves to {child, url, stderr()} once it prints its URL.
-async function startView(files) {
-  const child = spawn(cli, ['view', '--port', '0', '--web-root', site, ...files], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function startView(files, options = []) {
+  const child = spawn(cli, ['view', '--port', '0', '--web-root', site, ...options, ...files], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });
   const url = await new Promise((resolve, reject) => {
@@ -230,9 +230,80 @@ async function planTest(browser) {
   await exit;
 }
 
+// `allocscope view --backend native` (what it picks by itself for a file too big for a tab): the page never reads
+// the file; this process parses it and answers every method the views call. Each view is opened, and every request
+// the page made is asked again of the wasm core (the viewer's own, in node) on the same file: the answers must be
+// the same, body and typed arrays, except the two numbers that measure the process's memory.
+async function nativeTest(browser) {
+  console.log('allocscope view --backend native');
+  const { openEngine } = require(path.join(site, 'engine.js'));
+  const factory = require(path.join(site, 'allocscope.js'));
+  const sets = [['resnet50_train.pickle'], ['ddp_rank0.pickle', 'ddp_rank1.pickle']];
+  for (const names of sets) {
+    const files = names.map((f) => path.join(fixtures, f));
+    const { child, url, stderr } = await startView(files, ['--backend', 'native']);
+    ok(/[?&]native=1/.test(url) && /parsed here/.test(stderr()), `the URL asks the page to use this process (${names.join(', ')})`);
+    const { context, page, requests, errors } = await pageFor(browser);
+    const calls = [];
+    let inFlight = 0;
+    page.on('request', (r) => { if (/\/api\//.test(r.url())) { ++inFlight; if (/\/api\/call$/.test(r.url())) calls.push(r.postData()); } });
+    const settle = async () => {  // until no api request has been in flight for 400 ms
+      for (let quiet = 0; quiet < 4;) { await page.waitForTimeout(100); quiet = inFlight === 0 ? quiet + 1 : 0; }
+    };
+    page.on('requestfinished', (r) => { if (/\/api\//.test(r.url())) --inFlight; });
+    page.on('requestfailed', (r) => { if (/\/api\//.test(r.url())) --inFlight; });
+    await page.goto(url);
+    ok((await waitState(page, ['ready', 'error'], 60000)) === 'ready', 'the page opens the files through allocscope view');
+    const tabs = await page.$$eval('#tabs [data-view]', (b) => b.map((x) => x.dataset.view));
+    for (const view of tabs) {
+      await page.click(`#tabs [data-view="${view}"]`);
+      await settle();
+    }
+    ok(!requests.some((u) => /\/files\/\d+\//.test(u)), 'the page never downloaded a file');
+    ok(calls.length >= tabs.length, `every view asked this process (${tabs.join(', ')}: ${calls.length} calls)`);
+    ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
+    const failedViews = await page.$$eval('.error, [data-error]', (e) => e.map((x) => x.textContent)).catch(() => []);
+    ok(failedViews.length === 0, `no view shows an error (${failedViews.join('; ')})`);
+    if (names.length === 1) await page.screenshot({ path: path.join(artifacts, 'view-native.png') });
+
+    // The same requests of the wasm core: ids 1..n are the files in the same order in both.
+    const engine = await openEngine(factory, { wasmBinary: fs.readFileSync(path.join(site, 'allocscope.wasm')) });
+    for (const f of files) await engine.loadStream(new Uint8Array(fs.readFileSync(f)), path.basename(f), () => {});
+    const base = baseOf(url);
+    const memory = new Set(['heap_in_use', 'model_bytes']);
+    const strip = (body) => JSON.parse(JSON.stringify(body, (k, v) => (memory.has(k) ? undefined : v)));
+    let same = 0;
+    const differ = [];
+    for (const text of new Set(calls)) {
+      const req = JSON.parse(text);
+      let want;
+      try { want = engine.call(req); } catch (e) { want = { body: { error: e.message }, blobs: {} }; }
+      const buf = await (await fetch(base + 'api/call', { method: 'POST', body: text })).arrayBuffer();
+      const n = new DataView(buf).getUint32(0, true);
+      const body = JSON.parse(Buffer.from(buf, 4, n).toString('utf8'));
+      const start = Math.ceil((4 + n) / 8) * 8;
+      const blobs = {};
+      for (const b of body._blobs || []) blobs[b.name] = Buffer.from(buf, start + b.offset, b.size);
+      delete body._blobs;
+      const wantBlobs = Object.fromEntries(Object.entries(want.blobs).map(([k, v]) => [k, Buffer.from(v.buffer, v.byteOffset, v.byteLength)]));
+      const sameBody = JSON.stringify(strip(body)) === JSON.stringify(strip(want.body));
+      const sameBlobs = Object.keys(blobs).length === Object.keys(wantBlobs).length &&
+                        Object.keys(blobs).every((k) => wantBlobs[k] && blobs[k].equals(wantBlobs[k]));
+      if (sameBody && sameBlobs) ++same;
+      else differ.push(`${req.method}${sameBody ? ' (typed arrays)' : ''}`);
+    }
+    ok(differ.length === 0 && same > 0, `the same answers as the wasm core, body and typed arrays (${same} requests; differ: ${differ.join(', ')})`);
+    await context.close();
+    const exit = new Promise((resolve) => child.on('exit', resolve));
+    child.kill('SIGINT');
+    await exit;
+  }
+}
+
 (async () => {
   const browser = await launch();
   try {
+    await nativeTest(browser);
     await viewTest(browser);
     await planTest(browser);
     await viewRanksTest(browser);

@@ -261,7 +261,7 @@ async function memoryTest(browser, origin) {
   console.log(`    message: ${msg}`);
   ok(/gpt2_big_1M\.pickle\.gz is too large for the browser's memory/.test(msg), 'the message names the file and says it is too large for the browser\'s memory');
   ok(/ran out of memory at \d+ MiB/.test(msg), 'the message says how much memory the core had when it ran out');
-  ok(/allocscope summary FILE/.test(msg) && /--from STEP --to STEP/.test(msg), 'the message says what to do: the command line, or a time range');
+  ok(/allocscope view FILE/.test(msg) && /allocscope summary FILE/.test(msg) && /--from STEP --to STEP/.test(msg), 'the message says what to do: allocscope view (parsed natively), the command line, or a time range');
   ok(!/stopped|bug/.test(msg), 'an out-of-memory is not reported as a bug');
   ok(await page.isVisible('#error-message'), 'the message is visible (not a crashed tab)');
   eq(await page.$$eval('#tabs button', (b) => b.length), 0, 'no view tabs are left for the files the old core held');

@@ -1,0 +1,153 @@
+// `allocscope view`'s native backend (view_native.h).
+#include "view_native.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "allocscope/loader.h"
+#include "cli_common.h"
+#include "methods.h"
+
+namespace allocscope::cli {
+
+using nlohmann::json;
+
+bool too_big_for_a_tab(const std::string& path, uint64_t limit) {
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) return false;
+  if (size > limit) return true;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  uint8_t head[2] = {0, 0}, tail[4] = {0, 0, 0, 0};
+  const bool gz = std::fread(head, 1, 2, f) == 2 && is_gzip({head, 2});
+  // gzip's trailer holds the inflated size modulo 2^32: a file that inflates past 4 GiB can read small there, so a
+  // .gz above a sixteenth of the limit counts as too big (snapshots compress 8-15x).
+  bool big = false;
+  if (gz && size >= 18 && std::fseek(f, -4, SEEK_END) == 0 && std::fread(tail, 1, 4, f) == 4) {
+    const uint64_t isize = uint64_t{tail[0]} | uint64_t{tail[1]} << 8 | uint64_t{tail[2]} << 16 | uint64_t{tail[3]} << 24;
+    big = isize > limit || size > limit / 16;
+  }
+  std::fclose(f);
+  return big;
+}
+
+struct NativeBackend::State {
+  std::vector<std::string> files;
+  std::mutex mu;  // the session's files and caches: one request at a time
+  wasm::Session session;
+  struct File {
+    bool loaded = false;
+    std::string error;
+    json opened;  // {"ids", "infos"}
+    std::atomic<uint64_t> done{0}, total{0};
+    std::atomic<int> phase{0};  // 0 waiting, 1 inflate, 2 parse, 3 ready
+  };
+  std::vector<std::unique_ptr<File>> state;
+};
+
+NativeBackend::NativeBackend(std::vector<std::string> files) : s_(std::make_unique<State>()) {
+  s_->files = std::move(files);
+  for (size_t i = 0; i < s_->files.size(); ++i) s_->state.push_back(std::make_unique<State::File>());
+}
+NativeBackend::~NativeBackend() = default;
+
+namespace {
+
+HttpResponse json_response(const json& j, int status = 200) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+// file=I of a query, or -1.
+long file_index(const std::string& query, size_t count) {
+  if (query.rfind("file=", 0) != 0) return -1;
+  const std::string v = query.substr(5);
+  if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const long i = std::stol(v);
+  return i < static_cast<long>(count) ? i : -1;
+}
+
+}  // namespace
+
+std::optional<HttpResponse> NativeBackend::answer(const HttpRequest& req) {
+  State& s = *s_;
+  if (req.path == "/api/progress") {
+    const long i = file_index(req.query, s.files.size());
+    if (i < 0) return json_response({{"error", "no such file"}}, 404);
+    static const char* const kPhase[] = {"waiting", "inflate", "parse", "ready"};
+    const State::File& f = *s.state[static_cast<size_t>(i)];
+    return json_response({{"phase", kPhase[f.phase.load()]}, {"done", f.done.load()}, {"total", f.total.load()}});
+  }
+  if (req.method != "POST") return std::nullopt;
+  if (req.path == "/api/open") {
+    const long i = file_index(req.query, s.files.size());
+    if (i < 0) return json_response({{"error", "no such file"}}, 404);
+    State::File& f = *s.state[static_cast<size_t>(i)];
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!f.loaded && f.error.empty()) {
+      const std::string& path = s.files[static_cast<size_t>(i)];
+      LoadOptions opts;
+      opts.progress = [&f](std::string_view phase, uint64_t done, uint64_t total) {
+        f.phase.store(phase == "inflate" ? 1 : 2);
+        f.done.store(done);
+        f.total.store(total);
+      };
+      opts.spare_time = heap_prefault();
+      const std::string name = std::filesystem::path(path).filename().string();
+      auto r = load_snapshot_file(path, opts);
+      if (!r.ok()) {
+        f.error = name + ": " + r.error().describe();
+      } else {
+        json ids = json::array(), infos = json::array();
+        const int32_t id = s.session.add(std::move(r).value(), name);
+        ids.push_back(id);
+        infos.push_back(s.session.call({{"method", "info"}, {"id", id}}).body);
+        // Pinned host memory opens as a file of its own after it, as the worker does (web/worker.js).
+        if (!infos[0]["host"].is_null()) {
+          if (const int32_t host = s.session.open_host(id)) {
+            ids.push_back(host);
+            infos.push_back(s.session.call({{"method", "info"}, {"id", host}}).body);
+            infos[0]["host"]["file"] = 1;
+          }
+        }
+        f.opened = {{"ids", ids}, {"infos", infos}};
+        f.loaded = true;
+      }
+      f.phase.store(3);
+    }
+    if (!f.error.empty()) return json_response({{"error", f.error}});
+    return json_response(f.opened);
+  }
+  if (req.path == "/api/call") {
+    const json request = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    std::lock_guard<std::mutex> lock(s.mu);
+    const wasm::Answer a = request.is_discarded() ? wasm::Answer::error("bridge: request is not a JSON object")
+                                                  : s.session.call(request);
+    std::vector<uint64_t> offsets;
+    const std::string text = wasm::answer_text(a, &offsets);
+    HttpResponse r;
+    r.content_type = "application/octet-stream";
+    const uint32_t n = static_cast<uint32_t>(text.size());
+    const size_t start = (4 + text.size() + 7) / 8 * 8;
+    size_t size = start;
+    for (size_t b = 0; b < a.blobs.size(); ++b) size = start + offsets[b] + a.blobs[b].bytes.size();
+    r.body.assign(size, '\0');
+    for (int k = 0; k < 4; ++k) r.body[static_cast<size_t>(k)] = static_cast<char>(n >> (8 * k) & 0xff);
+    std::memcpy(r.body.data() + 4, text.data(), text.size());
+    for (size_t b = 0; b < a.blobs.size(); ++b)
+      if (!a.blobs[b].bytes.empty()) std::memcpy(r.body.data() + start + offsets[b], a.blobs[b].bytes.data(), a.blobs[b].bytes.size());
+    return r;
+  }
+  return std::nullopt;
+}
+
+}  // namespace allocscope::cli
