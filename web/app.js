@@ -92,7 +92,9 @@ async function openRank(row) {
   return 'pick';
 }
 
-async function open(list) {
+// onTooLarge: called instead of showing the error when the tab ran out of memory on these files (start(): the
+// server that gave them, `allocscope view`, can parse them itself).
+async function open(list, onTooLarge) {
   if (!list.length) return;
   if (await isRanksFile(list)) {
     try { await openRanksFile(list[0]); } catch (e) { showError(e.message || String(e)); }
@@ -124,7 +126,8 @@ async function open(list) {
     show('view');
     mountView();
   } catch (e) {
-    showError(e.message || String(e), e.lost);
+    if (onTooLarge && e.lost && /too large for the browser's memory/.test(e.message || '')) onTooLarge(e);
+    else showError(e.message || String(e), e.lost);
   }
 }
 
@@ -406,11 +409,20 @@ async function start() {
   } else if (urls.length) {
     // `allocscope view` with a file too big for the tab (?native=1): it parses its files/I/NAME itself and answers
     // every view's calls (worker_client.js, openNative).
+    // A tab that runs out of memory on files it was served that way asks `allocscope view` to parse them instead; a
+    // static host has no api/, and the tab's own error stands.
     const native = new URLSearchParams(location.search).get('native') === '1';
-    const served = native ? urls.map((u) => /^files\/(\d+)\/([^/]+)$/.exec(u)) : [];
+    const served = urls.map((u) => /^files\/(\d+)\/([^/]+)$/.exec(u));
+    const nativeList = served.every(Boolean) ? served.map((m) => ({ name: decodeURIComponent(m[2]), native: Number(m[1]) })) : null;
+    const inNative = async (tabError) => {
+      show('loading');
+      setPageState('loading');
+      $('loading-label').textContent = 'Too big for this tab: allocscope view parses it instead…';
+      try { await openFiles([nativeList[0]]).then(() => open(nativeList)); } catch (e) { showError(tabError.message, tabError.lost); }
+    };
     try {
-      if (native && served.every(Boolean)) await open(served.map((m) => ({ name: decodeURIComponent(m[2]), native: Number(m[1]) })));
-      else await open(await fetchFiles(urls));
+      if (native && nativeList) await open(nativeList);
+      else await open(await fetchFiles(urls), nativeList ? inNative : undefined);
     } catch (e) { showError(e.message); }
   } else {
     show('welcome');

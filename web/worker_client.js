@@ -84,6 +84,8 @@ async function openNative(files, onProgress) {
           const p = await (await fetch(`api/progress?file=${native}`)).json();
           if (!done && (p.phase === 'inflate' || p.phase === 'parse'))
             onProgress({ file: i, files: files.length, name, phase: p.phase, done: p.done, total: p.total });
+          // The memory curve of what it has parsed so far: the loading screen's first picture, as the worker's.
+          if (!done && p.curve) onProgress({ file: i, files: files.length, name, phase: 'preview', curve: p.curve });
         } catch (e) { /* the next poll tries again */ }
       }
     };

@@ -150,8 +150,8 @@ int run(const std::vector<std::string>& argv) {
   if (backend == "auto")
     for (const auto& f : files)
       if (too_big_for_a_tab(f, kTabPickleLimit)) native = true;
-  std::unique_ptr<NativeBackend> native_backend;
-  if (native) native_backend = std::make_unique<NativeBackend>(files);
+  // Always there: a page that ran out of memory on a file it was given to parse asks for it here instead (app.js).
+  auto native_backend = std::make_unique<NativeBackend>(files);
 
   std::string query = native ? "?native=1" : "";
   for (size_t i = 0; i < files.size(); ++i) {
@@ -176,7 +176,7 @@ int run(const std::vector<std::string>& argv) {
       r.body = "not found (open the URL allocscope view printed)\n";
       return r;
     }
-    if (native_backend && path.rfind("/api/", 0) == 0) {
+    if (path.rfind("/api/", 0) == 0) {
       HttpRequest api = req;
       api.path = path;
       if (auto r = native_backend->answer(api)) return *r;

@@ -2,6 +2,7 @@
 #include "view_native.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "allocscope/loader.h"
+#include "allocscope/preview.h"
 #include "cli_common.h"
 #include "methods.h"
 
@@ -47,6 +49,12 @@ struct NativeBackend::State {
     json opened;  // {"ids", "infos"}
     std::atomic<uint64_t> done{0}, total{0};
     std::atomic<int> phase{0};  // 0 waiting, 1 inflate, 2 parse, 3 ready
+    // The first picture while it loads: the memory curve of the rows parsed so far (preview.h), as the viewer's
+    // worker draws it; made on the parsing thread, its JSON handed to api/progress every 100 ms.
+    PreviewCurve preview;
+    std::chrono::steady_clock::time_point preview_at{};
+    std::mutex preview_mu;
+    std::string preview_json;
   };
   std::vector<std::unique_ptr<File>> state;
 };
@@ -84,8 +92,13 @@ std::optional<HttpResponse> NativeBackend::answer(const HttpRequest& req) {
     const long i = file_index(req.query, s.files.size());
     if (i < 0) return json_response({{"error", "no such file"}}, 404);
     static const char* const kPhase[] = {"waiting", "inflate", "parse", "ready"};
-    const State::File& f = *s.state[static_cast<size_t>(i)];
-    return json_response({{"phase", kPhase[f.phase.load()]}, {"done", f.done.load()}, {"total", f.total.load()}});
+    State::File& f = *s.state[static_cast<size_t>(i)];
+    json j{{"phase", kPhase[f.phase.load()]}, {"done", f.done.load()}, {"total", f.total.load()}};
+    {
+      std::lock_guard<std::mutex> lock(f.preview_mu);
+      if (!f.preview_json.empty()) j["curve"] = json::parse(f.preview_json);
+    }
+    return json_response(j);
   }
   if (req.method != "POST") return std::nullopt;
   if (req.path == "/api/open") {
@@ -102,6 +115,18 @@ std::optional<HttpResponse> NativeBackend::answer(const HttpRequest& req) {
         f.total.store(total);
       };
       opts.spare_time = heap_prefault();
+      opts.rows_so_far = [&f](const EventColumns& rows) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - f.preview_at < std::chrono::milliseconds(100)) return;
+        f.preview_at = now;
+        f.preview.extend(rows);
+        const json c{{"rows", f.preview.rows()},   {"rows_per_column", f.preview.rows_per_column()},
+                     {"low", f.preview.low()},     {"high", f.preview.high()},
+                     {"highest", f.preview.highest()}, {"highest_row", f.preview.highest_row()},
+                     {"fed", f.done.load()},       {"total", f.total.load()}};
+        std::lock_guard<std::mutex> lock(f.preview_mu);
+        f.preview_json = c.dump();
+      };
       const std::string name = std::filesystem::path(path).filename().string();
       auto r = load_snapshot_file(path, opts);
       if (!r.ok()) {

@@ -4,11 +4,31 @@
 // next animation frame, seen on the window label). The first change is timed from the test driver's send (as before,
 // including the DevTools-protocol round trip), from the key event's time stamp (the page's own work) and to the next
 // animation frame. Prints p50/p95/max for tests/bench/RESULTS.md.
-// Usage: node tests/browser/bench_pan_zoom.js SITE_DIR FILE
+// Usage: node tests/browser/bench_pan_zoom.js SITE_DIR FILE [--view ALLOCSCOPE_BINARY]
+//   --view: the file is opened by `allocscope view --backend native` (parsed by that process, which answers the
+//   page's calls); also prints the time from the URL to the first drawn timeline and both processes' memory.
 'use strict';
+const fs = require('fs');
 const path = require('path');
+const { spawn } = require('child_process');
 const { serve } = require('./serve.js');
 const { launch, watchedPage, waitState } = require('./browser.js');
+
+// `allocscope view --backend native SITE FILE`: resolves to {child, url} once it prints its URL.
+function startView(cli, site, file) {
+  const child = spawn(cli, ['view', '--port', '0', '--web-root', site, '--backend', 'native', file], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; if (out.includes('\n')) resolve({ child, url: out.split('\n')[0].trim() }); });
+    child.on('exit', (code) => reject(new Error(`allocscope view exited ${code}`)));
+  });
+}
+
+// Peak resident memory of a process (VmHWM), in MiB.
+function peakMiB(pid) {
+  const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
 
 function pct(xs, p) {
   const s = [...xs].sort((a, b) => a - b);
@@ -16,14 +36,34 @@ function pct(xs, p) {
 }
 
 async function main() {
-  const [site, file] = process.argv.slice(2);
-  const { server, origin } = await serve({ '/app/': site });
+  const [site, file, flag, cli] = process.argv.slice(2);
+  const native = flag === '--view';
   const browser = await launch();
-  const { page } = await watchedPage(browser, origin, { width: 1800, height: 1000 });
-  await page.goto(origin + '/app/#view=timeline');
-  await waitState(page, ['empty']);
-  await page.setInputFiles('#file-input', file);
-  if ((await waitState(page, ['ready', 'error'], 300000)) !== 'ready') throw new Error('did not load');
+  let server = null, view = null, page;
+  if (native) {
+    view = await startView(cli, site, file);
+    ({ page } = await watchedPage(browser, new URL(view.url).origin, { width: 1800, height: 1000 }));
+    const t0 = Date.now();
+    await page.goto(view.url + '#view=timeline');
+    await page.waitForFunction(() => document.documentElement.dataset.firstPreviewMs || document.documentElement.dataset.state === 'ready',
+                               null, { timeout: 600000, polling: 50 });
+    const preview = await page.evaluate(() => document.documentElement.dataset.firstPreviewMs);
+    console.log(`URL -> first picture (the memory curve of what is parsed so far): ${((Date.now() - t0) / 1000).toFixed(1)} s ` +
+                `(${preview} ms after the page asked for the file)`);
+    if ((await waitState(page, ['ready', 'error'], 600000)) !== 'ready') throw new Error('did not load');
+    const rows = await page.evaluate(() => document.getElementById('preview-canvas').dataset.previewRows);
+    console.log(`URL -> file parsed, views mounting: ${((Date.now() - t0) / 1000).toFixed(1)} s (last picture: ${rows} rows)`);
+    await page.waitForSelector('canvas[data-window]', { timeout: 600000 });
+    console.log(`URL -> first timeline drawn: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  } else {
+    let origin;
+    ({ server, origin } = await serve({ '/app/': site }));
+    ({ page } = await watchedPage(browser, origin, { width: 1800, height: 1000 }));
+    await page.goto(origin + '/app/#view=timeline');
+    await waitState(page, ['empty']);
+    await page.setInputFiles('#file-input', file);
+    if ((await waitState(page, ['ready', 'error'], 300000)) !== 'ready') throw new Error('did not load');
+  }
   const plan = [...Array(12).fill('+'), ...Array(30).fill('ArrowRight'), ...Array(30).fill('ArrowLeft'), ...Array(12).fill('-')];
   const times = { '+': [], '-': [], ArrowRight: [], ArrowLeft: [] };
   const shown = { driver: [], event: [], frame: [] };  // first visible change (the moved pixels), three ways
@@ -83,8 +123,16 @@ async function main() {
     if (v.length) console.log(`| ${k} | ${v.length} | ${pct(v, 50).toFixed(1)} | ${pct(v, 95).toFixed(1)} | ${Math.max(...v).toFixed(1)} |`);
   }
   console.log(`| all | ${all.length} | ${pct(all, 50).toFixed(1)} | ${pct(all, 95).toFixed(1)} | ${Math.max(...all).toFixed(1)} |`);
+  if (native) {
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Performance.enable');
+    const metrics = Object.fromEntries((await cdp.send('Performance.getMetrics')).metrics.map((m) => [m.name, m.value]));
+    console.log(`allocscope view peak RSS ${peakMiB(view.child.pid).toFixed(0)} MiB; the tab's JS heap ` +
+                `${(metrics.JSHeapTotalSize / 2 ** 20).toFixed(0)} MiB (used ${(metrics.JSHeapUsedSize / 2 ** 20).toFixed(0)})`);
+  }
   await browser.close();
-  server.close();
+  if (server) server.close();
+  if (view) view.child.kill('SIGINT');
 }
 
 main().catch((e) => { console.error(e); process.exit(1); });

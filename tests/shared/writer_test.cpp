@@ -8,6 +8,7 @@
 #include <string>
 
 #include "allocscope/loader.h"
+#include "allocscope/pickle.h"
 #include "allocscope/writer.h"
 #include "fixtures.h"
 
@@ -122,6 +123,25 @@ TEST(Writer, FramesAreMemoizedSoOutputStaysSmall) {
   std::vector<uint8_t> out = write_snapshot(a.value());
   // Each frame reference is a 2-5 byte BINGET, so we stay near the size of what Python wrote.
   EXPECT_LT(out.size(), a->source_bytes * 2);
+}
+
+// stream_to hands the output over in chunks instead of holding it (make_big_trace's 18 GB file): the chunks, put
+// together, are the bytes write_snapshot returns, and no chunk but the last is shorter than asked.
+TEST(Writer, StreamedOutputIsTheSameBytesInChunks) {
+  auto a = load_snapshot_file(testing::fixture("resnet50_train.pickle"));
+  ASSERT_TRUE(a.ok());
+  const std::vector<uint8_t> whole = write_snapshot(a.value());
+  std::vector<uint8_t> joined;
+  std::vector<size_t> sizes;
+  pickle::Writer w;
+  w.stream_to([&](std::span<const uint8_t> b) {
+    joined.insert(joined.end(), b.begin(), b.end());
+    sizes.push_back(b.size());
+  }, 4096);
+  EXPECT_TRUE(write_snapshot_value(a.value(), &w).empty());
+  EXPECT_EQ(joined, whole);
+  ASSERT_GT(sizes.size(), 100u);
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) ASSERT_GE(sizes[i], 4096u) << "chunk " << i;
 }
 
 TEST(Writer, WriteFileIsAtomicAndGzipsByName) {

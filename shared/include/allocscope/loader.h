@@ -35,6 +35,11 @@ struct LoadOptions {
   // It runs beside the parse, so it must not touch the model. The CLI faults in the heap pages the parse is about
   // to use (native/cli/memory_policy.cpp).
   std::function<bool()> spare_time;
+  // Called on the parsing thread with the trace rows parsed so far, as the parse goes on (after each chunk a stream
+  // is fed, with each parse progress report of a whole pickle): rows are only appended until the load ends, so it
+  // may read the new ones (PreviewCurve::extend). `allocscope view` draws a file's first picture from them while it
+  // loads, as the viewer does from SnapshotStream::events_so_far.
+  std::function<void(const EventColumns& rows)> rows_so_far;
   // Trace entries decoded ahead of the parser on a second core (natively, for a pickle held whole: load_snapshot of
   // bytes, a mapped file). kAuto does it for pickles of 8 MB or more when a second core is there. The model is the
   // same either way; kAlways exists so that tests can check that on every file.

@@ -180,6 +180,10 @@ class Writer {
   // References an object memoized earlier (a finished dict or list, by the slot its begin_* returned).
   void get_memo(uint32_t slot);
   std::vector<uint8_t> finish();     // STOP; the writer is reset
+  // Hands the output written so far to `sink` each time it passes `chunk` bytes, instead of holding it all (a
+  // 100M-event snapshot is 18 GB: tests/bench's make_big_trace); finish() then hands over the rest and returns
+  // nothing. The output is only ever appended to, so a chunk once handed over is final.
+  void stream_to(std::function<void(std::span<const uint8_t>)> sink, size_t chunk = 64u << 20);
 
  private:
   void op(uint8_t code);
@@ -189,7 +193,10 @@ class Writer {
   uint32_t put_memo();
   void memo_op(uint8_t short_op, uint8_t long_op, uint32_t slot);
   struct Open { bool dict; uint32_t pending; };
+  void drain(size_t at_least);
   std::vector<uint8_t> out_;
+  std::function<void(std::span<const uint8_t>)> sink_;
+  size_t chunk_ = 0;
   std::vector<Open> open_;
   uint32_t next_memo_ = 0;
   uint32_t memo_base_ = 0;

@@ -21,6 +21,19 @@ void Writer::op(uint8_t code) { out_.push_back(code); }
 void Writer::raw(const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   out_.insert(out_.end(), b, b + n);
+  if (sink_ && out_.size() >= chunk_) drain(chunk_);
+}
+
+void Writer::stream_to(std::function<void(std::span<const uint8_t>)> sink, size_t chunk) {
+  sink_ = std::move(sink);
+  chunk_ = chunk ? chunk : 1;
+  drain(chunk_);
+}
+
+void Writer::drain(size_t at_least) {
+  if (!sink_ || out_.size() < at_least) return;
+  sink_(out_);
+  out_.clear();
 }
 
 void Writer::before_item() {
@@ -186,6 +199,7 @@ void Writer::tuple2_int(int64_t a, int64_t b) {
 
 std::vector<uint8_t> Writer::finish() {
   if (!fragment_) op(kSTOP);
+  drain(1);
   std::vector<uint8_t> out = std::move(out_);
   out_.clear();
   open_.clear();

@@ -172,7 +172,10 @@ Status SnapshotStream::feed(std::span<const uint8_t> chunk) {
     const std::vector<uint8_t> head = std::exchange(s_->page_bytes, {});
     return s_->reader.feed(head);
   }();
-  if (st.ok()) return st;
+  if (st.ok()) {
+    if (s_->options.rows_so_far) s_->options.rows_so_far(s_->snap.events);
+    return st;
+  }
   return s_->explain(st.error());
 }
 
@@ -396,7 +399,11 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   detail::Builder builder(&snap);
   pickle::Reader reader(&snap.strings, options.limits);
   std::function<void(uint64_t, uint64_t)> p;
-  if (options.progress) p = [&](uint64_t d, uint64_t t) { options.progress("parse", d, t); };
+  if (options.progress || options.rows_so_far)
+    p = [&](uint64_t d, uint64_t t) {
+      if (options.progress) options.progress("parse", d, t);
+      if (options.rows_so_far) options.rows_so_far(snap.events);
+    };
   if (decodes_ahead(options, bytes.size())) reader.decode_ahead(options.spare_time ? &options.spare_time : nullptr);
   auto root = reader.run(bytes, &builder, p);
   if (!root.ok()) return detail::explain_text(bytes, root.error());
