@@ -136,6 +136,72 @@ TEST(Timeline, DrawTilesAndCoversAtSeveralZooms) {
   }
 }
 
+// A draw cut into pieces of columns, each swept apart (on the cores of a native build), joins into the rectangles
+// one sweep draws, in its order: every small fixture at several zooms, on both axes, with marks, in 1 to 7 pieces
+// (cuts at every column too: a piece of one column).
+TEST(Timeline, DrawInPiecesEqualsOneSweep) {
+  auto same = [](const DrawResult& a, const DrawResult& b) {
+    return a.column_first_step == b.column_first_step && a.column_last_step == b.column_last_step &&
+           a.column_step == b.column_step && a.column_total == b.column_total && a.rect_x0 == b.rect_x0 &&
+           a.rect_x1 == b.rect_x1 && a.rect_y0 == b.rect_y0 && a.rect_y1 == b.rect_y1 && a.rect_row == b.rect_row &&
+           a.rect_count == b.rect_count && a.rect_marked == b.rect_marked;
+  };
+  size_t compared = 0, joined = 0;
+  for (const std::string& name : test::small_fixtures()) {
+    const Snapshot* s = test::fixture(name);
+    ASSERT_NE(s, nullptr) << name;
+    for (const DeviceLifetimes& d : build_lifetimes(*s).devices) {
+      StackedTimeline tl = StackedTimeline::from_lifetimes(d, 128);
+      TimeAxis axis = TimeAxis::for_device(*s, d);
+      std::vector<uint8_t> mark(d.count(), 0);
+      for (uint32_t i = 0; i < d.count(); i += 11) mark[i] = 1;
+      const uint64_t peak = d.total[d.peak_step()];
+      for (int variant = 0; variant < 5; ++variant) {
+        DrawRequest req;
+        req.width_px = variant == 4 ? 7 : 240;
+        req.height_px = 120;
+        req.bytes_per_px = std::max<double>(1, peak / (variant == 2 ? 15.0 : 120.0));  // 2: zoomed into the bottom
+        const double span = std::max(1.0, d.steps() * (variant == 1 ? 0.05 : 1.0));
+        req.x_begin = variant == 1 ? std::max(0.0, d.peak_step() - span / 2) : 0;
+        req.x_end = req.x_begin + span;
+        if (variant == 3 && d.event_count > 1) {
+          req.axis = DrawRequest::Axis::kTime;
+          req.time = &axis;
+          req.x_begin = static_cast<double>(axis.first_us());
+          req.x_end = static_cast<double>(axis.last_us()) + 1;
+        }
+        if (variant == 2) req.row_mark = mark.data();
+        DrawResult one, cut;
+        tl.set_draw_pieces(1);
+        tl.draw(req, &one);
+        for (size_t pieces : {2, 3, 7, 240}) {
+          tl.set_draw_pieces(pieces);
+          tl.draw(req, &cut);
+          if (!same(one, cut)) {  // the first rectangle that differs, to say where
+            auto text = [](const DrawResult& r, size_t i) {
+              return i >= r.rects() ? std::string("none")
+                                    : std::to_string(r.rect_x0[i]) + "-" + std::to_string(r.rect_x1[i]) + " y " +
+                                          std::to_string(r.rect_y0[i]) + "-" + std::to_string(r.rect_y1[i]) +
+                                          " row " + std::to_string(r.rect_row[i]);
+            };
+            for (size_t i = 0; i < std::max(one.rects(), cut.rects()); ++i)
+              if (text(one, i) != text(cut, i)) {
+                ADD_FAILURE() << "rectangle " << i << ": " << text(one, i) << " in one sweep, " << text(cut, i);
+                break;
+              }
+          }
+          ASSERT_TRUE(same(one, cut)) << name << " cuda:" << d.device << " variant " << variant << " in " << pieces
+                                      << " pieces: " << one.rects() << " rectangles in one sweep, " << cut.rects();
+          ++compared;
+        }
+        for (size_t i = 0; i < one.rects(); ++i) joined += one.rect_x1[i] - one.rect_x0[i] > 1;
+      }
+    }
+  }
+  EXPECT_GT(compared, 100u);
+  EXPECT_GT(joined, 1000u);  // rectangles wider than a column: the ones the cuts must join
+}
+
 // At one step per column, every allocation of the window appears in some column.
 TEST(Timeline, EveryAllocationDrawnAtOneStepPerColumn) {
   const Snapshot* s = test::fixture("resnet18_grad_bug");

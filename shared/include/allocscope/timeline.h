@@ -123,6 +123,9 @@ class StackedTimeline {
   uint32_t argmax_total(uint32_t first, uint32_t last) const;
 
   void draw(const DrawRequest& req, DrawResult* out) const;
+  // How many pieces of columns draw() sweeps apart, each on a core (0, the default: one per core for a wide draw of
+  // a trace of 1M+ rows, else one). The drawing is the same either way; tests compare.
+  void set_draw_pieces(size_t pieces) { draw_pieces_ = pieces; }
 
   // The outline of one band over its life, to highlight a selection: at steps[i] its bottom moves to offsets[i]
   // bytes (it only drops, when bands below it are freed); the last entry is its death step with the final offset.
@@ -138,11 +141,18 @@ class StackedTimeline {
   // Rebuilds the alive list at `step` from `base` (alive rows at `base_step` <= step, in order).
   void advance(std::span<const uint32_t> base, uint32_t base_step, uint32_t step, std::vector<uint32_t>* out) const;
   uint32_t first_born_after(uint32_t step) const;  // first row with birth > step
+  // draw() for columns [c0, c1): the columns' entries into `columns` (sized to the whole width), the rectangles
+  // they start into `rects`; `edges`, when given, gets the runs of the first and the last column, so that pieces
+  // drawn apart join into what one sweep draws (timeline_draw.cpp).
+  struct DrawEdges;
+  void draw_columns(const DrawRequest& req, uint32_t c0, uint32_t c1, DrawResult* columns, DrawResult* rects,
+                    DrawEdges* edges) const;
   // The states column c covers; `hint` is a lower bound of the answer (the previous column's first state).
   void column_states(const DrawRequest& req, uint32_t c, uint32_t hint, uint32_t* first, uint32_t* last) const;
 
   uint32_t steps_ = 0;
   uint32_t interval_ = 1024;
+  size_t draw_pieces_ = 0;
   std::vector<uint32_t> birth_;
   std::vector<uint32_t> death_;
   std::vector<uint64_t> own_size_, own_total_;  // empty when borrowed from the lifetimes

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "allocscope/timeline.h"
+#include "util/parallel.h"
 
 namespace allocscope {
 
@@ -107,6 +108,16 @@ void column_runs(const std::vector<Entry>& alive, const std::vector<uint64_t>& b
 
 }  // namespace
 
+struct StackedTimeline::DrawEdges {
+  std::vector<Run> first, last;  // the runs of a piece's first column, and its open runs after its last
+};
+
+// Natively, a wide draw of a long trace is cut into one piece of columns per core, each swept on its own from the
+// nearest checkpoint, and the pieces are joined: at each cut, a run of the piece on the right that is the same run,
+// at the same position, as one still open on the left continues that rectangle, as one sweep would have continued
+// it (one sweep compares each column's runs with the previous column's at the same position). So the rectangles are
+// the ones a single sweep draws, in its order, whatever the number of pieces (tests check it): a 100M-event trace is
+// drawn by `allocscope view` for a page, and there the draw is the answer's wait.
 void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
   out->clear();
   const uint32_t W = req.width_px;
@@ -115,15 +126,60 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
   out->column_last_step.resize(W);
   out->column_step.resize(W);
   out->column_total.resize(W);
+  const size_t pieces = std::min<size_t>(W, draw_pieces_ ? draw_pieces_
+                                          : rows() >= (1u << 20) && W >= 256 ? detail::threads_for(std::min<size_t>(W / 128, 8))
+                                                                             : 1);
+  if (pieces <= 1) {
+    draw_columns(req, 0, W, out, out, nullptr);
+    return;
+  }
+  std::vector<uint32_t> cut(pieces + 1);
+  for (size_t k = 0; k <= pieces; ++k) cut[k] = static_cast<uint32_t>(uint64_t{W} * k / pieces);
+  std::vector<DrawResult> rects(pieces);
+  std::vector<DrawEdges> edges(pieces);
+  detail::parallel_for(pieces, [&](size_t k) { draw_columns(req, cut[k], cut[k + 1], out, &rects[k], &edges[k]); });
+  // Right to left, so that a rectangle that goes on through several pieces takes its end from the last of them.
+  std::vector<std::vector<uint8_t>> joined(pieces);  // per piece: its rectangles that continue one on their left
+  for (size_t k = 0; k < pieces; ++k) joined[k].assign(rects[k].rects(), 0);
+  for (size_t k = pieces - 1; k-- > 0;) {
+    const std::vector<Run>& left = edges[k].last;
+    const std::vector<Run>& right = edges[k + 1].first;
+    for (size_t j = 0; j < left.size(); ++j) {
+      if (j < right.size() && left[j].same(right[j])) {
+        rects[k].rect_x1[left[j].rect] = rects[k + 1].rect_x1[right[j].rect];
+        joined[k + 1][right[j].rect] = 1;
+      } else {
+        rects[k].rect_x1[left[j].rect] = cut[k + 1];  // ended at the cut, as one sweep would have ended it there
+      }
+    }
+  }
+  for (size_t k = 0; k < pieces; ++k) {
+    const DrawResult& r = rects[k];
+    for (size_t i = 0; i < r.rects(); ++i) {
+      if (joined[k][i]) continue;
+      out->rect_x0.push_back(r.rect_x0[i]);
+      out->rect_x1.push_back(r.rect_x1[i]);
+      out->rect_y0.push_back(r.rect_y0[i]);
+      out->rect_y1.push_back(r.rect_y1[i]);
+      out->rect_row.push_back(r.rect_row[i]);
+      out->rect_count.push_back(r.rect_count[i]);
+      out->rect_marked.push_back(r.rect_marked[i]);
+    }
+  }
+}
 
+void StackedTimeline::draw_columns(const DrawRequest& req, uint32_t c0, uint32_t c1, DrawResult* columns,
+                                   DrawResult* rects, DrawEdges* edges) const {
+  DrawResult* out = columns;
+  const uint32_t W = req.width_px;
   std::vector<Entry> alive;
   std::vector<uint32_t> pmin;    // pmin[i] = min death of alive[0..i]: nonincreasing
   std::vector<uint64_t> below;   // below[i] = bytes of alive[0..i)
   std::vector<Run> prev, tail;  // the open runs (one per rectangle still growing); the part being redone
   uint32_t prev_shown = UINT32_MAX;
-  for (uint32_t c = 0; c < W; ++c) {
+  for (uint32_t c = c0; c < c1; ++c) {
     uint32_t a, b;
-    column_states(req, c, c == 0 ? 0 : out->column_first_step[c - 1], &a, &b);
+    column_states(req, c, c == c0 ? 0 : out->column_first_step[c - 1], &a, &b);
     const uint32_t s = argmax_total(a, b);
     out->column_first_step[c] = a;
     out->column_last_step[c] = b;
@@ -196,8 +252,15 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
     tail.assign(prev.begin() + keep, prev.end());
     prev.resize(keep);
     const size_t from = keep == 0 ? 0 : prev.back().last + 1;
+    const Run guard = keep == 0 ? Run{} : prev.back();
     column_runs(alive, below, from, req.y_min_bytes, req.bytes_per_px, static_cast<double>(req.height_px), req.row_mark,
                 &prev);
+    // A sliver on top of the kept runs joins the last of them (push_run): that run has changed, so its rectangle
+    // ends here and it is compared like the rebuilt ones (kept as it was, it went on with the old one's height).
+    if (keep > 0 && !prev[keep - 1].same(guard)) {
+      tail.insert(tail.begin(), guard);
+      --keep;
+    }
     for (size_t j = keep; j < prev.size(); ++j) {
       const size_t t = j - keep;
       if (t < tail.size() && prev[j].same(tail[t])) {
@@ -205,18 +268,20 @@ void StackedTimeline::draw(const DrawRequest& req, DrawResult* out) const {
         tail[t].rect = UINT32_MAX;  // continues
         continue;
       }
-      prev[j].rect = static_cast<uint32_t>(out->rect_row.size());
-      out->rect_x0.push_back(c);
-      out->rect_x1.push_back(W);  // until closed
-      out->rect_y0.push_back(prev[j].y0);
-      out->rect_y1.push_back(prev[j].y1);
-      out->rect_row.push_back(prev[j].row);
-      out->rect_count.push_back(prev[j].count);
-      out->rect_marked.push_back(prev[j].marked);
+      prev[j].rect = static_cast<uint32_t>(rects->rect_row.size());
+      rects->rect_x0.push_back(c);
+      rects->rect_x1.push_back(W);  // until closed
+      rects->rect_y0.push_back(prev[j].y0);
+      rects->rect_y1.push_back(prev[j].y1);
+      rects->rect_row.push_back(prev[j].row);
+      rects->rect_count.push_back(prev[j].count);
+      rects->rect_marked.push_back(prev[j].marked);
     }
     for (const Run& r : tail)
-      if (r.rect != UINT32_MAX) out->rect_x1[r.rect] = c;  // ended at the previous column
+      if (r.rect != UINT32_MAX) rects->rect_x1[r.rect] = c;  // ended at the previous column
+    if (edges && c == c0) edges->first = prev;
   }
+  if (edges) edges->last = prev;
 }
 
 }  // namespace allocscope
