@@ -2,6 +2,8 @@
 // and into the native `allocscope view`, so a page gets the same answers from either.
 #include "methods.h"
 
+#include <cstdint>
+
 namespace allocscope::wasm {
 
 static std::vector<Method>& registry() {
@@ -17,7 +19,12 @@ size_t new_cache_slot() {
 
 int64_t Request::i64(const char* key, int64_t fallback) const {
   auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<int64_t>() : fallback;
+  if (it == j.end() || !it->is_number()) return fallback;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  // A float (1e300, NaN from a page's arithmetic) converted as is would be undefined: clamped, NaN the fallback.
+  const double d = it->get<double>();
+  if (!(d == d)) return fallback;
+  return d <= -9.2e18 ? INT64_MIN : d >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(d);
 }
 double Request::f64(const char* key, double fallback) const {
   auto it = j.find(key);

@@ -415,10 +415,15 @@ async function start() {
     const served = urls.map((u) => /^files\/(\d+)\/([^/]+)$/.exec(u));
     const nativeList = served.every(Boolean) ? served.map((m) => ({ name: decodeURIComponent(m[2]), native: Number(m[1]) })) : null;
     const inNative = async (tabError) => {
-      show('loading');
-      setPageState('loading');
-      $('loading-label').textContent = 'Too big for this tab: allocscope view parses it instead…';
-      try { await openFiles([nativeList[0]]).then(() => open(nativeList)); } catch (e) { showError(tabError.message, tabError.lost); }
+      // Only `allocscope view` answers api/progress (a static host has no api/): then its open has its own progress,
+      // first picture and errors; else the tab's error stands.
+      let served = false;
+      try {
+        const res = await fetch(`api/progress?file=${nativeList[0].native}`);
+        served = res.ok && typeof (await res.json()).phase === 'string';
+      } catch (e) { served = false; }
+      if (!served) { showError(tabError.message, tabError.lost); return; }
+      await open(nativeList);
     };
     try {
       if (native && nativeList) await open(nativeList);

@@ -73,6 +73,7 @@ function isNative(id) { return typeof id === 'number' && id >= NATIVE_BASE; }
 async function openNative(files, onProgress) {
   const ids = [];
   const infos = [];
+  const hosts = [];  // each file's pinned host memory, listed after all the files as the worker lists it
   for (let i = 0; i < files.length; ++i) {
     const { name, native } = files[i];
     let done = false;
@@ -93,15 +94,22 @@ async function openNative(files, onProgress) {
     let r;
     try {
       const res = await fetch(`api/open?file=${native}`, { method: 'POST' });
+      if (!res.ok) throw new Error(`${name}: allocscope view answered HTTP ${res.status}`);
       r = await res.json();
+    } catch (e) {
+      throw e instanceof TypeError ? new Error(`${name}: allocscope view does not answer (${e.message}); is it still running?`) : e;
     } finally {
       done = true;
     }
     if (r.error) throw new Error(r.error);
-    const base = ids.length;
-    r.infos.forEach((info) => { if (info.host && typeof info.host.file === 'number') info.host.file += base; });
-    ids.push(...r.ids.map((id) => id + NATIVE_BASE));
-    infos.push(...r.infos);
+    ids.push(r.ids[0] + NATIVE_BASE);
+    infos.push(r.infos[0]);
+    if (r.ids.length > 1) hosts.push({ of: infos.length - 1, id: r.ids[1] + NATIVE_BASE, info: r.infos[1] });
+  }
+  for (const h of hosts) {
+    infos[h.of].host.file = ids.length;  // the entry the Overview's button opens
+    ids.push(h.id);
+    infos.push(h.info);
   }
   return { ids, infos };
 }
@@ -110,8 +118,13 @@ async function nativeCall(request) {
   const req = Object.assign({}, request);
   if (req.ids) req.ids = req.ids.map((id) => id - NATIVE_BASE);
   if (typeof req.id === 'number') req.id -= NATIVE_BASE;
-  const res = await fetch('api/call', { method: 'POST', body: JSON.stringify(req) });
-  if (!res.ok) throw new Error(`allocscope view answered HTTP ${res.status} (is it still running?)`);
+  let res;
+  try {
+    res = await fetch('api/call', { method: 'POST', body: JSON.stringify(req) });
+  } catch (e) {
+    throw new Error(`allocscope view does not answer (${e.message}); is it still running?`);
+  }
+  if (!res.ok) throw new Error(`allocscope view answered HTTP ${res.status} to ${req.method}`);
   const buf = await res.arrayBuffer();
   const n = new DataView(buf).getUint32(0, true);
   const body = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, n)));

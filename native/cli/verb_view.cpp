@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <thread>
+#include <chrono>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
@@ -95,13 +98,23 @@ bool looks_like_snapshot(const std::string& path) {
 // of it), and a plain relative name also as itself, as a static site beside the ranks file would serve it. Only the
 // names in the file are served, found next to the ranks file or else in the current directory,
 // and only files that start as snapshots do.
-void serve_ranks_files(const std::string& ranks_file, const std::string& url_dir, std::map<std::string, std::string>* out) {
+// A file written by `allocscope ranks --json` (its "kind"), read whole; null otherwise.
+nlohmann::json ranks_report(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::file_size(ranks_file, ec) > (256u << 20) || ec || looks_like_snapshot(ranks_file)) return;
-  auto bytes = read_file(ranks_file);
-  if (!bytes.ok()) return;
-  const auto j = nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || j.value("kind", "") != "allocscope.ranks" || !j.contains("rows") || !j["rows"].is_array()) return;
+  if (path.size() <= 5 || path.compare(path.size() - 5, 5, ".json") != 0) return nullptr;
+  if (std::filesystem::file_size(path, ec) > (256u << 20) || ec || looks_like_snapshot(path)) return nullptr;
+  auto bytes = read_file(path);
+  if (!bytes.ok()) return nullptr;
+  auto j = nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("kind", "") != "allocscope.ranks" || !j.contains("rows") || !j["rows"].is_array())
+    return nullptr;
+  return j;
+}
+bool is_ranks_report(const std::string& path) { return !ranks_report(path).is_null(); }
+
+void serve_ranks_files(const std::string& ranks_file, const std::string& url_dir, std::map<std::string, std::string>* out) {
+  const nlohmann::json j = ranks_report(ranks_file);
+  if (j.is_null()) return;
   const std::filesystem::path beside = std::filesystem::path(ranks_file).parent_path();
   for (const auto& row : j["rows"]) {
     if (!row.is_object() || !row.contains("name") || !row["name"].is_string()) continue;
@@ -150,6 +163,9 @@ int run(const std::vector<std::string>& argv) {
   if (backend == "auto")
     for (const auto& f : files)
       if (too_big_for_a_tab(f, kTabPickleLimit)) native = true;
+  // A ranks report is read by the page itself (its rows then open the ranks' snapshots): never parsed here.
+  for (const auto& f : files)
+    if (is_ranks_report(f)) native = false;
   // Always there: a page that ran out of memory on a file it was given to parse asks for it here instead (app.js).
   auto native_backend = std::make_unique<NativeBackend>(files);
 
@@ -163,9 +179,7 @@ int run(const std::vector<std::string>& argv) {
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/" + token + "/" + query;
 
   std::map<std::string, std::string> rank_files;  // URL path -> file, for ranks files' rows
-  for (size_t i = 0; i < files.size(); ++i)
-    if (files[i].size() > 5 && files[i].compare(files[i].size() - 5, 5, ".json") == 0)
-      serve_ranks_files(files[i], "/files/" + std::to_string(i) + "/", &rank_files);
+  for (size_t i = 0; i < files.size(); ++i) serve_ranks_files(files[i], "/files/" + std::to_string(i) + "/", &rank_files);
 
   const WebAssets& w = *assets;
   HttpHandler handler = [&](const HttpRequest& req) -> HttpResponse {
@@ -221,7 +235,15 @@ int run(const std::vector<std::string>& argv) {
   std::printf("%s\n", url.c_str());
   std::fflush(stdout);
   server.serve(handler, g_stop);
+  // Answers still being made run on threads that use the handler and the backend: a load of a large file may take
+  // a minute. A few hundred ms for a file being sent; then the process ends without unwinding what they use.
+  for (int i = 0; i < 50 && server.busy() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::fprintf(stderr, "allocscope: stopped\n");
+  if (server.busy() > 0) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(0);
+  }
   return 0;
 }
 

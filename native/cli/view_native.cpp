@@ -7,12 +7,12 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <new>
 
 #include <nlohmann/json.hpp>
 
 #include "allocscope/loader.h"
 #include "allocscope/preview.h"
-#include "cli_common.h"
 #include "methods.h"
 
 namespace allocscope::cli {
@@ -114,7 +114,6 @@ std::optional<HttpResponse> NativeBackend::answer(const HttpRequest& req) {
         f.done.store(done);
         f.total.store(total);
       };
-      opts.spare_time = heap_prefault();
       opts.rows_so_far = [&f](const EventColumns& rows) {
         const auto now = std::chrono::steady_clock::now();
         if (now - f.preview_at < std::chrono::milliseconds(100)) return;
@@ -128,24 +127,31 @@ std::optional<HttpResponse> NativeBackend::answer(const HttpRequest& req) {
         f.preview_json = c.dump();
       };
       const std::string name = std::filesystem::path(path).filename().string();
-      auto r = load_snapshot_file(path, opts);
-      if (!r.ok()) {
-        f.error = name + ": " + r.error().describe();
-      } else {
-        json ids = json::array(), infos = json::array();
-        const int32_t id = s.session.add(std::move(r).value(), name);
-        ids.push_back(id);
-        infos.push_back(s.session.call({{"method", "info"}, {"id", id}}).body);
-        // Pinned host memory opens as a file of its own after it, as the worker does (web/worker.js).
-        if (!infos[0]["host"].is_null()) {
-          if (const int32_t host = s.session.open_host(id)) {
-            ids.push_back(host);
-            infos.push_back(s.session.call({{"method", "info"}, {"id", host}}).body);
-            infos[0]["host"]["file"] = 1;
+      // Out of memory (or anything else thrown) ends this load with its reason, not a dropped connection.
+      try {
+        auto r = load_snapshot_file(path, opts);
+        if (!r.ok()) {
+          f.error = name + ": " + r.error().describe();
+        } else {
+          json ids = json::array(), infos = json::array();
+          const int32_t id = s.session.add(std::move(r).value(), name);
+          ids.push_back(id);
+          infos.push_back(s.session.call({{"method", "info"}, {"id", id}}).body);
+          // Pinned host memory opens as a file of its own (the page lists it after all the files, as the worker).
+          if (!infos[0]["host"].is_null()) {
+            if (const int32_t host = s.session.open_host(id)) {
+              ids.push_back(host);
+              infos.push_back(s.session.call({{"method", "info"}, {"id", host}}).body);
+              infos[0]["host"]["file"] = 1;
+            }
           }
+          f.opened = {{"ids", ids}, {"infos", infos}};
+          f.loaded = true;
         }
-        f.opened = {{"ids", ids}, {"infos", infos}};
-        f.loaded = true;
+      } catch (const std::bad_alloc&) {
+        f.error = name + ": this machine ran out of memory loading it (the model needs about 0.45 times the pickle)";
+      } catch (const std::exception& e) {
+        f.error = name + ": " + e.what();
       }
       f.phase.store(3);
     }
@@ -155,8 +161,12 @@ std::optional<HttpResponse> NativeBackend::answer(const HttpRequest& req) {
   if (req.path == "/api/call") {
     const json request = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     std::lock_guard<std::mutex> lock(s.mu);
-    const wasm::Answer a = request.is_discarded() ? wasm::Answer::error("bridge: request is not a JSON object")
-                                                  : s.session.call(request);
+    wasm::Answer a;
+    try {
+      a = request.is_discarded() ? wasm::Answer::error("bridge: request is not a JSON object") : s.session.call(request);
+    } catch (const std::bad_alloc&) {
+      a = wasm::Answer::error("allocscope view ran out of memory answering this view");
+    }
     std::vector<uint64_t> offsets;
     const std::string text = wasm::answer_text(a, &offsets);
     HttpResponse r;

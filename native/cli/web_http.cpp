@@ -113,7 +113,7 @@ void handle(int fd, const HttpHandler& handler, uint16_t port) {
     res.body = "only GET, HEAD and POST\n";
   } else if (!body_ok) {
     res.status = 413;
-    res.body = "a POST needs a Content-Length of at most 1 MiB\n";
+    res.body = "a POST needs a Content-Length of at most 64 MiB\n";
   } else if (!host_ok) {
     res.status = 403;
     res.body = "this server answers only http://127.0.0.1" + p + "/\n";
@@ -222,7 +222,7 @@ void HttpServer::serve(const HttpHandler& handler, const std::atomic<bool>& stop
     int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) continue;
     // At most kMaxConnections at once: more are closed at once rather than each holding a thread and a buffer.
-    static std::atomic<int> open{0};
+    std::atomic<int>& open = open_;
     if (open.load() >= kMaxConnections) {
       ::close(c);
       continue;
@@ -231,7 +231,7 @@ void HttpServer::serve(const HttpHandler& handler, const std::atomic<bool>& stop
     // (an exception leaving a thread, or std::thread's constructor here, would end the process).
     try {
       ++open;
-      std::thread([c, &handler, port = port_] {
+      std::thread([c, &handler, &open, port = port_] {
         try {
           handle(c, handler, port);
         } catch (const std::exception&) {

@@ -26,7 +26,7 @@ struct HttpRequest {
   std::string query;   // raw
   std::string body;    // POST only, at most kMaxHttpBody bytes
 };
-constexpr size_t kMaxHttpBody = 1u << 20;
+constexpr size_t kMaxHttpBody = 64u << 20;  // a search's frame ids on a 100M-event file
 using HttpHandler = std::function<HttpResponse(const HttpRequest& request)>;
 
 class HttpServer {
@@ -37,10 +37,13 @@ class HttpServer {
   uint16_t port() const { return port_; }
   // Accepts until `stop` becomes true (checked every 200 ms).
   void serve(const HttpHandler& handler, const std::atomic<bool>& stop);
+  // Connections still being answered (each on a thread of its own that uses the handler).
+  int busy() const { return open_.load(); }
 
  private:
   int fd_ = -1;
   uint16_t port_ = 0;
+  std::atomic<int> open_{0};
 };
 
 // Percent-decoding of a URL path; false on a malformed escape.

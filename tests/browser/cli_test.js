@@ -336,11 +336,57 @@ async function nativeFallbackTest(browser) {
   }
 }
 
+// The native backend's edges: a ranks report is read by the page even with --backend native (its rows open the
+// ranks); a broken file's error reaches the page with its byte offset; Ctrl-C during a load ends the process at once.
+async function nativeEdgesTest(browser) {
+  console.log('allocscope view --backend native: ranks report, broken file, Ctrl-C during a load');
+  const stop = async (child) => {
+    const exit = new Promise((resolve) => child.on('exit', resolve));
+    child.kill('SIGINT');
+    return Promise.race([exit, new Promise((resolve) => setTimeout(() => resolve('still running'), 3000))]);
+  };
+  {
+    const { child, url } = await startView([path.join(fixtures, 'ranks_ddp.json')], ['--backend', 'native']);
+    ok(!/native=1/.test(url), 'a ranks report is left to the page');
+    const { context, page } = await pageFor(browser);
+    await page.goto(url);
+    ok((await waitState(page, ['ready', 'error'], 60000)) === 'ready', 'and opens the Ranks view');
+    await context.close();
+    await stop(child);
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'allocscope-native-'));
+  try {
+    const bytes = fs.readFileSync(path.join(fixtures, 'ddp_rank0.pickle'));
+    const broken = path.join(dir, 'broken.pickle');
+    fs.writeFileSync(broken, bytes.subarray(0, Math.floor(bytes.length / 2)));
+    const { child, url } = await startView([broken], ['--backend', 'native']);
+    const { context, page } = await pageFor(browser);
+    await page.goto(url);
+    ok((await waitState(page, ['ready', 'error'], 60000)) === 'error', 'a truncated file ends in the error page');
+    const text = await page.textContent('body');
+    ok(/broken\.pickle/.test(text) && /at byte \d+/.test(text), 'which names the file and the byte where it ends');
+    await context.close();
+    await stop(child);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  {
+    const { child, url } = await startView([path.join(fixtures, 'gpt2_big_1M.pickle.gz')], ['--backend', 'native']);
+    const loading = fetch(baseOf(url) + 'api/open?file=0', { method: 'POST' }).catch(() => null);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const t0 = Date.now();
+    const code = await stop(child);
+    ok(code === 0 && Date.now() - t0 < 2500, `Ctrl-C during a load ends it (exit ${code} after ${Date.now() - t0} ms)`);
+    await loading;
+  }
+}
+
 (async () => {
   const browser = await launch();
   try {
     await nativeTest(browser);
     await nativeFallbackTest(browser);
+    await nativeEdgesTest(browser);
     await viewTest(browser);
     await planTest(browser);
     await viewRanksTest(browser);

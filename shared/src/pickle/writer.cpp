@@ -17,7 +17,10 @@ Writer::Writer() {
 
 Writer::Writer(Fragment f) : next_memo_(f.memo_base), memo_base_(f.memo_base), fragment_(true) {}
 
-void Writer::op(uint8_t code) { out_.push_back(code); }
+void Writer::op(uint8_t code) {
+  out_.push_back(code);
+  if (sink_ && out_.size() >= chunk_) drain(chunk_);
+}
 void Writer::raw(const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   out_.insert(out_.end(), b, b + n);
