@@ -50,7 +50,18 @@ struct LoadOptions {
   // below). false reads it instead, so that such a file is an error of this load and nothing else: `ranks` reads a
   // thousand files in one process, and one of them rewritten by its job must be one failed row.
   bool map_file = true;
+  // Only this part of each device's trace (steps or times, TraceWindow in snapshot.h): a file too big to hold whole
+  // loads in memory bounded by the window and what is alive, not by the file (snapshot/trace_window.h says what is
+  // kept). The whole file is still read, as a pickle must be. rows_so_far is not called: rows come and go.
+  TraceWindow window;
 };
+
+// `--from A --to B` as the CLI and the viewer take them: whole numbers are steps (each device's entry index), numbers
+// with a unit ("1.5s", "200ms", "300us") times since the device's first entry; an empty text leaves that end open.
+// Both ends must have the same kind. An error says which text is wrong and why.
+Result<TraceWindow> parse_trace_window(std::string_view from, std::string_view to);
+// The window as the user wrote it ("steps 4000-6000", "1.5 s-3 s"), for messages.
+std::string describe_window(const TraceWindow& w);
 
 // True when `bytes` starts with the gzip magic (1f 8b).
 bool is_gzip(std::span<const uint8_t> bytes);

@@ -85,6 +85,9 @@ class Consumer {
     (void)replacement;
     return false;
   }
+  // A list absorbed its first handle, `first_payload`: the one consume just answered (each offer is absorbed before
+  // the next is made), so the consumer learns where each list of a run of absorbed handles begins as it streams.
+  virtual void list_began(uint64_t first_payload) { (void)first_payload; }
 };
 
 class Reader {

@@ -144,6 +144,11 @@ class SameOrColumn {
     rows_ += count;
   }
   size_t size() const { return rows_; }
+  void truncate(size_t rows) {
+    if (rows >= rows_) return;
+    if (!values_.empty()) values_.resize(rows);
+    rows_ = rows;
+  }
   // Kept for the day the column stops being uniform; nothing is allocated while it is.
   void reserve(size_t rows) {
     if (values_.empty()) reserved_ = rows;
@@ -182,6 +187,8 @@ struct EventColumns {
   // Appends row `row` of `from` (which may be this very table) to the end: every column, the layout when `from` has
   // one.
   void append_row(const EventColumns& from, size_t row);
+  // Keeps the first `rows` rows.
+  void truncate(size_t rows);
 };
 
 struct DeviceTrace {
@@ -189,6 +196,25 @@ struct DeviceTrace {
   uint32_t begin = 0;  // first row in EventColumns
   uint32_t end = 0;    // one past the last row
   uint32_t count() const { return end - begin; }
+  // A window of the trace (LoadOptions::window) loads rows [begin, end - after) as the file's steps first_step on,
+  // then `after` rows kept from past the window: the releases of what was alive at its end and the allocations still
+  // alive at the trace's end, so that the rows stay consistent with the final segments (trace_window.h). Without a
+  // window: first_step 0, after 0.
+  uint64_t first_step = 0;
+  uint32_t after = 0;
+  uint64_t file_events = 0;  // entries the file's list held, when a window was loaded (0 otherwise)
+  uint32_t window_end() const { return end - after; }
+  uint64_t events_in_file() const { return file_events ? file_events : count(); }
+};
+
+// A range of a trace's steps (each device's entry index) or times (microseconds since the device's first entry),
+// both ends included: the part of a huge file to load (LoadOptions::window, trace_window.h).
+struct TraceWindow {
+  enum class Unit : uint8_t { kStep, kTimeUs };
+  Unit unit = Unit::kStep;
+  int64_t from = 0;
+  int64_t to = std::numeric_limits<int64_t>::max();
+  bool whole() const { return from <= 0 && to == std::numeric_limits<int64_t>::max(); }
 };
 
 // The highest CUDA device ordinal a process has: PyTorch's c10::DeviceIndex is an int8_t. A file naming a higher
@@ -298,6 +324,8 @@ struct Snapshot {
   // Load-time findings that do not stop loading (e.g. a negative size); analyses add their own.
   std::vector<std::string> warnings;
   uint64_t source_bytes = 0;                      // size of the (inflated) pickle
+  // The window the file was loaded with (whole() when it was loaded whole); each DeviceTrace says where it fell.
+  TraceWindow window;
   // A merged snapshot (`allocscope record` of a PyTorch job, `allocscope merge`): PyTorch's own snapshot is this one,
   // and the capture's device memory that PyTorch's allocator does not own (NCCL, cuBLAS, the user's cudaMalloc ...)
   // is this capture-format snapshot, read from the top-level key `allocscope_outside` (outside.h). Its tables are

@@ -354,7 +354,10 @@ class Machine {
   bool absorb(Node& t, const Value& v) {
     if (!absorbable(t, v))
       return err("a list's entries are not in stream order (two lists' entries interleaved: not supported)");
-    if (t.absorbed == 0) t.absorbed_first = v.payload;
+    if (t.absorbed == 0) {
+      t.absorbed_first = v.payload;
+      consumer_->list_began(v.payload);
+    }
     ++t.absorbed;
     return true;
   }

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <algorithm>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -11,6 +12,7 @@
 #include "allocscope/peer_mappings.h"
 #include "pickle/opcodes.h"
 #include "snapshot/keys.h"
+#include "snapshot/trace_window.h"
 #include "util/hash.h"
 
 namespace allocscope {
@@ -100,6 +102,17 @@ class Builder : public pickle::Consumer {
 
   // Trace entries become row handles in stream order: the trace list counts them instead of holding them.
   bool absorbs(const Value& v) const override { return v.aux == kRowHandle; }
+  void list_began(uint64_t first_payload) override {
+    if (window_) window_->list_began(s_->events, first_payload);
+  }
+
+  // Loads only `w` of each list of trace entries (trace_window.h); a whole window changes nothing.
+  void set_window(const TraceWindow& w) {
+    if (w.whole()) return;
+    window_ = std::make_unique<WindowFilter>(w);
+    s_->window = w;
+  }
+  bool windowed() const { return window_ != nullptr; }
 
   Status finish(const pickle::Reader& r, const Value& root);
   // The pickle comes from a JSON snapshot (json_snapshot.h): errors about the whole file name it "JSON".
@@ -256,7 +269,8 @@ class Builder : public pickle::Consumer {
   // A row from an entry's values; its keys are `shape`'s (items' keys, already classified).
   Result<uint32_t> add_row(const pickle::Reader& r, std::span<const Value> items, EntryShape* shape, uint64_t where) {
     EventColumns& e = s_->events;
-    if (e.action.size() >= UINT32_MAX - 1) return Error{"more than 4 billion trace entries", where};
+    if (e.action.size() >= UINT32_MAX - 1 || (window_ && window_->entries_seen() >= UINT32_MAX - 1))
+      return Error{"more than 4 billion trace entries", where};
     Action action = Action::kUnknown;
     uint8_t unknown_name = EventColumns::kUnnamedAction;
     uint64_t addr = 0, size = 0;
@@ -314,6 +328,7 @@ class Builder : public pickle::Consumer {
     }
     for (size_t u = 0; u < shape->n_unknown; ++u) ++unknown_[shape->unknown[u]];
     if (!shape->has_layout) shape->layout = layout_id(shape->order, shape->n_keys), shape->has_layout = true;
+    if (window_) window_->before_row(e);
     if (action == Action::kUnknown && unknown_name != EventColumns::kUnnamedAction)  // printed as written
       e.unknown_action.emplace_back(static_cast<uint32_t>(e.action.size()), unknown_name);
     e.action.push_back(action);
@@ -326,6 +341,9 @@ class Builder : public pickle::Consumer {
     e.compile_context.push_back(cc);
     e.user_metadata.push_back(um);
     e.layout.push_back(shape->layout);
+    // Windowed, the handle is the entry's ordinal in the file, since the rows before it may be gone: the reader's
+    // lists count ordinals, and rows_of() finds their rows.
+    if (window_) return static_cast<uint32_t>(window_->row_added());
     return static_cast<uint32_t>(e.action.size() - 1);
   }
 
@@ -381,6 +399,11 @@ class Builder : public pickle::Consumer {
   // host_segments and host_traces (pinned host memory) into Snapshot::host.
   Status read_host(const pickle::Reader& r, const Value* segments, const Value* traces);
   Status read_traces(const pickle::Reader& r, const Value& list);
+  // The rows of the entries list `list` absorbed (Reader::absorbed): where they are, or where the window put them
+  // (first_step and the rest of a windowed list into *d when not null). A windowed load refuses entries a list holds
+  // as items (shared through the memo: no writer does it), whose ordinals name no row.
+  Result<pickle::Reader::Absorbed> rows_of(const pickle::Reader& r, const Value& list, DeviceTrace* d = nullptr) const;
+  std::unique_ptr<WindowFilter> window_;
   Status read_history(const pickle::Reader& r, const Value& list, Block* b);
   Status read_annotations(const pickle::Reader& r, const Value& list);
   Status read_outside(const pickle::Reader& r, const Value& dict);

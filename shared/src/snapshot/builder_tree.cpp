@@ -186,6 +186,22 @@ Status Builder::read_history(const pickle::Reader& r, const Value& list, Block* 
   return {};
 }
 
+Result<pickle::Reader::Absorbed> Builder::rows_of(const pickle::Reader& r, const Value& list, DeviceTrace* d) const {
+  const pickle::Reader::Absorbed ab = r.absorbed(list);
+  if (!window_) return ab;
+  for (const Value& v : r.items(list))
+    if (v.tag == Tag::kHandle && v.aux == kRowHandle)
+      return Error{"a trace entry is shared through the memo, which no snapshot writer does; such a file loads "
+                   "whole only (without a window)", r.offset_of(list)};
+  if (!ab.count) return pickle::Reader::Absorbed{0, 0};
+  const WindowFilter::ListRows* l = window_->list(ab.first);
+  if (!l || l->entries != ab.count)
+    return Error{"trace entries outside any list (or lists interleaved): this file loads whole only (without a "
+                 "window)", r.offset_of(list)};
+  if (d) d->first_step = l->first_step, d->after = l->after, d->file_events = l->entries;
+  return pickle::Reader::Absorbed{l->begin, l->end - l->begin};
+}
+
 Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
   if (list.tag != Tag::kList && list.tag != Tag::kTuple)
     return Error{"'device_traces' is a " + type_of(list) + "; expected a list", where(r, list, root_)};
@@ -196,18 +212,23 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
     uint64_t next = 0;
     bool ranges = true;
     for (const Value& dv : r.items(list)) {
-      const pickle::Reader::Absorbed ab = r.absorbed(dv);
-      if (dv.tag != Tag::kList || !r.items(dv).empty() || (ab.count && ab.first != next)) {
+      if (dv.tag != Tag::kList || !r.items(dv).empty()) {
         ranges = false;
         break;
       }
-      next += ab.count;
+      auto ab = rows_of(r, dv);
+      if (!ab.ok()) return ab.error();
+      if (ab.value().count && ab.value().first != next) {
+        ranges = false;
+        break;
+      }
+      next += ab.value().count;
     }
     if (ranges && next == s_->events.size_rows()) {
       int64_t ordinal = 0;
       for (const Value& dv : r.items(list)) {
-        const pickle::Reader::Absorbed ab = r.absorbed(dv);
         DeviceTrace d;
+        auto ab = rows_of(r, dv, &d).value();  // checked above
         d.device = ordinal++;
         d.begin = static_cast<uint32_t>(ab.first);
         d.end = static_cast<uint32_t>(ab.first + ab.count);
@@ -234,10 +255,12 @@ Status Builder::read_traces(const pickle::Reader& r, const Value& list) {
       return Error{"device trace " + std::to_string(ordinal) + " is a " + type_of(dv) + "; expected a list",
                    r.offset_of(list)};
     DeviceTrace d;
+    // Entries the list absorbed (Builder::absorbs): rows first..first+count-1, in stream order.
+    auto absorbed = rows_of(r, dv, &d);
+    if (!absorbed.ok()) return absorbed.error();
+    const pickle::Reader::Absorbed ab = absorbed.value();
     d.device = ordinal++;
     d.begin = static_cast<uint32_t>(order.size());
-    // Entries the list absorbed (Builder::absorbs): rows first..first+count-1, in stream order.
-    const pickle::Reader::Absorbed ab = r.absorbed(dv);
     // An item of the list that is not a row: a dict without 'action' is named as such (not as a shared entry).
     auto not_an_entry = [&](const Value& ev) {
       return Error{"a trace entry is a " +
@@ -424,9 +447,11 @@ Status Builder::read_outside(const pickle::Reader& r, const Value& dict) {
         return Error{"outside device trace " + std::to_string(ordinal) + " is a " + type_of(dv) + "; expected a list",
                      r.offset_of(*tl)};
       DeviceTrace d;
+      auto absorbed = rows_of(r, dv, &d);
+      if (!absorbed.ok()) return absorbed.error();
+      const pickle::Reader::Absorbed ab = absorbed.value();
       d.device = ordinal++;
       d.begin = static_cast<uint32_t>(to.size_rows());
-      const pickle::Reader::Absorbed ab = r.absorbed(dv);
       if (ab.first + ab.count > from.size_rows())
         return Error{"outside device trace " + std::to_string(d.device) + " holds rows past the trace", r.offset_of(dv)};
       for (uint64_t row = ab.first; row < ab.first + ab.count; ++row) ALLOCSCOPE_RETURN_IF_ERROR(take(row, dv));
@@ -483,7 +508,9 @@ Status Builder::read_host(const pickle::Reader& r, const Value* segments, const 
     d.device = 0;
     std::vector<uint8_t> used(s_->events.size_rows(), 0);
     for (const Value* list : lists) {
-      const pickle::Reader::Absorbed ab = r.absorbed(*list);
+      auto absorbed = rows_of(r, *list, lists.size() == 1 ? &d : nullptr);
+      if (!absorbed.ok()) return absorbed.error();
+      const pickle::Reader::Absorbed ab = absorbed.value();
       std::vector<uint64_t> rows;
       for (uint64_t row = ab.first; row < ab.first + ab.count && row < used.size(); ++row) rows.push_back(row);
       for (const Value& ev : r.items(*list))
@@ -587,6 +614,12 @@ std::string printable_key(std::string_view k) {
 
 Status Builder::finish(const pickle::Reader& r, const Value& root) {
   root_ = root;
+  if (window_) {
+    window_->end(s_->events);
+    if (window_->unusual())
+      return Error{"trace entries outside any list (or lists interleaved): this file loads whole only (without a "
+                   "window)", 0};
+  }
   if (root.tag == Tag::kList) {  // oldest format: a bare list of segments
     // A list of anything but dicts is some other pickle (`pickle.dump([1, 2, 3])`), not a segment list.
     if (!r.items(root).empty() && r.items(root)[0].tag != Tag::kDict)
@@ -653,6 +686,13 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
     if (s_->outside) windows.insert(windows.end(), s_->outside->lent_windows.begin(), s_->outside->lent_windows.end());
     lend_window_frames(s_, windows);
   }
+  if (window_ && s_->window.unit == TraceWindow::Unit::kTimeUs)
+    for (const WindowFilter::ListRows& l : window_->lists())
+      if (!l.any_time) {
+        s_->warnings.push_back("a trace records no times (PyTorch 2.0 and 2.1 write none): a time window holds its "
+                               "first entries only when it starts at 0; use a window of steps");
+        break;
+      }
   for (auto& [key, n] : unknown_) s_->unknown_keys.emplace_back(std::string(s_->strings.get(key)), n);
   std::sort(s_->unknown_keys.begin(), s_->unknown_keys.end());
   if (negative_sizes_)

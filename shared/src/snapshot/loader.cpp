@@ -84,7 +84,9 @@ Result<Snapshot> load_page(std::span<const uint8_t> page, const LoadOptions& opt
 }  // namespace
 
 struct SnapshotStream::State {
-  explicit State(const LoadOptions& o) : options(o), builder(&snap), reader(&snap.strings, o.limits) {}
+  explicit State(const LoadOptions& o) : options(o), builder(&snap), reader(&snap.strings, o.limits) {
+    builder.set_window(o.window);
+  }
   LoadOptions options;
   Snapshot snap;
   detail::Builder builder;
@@ -119,7 +121,7 @@ Status SnapshotStream::State::read_json() {
   const size_t size = text.size();
   text.resize(size + detail::kJsonPadding, 0);
   // A JSON snapshot spends about three times a pickle's bytes on an entry (keys and frames written out each time).
-  reserve_columns(snap.events, size / 3);
+  if (!builder.windowed()) reserve_columns(snap.events, size / 3);
   builder.reading_json();
   std::function<void(uint64_t, uint64_t)> p;
   if (options.progress) p = [&](uint64_t d, uint64_t t) { options.progress("parse", d, t); };
@@ -130,7 +132,7 @@ Status SnapshotStream::State::read_json() {
 
 SnapshotStream::SnapshotStream(const LoadOptions& options, uint64_t size_hint) : s_(new State(options)) {
   s_->size_hint = size_hint;
-  reserve_columns(s_->snap.events, size_hint);
+  if (options.window.whole()) reserve_columns(s_->snap.events, size_hint);
   s_->reader.begin(&s_->builder, size_hint);
 }
 
@@ -138,7 +140,10 @@ SnapshotStream::~SnapshotStream() = default;
 
 uint64_t SnapshotStream::bytes_fed() const { return s_->fed; }
 
-const EventColumns& SnapshotStream::events_so_far() const { return s_->snap.events; }
+const EventColumns& SnapshotStream::events_so_far() const {
+  static const EventColumns none;
+  return s_->builder.windowed() ? none : s_->snap.events;
+}
 
 Status SnapshotStream::feed(std::span<const uint8_t> chunk) {
   if (s_->fed == 0 && is_gzip(chunk))
@@ -173,7 +178,7 @@ Status SnapshotStream::feed(std::span<const uint8_t> chunk) {
     return s_->reader.feed(head);
   }();
   if (st.ok()) {
-    if (s_->options.rows_so_far) s_->options.rows_so_far(s_->snap.events);
+    if (s_->options.rows_so_far && !s_->builder.windowed()) s_->options.rows_so_far(s_->snap.events);
     return st;
   }
   return s_->explain(st.error());
@@ -395,14 +400,15 @@ Result<Snapshot> load_snapshot(std::span<const uint8_t> bytes, const LoadOptions
   }
   Snapshot snap;
   snap.source_bytes = bytes.size();
-  reserve_columns(snap.events, bytes.size());
   detail::Builder builder(&snap);
+  builder.set_window(options.window);
+  if (!builder.windowed()) reserve_columns(snap.events, bytes.size());
   pickle::Reader reader(&snap.strings, options.limits);
   std::function<void(uint64_t, uint64_t)> p;
   if (options.progress || options.rows_so_far)
     p = [&](uint64_t d, uint64_t t) {
       if (options.progress) options.progress("parse", d, t);
-      if (options.rows_so_far) options.rows_so_far(snap.events);
+      if (options.rows_so_far && !builder.windowed()) options.rows_so_far(snap.events);
     };
   if (decodes_ahead(options, bytes.size())) reader.decode_ahead(options.spare_time ? &options.spare_time : nullptr);
   auto root = reader.run(bytes, &builder, p);

@@ -163,6 +163,14 @@ void EventColumns::append_row(const EventColumns& from, size_t row) {
   }
 }
 
+void EventColumns::truncate(size_t rows) {
+  if (rows >= size_rows()) return;
+  action.resize(rows), addr.resize(rows), size.resize(rows), stream.resize(rows), time_us.resize(rows);
+  stack.resize(rows), compile_context.truncate(rows), user_metadata.truncate(rows);
+  if (layout.size() > rows) layout.resize(rows);
+  while (!unknown_action.empty() && unknown_action.back().first >= rows) unknown_action.pop_back();
+}
+
 const DeviceTrace* Snapshot::device(int64_t ordinal) const {
   for (const DeviceTrace& d : devices)
     if (d.device == ordinal) return &d;
