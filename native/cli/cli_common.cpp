@@ -17,7 +17,78 @@ namespace allocscope::cli {
 
 namespace {
 bool g_host = false;  // `--device host`: load_or_report loads the file's pinned host memory (take_host_device)
+TraceWindow g_window;  // `--from/--to` (take_window)
+
+// What a windowed load kept, one line per device with a trace, on stderr: a window past a trace's end, or one that
+// caught no entry, must not read as an empty job.
+void say_window(const std::string& path, const Snapshot& s) {
+  std::fprintf(stderr, "allocscope: %s: loaded %s of each device's trace\n", path.c_str(),
+               describe_window(s.window).c_str());
+  for (const DeviceTrace& d : s.devices) {
+    if (!d.events_in_file()) continue;
+    const uint32_t steps = d.window_end() - d.window_begin();
+    if (!steps)
+      std::fprintf(stderr, "  device %lld: no entry of its %llu is in the window (the state shown is the trace's end)\n",
+                   static_cast<long long>(d.device), static_cast<unsigned long long>(d.events_in_file()));
+    else
+      std::fprintf(stderr, "  device %lld: steps %llu..%llu of %llu, with %u allocations alive at its start and %u "
+                   "entries past its end (the releases of what was alive then, the allocations alive at the trace's "
+                   "end)\n",
+                   static_cast<long long>(d.device), static_cast<unsigned long long>(d.first_step),
+                   static_cast<unsigned long long>(d.first_step + steps), static_cast<unsigned long long>(d.events_in_file()),
+                   d.before, d.after);
+  }
+}
 }  // namespace
+
+bool take_window(const char* verb, std::vector<std::string>* argv) {
+  const std::string v = verb;
+  if (v != "peak" && v != "summary") return true;
+  std::vector<std::string>& a = *argv;
+  std::string from, to;
+  std::vector<std::string> rest;
+  bool given = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == "--") {
+      rest.insert(rest.end(), a.begin() + static_cast<std::ptrdiff_t>(i), a.end());
+      break;
+    }
+    std::string* into = nullptr;
+    std::string value;
+    for (const char* name : {"from", "to"}) {
+      const std::string flag = std::string("--") + name;
+      if (a[i] == flag) {
+        if (i + 1 >= a.size()) {
+          std::fprintf(stderr, "allocscope %s: %s needs a step or a time (1.5s, 200ms, 300us)\n", verb, flag.c_str());
+          return false;
+        }
+        into = name[0] == 'f' ? &from : &to, value = a[++i];
+      } else if (a[i].rfind(flag + "=", 0) == 0) {
+        into = name[0] == 'f' ? &from : &to, value = a[i].substr(flag.size() + 1);
+      }
+    }
+    if (!into) {
+      rest.push_back(a[i]);
+      continue;
+    }
+    if (value.empty()) {
+      std::fprintf(stderr, "allocscope %s: --from and --to need a step or a time (1.5s, 200ms, 300us)\n", verb);
+      return false;
+    }
+    *into = value, given = true;
+  }
+  if (!given) return true;
+  auto w = parse_trace_window(from, to);
+  if (!w.ok()) {
+    std::fprintf(stderr, "allocscope %s: %s\n", verb, w.error().describe().c_str());
+    return false;
+  }
+  g_window = w.value();
+  a = std::move(rest);
+  return true;
+}
+
+const TraceWindow& load_window() { return g_window; }
 
 bool take_host_device(const char* verb, std::vector<std::string>* argv) {
   std::vector<std::string>& a = *argv;
@@ -53,6 +124,7 @@ bool load_or_report(const std::string& path, Snapshot* out) {
     };
   }
   opts.spare_time = heap_prefault();
+  opts.window = g_window;
   auto r = load_snapshot_file(file, opts);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!r.ok()) {
@@ -72,6 +144,22 @@ bool load_or_report(const std::string& path, Snapshot* out) {
     std::fprintf(stderr, "allocscope: %s: the pinned host memory (device 0 below is the host, not a GPU)\n",
                  path.c_str());
     return true;
+  }
+  if (!r.value().window.whole()) {
+    say_window(path, r.value());
+    // A window that no trace reaches is a mistake to say, not an empty job to answer.
+    bool any_trace = false, any_step = false;
+    for (const DeviceTrace& d : r.value().devices) {
+      any_trace |= d.events_in_file() > 0;
+      // (The last step, the state after every entry, is a window of no entries.)
+      any_step |= d.window_end() > d.window_begin() || (r.value().window.unit == TraceWindow::Unit::kStep &&
+                                               static_cast<uint64_t>(r.value().window.from) <= d.events_in_file());
+    }
+    if (any_trace && !any_step) {
+      std::fprintf(stderr, "allocscope: %s: no entry of any device's trace is in %s\n", path.c_str(),
+                   describe_window(r.value().window).c_str());
+      return false;
+    }
   }
   *out = std::move(r).value();
   return true;

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
       }
     }
     if (!take_host_device(v.name, &args)) return 1;
+    if (!take_window(v.name, &args)) return 1;
     // Running out of memory on a hostile or enormous file is an answer to give in one line, not an abort: the
     // loader's bounds keep what a file can ask for proportional to its size, but a large file can still need more
     // than the machine has (an audit: a 163 KB .gz of 14M tiny rows needed 4.1 GB for `summary`).

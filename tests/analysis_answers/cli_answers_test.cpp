@@ -480,7 +480,7 @@ TEST(CliAnswers, PositionsOutsideTheTraceAreErrors) {
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"state", seed, "--event", "-5"}, {"state", seed, "--step", "-1"},
         {"state", seed, "--event", "3x"}, {"state", seed, "--event", "3", "--step", "4"},
-        {"peak", seed, "--from", "20", "--to", "10"}, {"peak", seed, "--from", "200"}, {"peak", seed, "--to", "200"},
+        {"peak", seed, "--from", "20", "--to", "10"}, {"peak", seed, "--from", "200"}, {"peak", seed, "--from", "1s"},
         {"timeline", seed, "--top", "x"},
         {"categories", seed, "--at", "200"}, {"categories", seed, "--at", "4294967297"}}) {
     const CliRun r = run(bad);
@@ -488,6 +488,11 @@ TEST(CliAnswers, PositionsOutsideTheTraceAreErrors) {
     EXPECT_FALSE(r.err.empty()) << bad[0] << " " << bad[2];
   }
   EXPECT_EQ(run({"state", seed, "--event", "3"}).out.rfind("device 0 after 4 of 33 events", 0), 0u);
+  // A window's end past the trace is the trace's end (the peak of steps 10..33), and its last step is a window.
+  const CliRun to = run({"peak", seed, "--from", "10", "--to", "200"});
+  EXPECT_EQ(to.code, 0) << to.err;
+  EXPECT_NE(to.out.find("window: steps 10..33"), std::string::npos) << to.out;
+  EXPECT_EQ(run({"peak", seed, "--from", "33"}).code, 0);
   const CliRun t = run({"timeline", std::string(ALLOCSCOPE_FIXTURES) + "/external/pt20_opt13b.pickle.gz"});
   EXPECT_NE(t.out.find("before the first event"), std::string::npos) << t.out;
   EXPECT_EQ(t.out.find("event -1"), std::string::npos) << t.out;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "allocscope/lifetimes.h"
 #include "allocscope/loader.h"
@@ -40,27 +41,42 @@ void expect_window_of(const Snapshot& whole, const Snapshot& win, const std::str
     const DeviceTrace& dp = win.devices[a.device];
     const std::string where = what + " device " + std::to_string(a.device);
     EXPECT_EQ(dp.events_in_file(), dw.count()) << where;
-    const uint32_t kept = dp.window_end() - dp.begin;  // rows of the window
+    const uint32_t kept = dp.window_end() - dp.window_begin();  // rows of the window
+    const uint32_t b = dp.before;  // the window's first step in the loaded trace
     ASSERT_LE(dp.first_step + kept, dw.count()) << where;
     // The window's steps are the file's: its rows are the whole trace's rows first_step on, verbatim.
     for (uint32_t j = 0; j < kept; ++j) {
-      const uint32_t rw = dw.begin + static_cast<uint32_t>(dp.first_step) + j, rp = dp.begin + j;
+      const uint32_t rw = dw.begin + static_cast<uint32_t>(dp.first_step) + j, rp = dp.window_begin() + j;
       ASSERT_EQ(whole.events.action[rw], win.events.action[rp]) << where << " row " << j;
       ASSERT_EQ(whole.events.addr[rw], win.events.addr[rp]) << where << " row " << j;
       ASSERT_EQ(whole.events.size[rw], win.events.size[rp]) << where << " row " << j;
       ASSERT_EQ(whole.events.time_us[rw], win.events.time_us[rp]) << where << " row " << j;
     }
-    // Step j of the window is file step first_step + j: the same bytes alive, and the same allocations (counted).
+    // Step b + j of the loaded trace is file step first_step + j: the same bytes alive, the same allocations
+    // (counted), made at the same lines (a block alive at the window's start is known by its allocation's frames).
+    EXPECT_EQ(p.step_offset(), static_cast<int64_t>(dp.first_step) - b) << where;
     for (uint32_t j = 0; j <= kept; ++j) {
       const uint64_t s = dp.first_step + j;
-      ASSERT_EQ(p.total[j], a.total[s]) << where << " step " << s << " (window step " << j << ")";
+      ASSERT_EQ(p.total[b + j], a.total[s]) << where << " step " << s << " (window step " << j << ")";
     }
     for (uint32_t j : {0u, kept / 2, kept}) {
       const uint64_t s = dp.first_step + j;
       size_t alive_a = 0, alive_p = 0;
       for (uint32_t i = 0; i < a.count(); ++i) alive_a += a.alive_at(i, static_cast<uint32_t>(s)) && a.size[i] > 0;
-      for (uint32_t i = 0; i < p.count(); ++i) alive_p += p.alive_at(i, j) && p.size[i] > 0;
+      for (uint32_t i = 0; i < p.count(); ++i) alive_p += p.alive_at(i, b + j) && p.size[i] > 0;
       EXPECT_EQ(alive_a, alive_p) << where << " step " << s;
+      std::multiset<std::pair<uint64_t, std::string>> sites_a, sites_p;
+      auto site = [](const Snapshot& sn, StackId st) {
+        std::string o;
+        for (FrameId f : sn.stacks.get(st))
+          o += std::string(sn.strings.get(sn.frames[f].filename)) + ":" + std::to_string(sn.frames[f].line) + ";";
+        return o;
+      };
+      for (uint32_t i = 0; i < a.count(); ++i)
+        if (a.alive_at(i, static_cast<uint32_t>(s)) && a.size[i] > 0) sites_a.insert({a.size[i], site(whole, a.stack[i])});
+      for (uint32_t i = 0; i < p.count(); ++i)
+        if (p.alive_at(i, b + j) && p.size[i] > 0) sites_p.insert({p.size[i], site(win, p.stack[i])});
+      EXPECT_TRUE(sites_a == sites_p) << where << " step " << s << ": the alive allocations' frames differ";
     }
     // The end of the trace is the file's.
     EXPECT_EQ(p.total.back(), a.total.back()) << where;
@@ -80,6 +96,15 @@ void expect_window_of(const Snapshot& whole, const Snapshot& win, const std::str
     }
     EXPECT_LE(dp.after, 2 * alive_end_window + 2 * alive_end + segment_events) << where;
     if (dp.first_step + kept == dw.count()) EXPECT_EQ(dp.after, 0u) << where << ": nothing comes after";
+    // Kept from before: an allocation (and a pending free_requested) of each one alive at the start, besides
+    // segments' events.
+    size_t alive_start = 0, segment_events_before = 0;
+    for (uint32_t i = 0; i < a.count(); ++i) alive_start += a.alive_at(i, static_cast<uint32_t>(dp.first_step));
+    for (uint32_t r = dw.begin; r < dw.begin + dp.first_step; ++r) {
+      const Action act = whole.events.action[r];
+      segment_events_before += act == Action::kSegmentAlloc || act == Action::kSegmentMap;
+    }
+    EXPECT_LE(dp.before, 2 * alive_start + segment_events_before) << where;
   }
 }
 
@@ -115,6 +140,14 @@ TEST(Window, EveryFixtureAtItsThirdsHoldsWhatTheWholeFileHolds) {
       auto win = load_window(bytes, w);
       ASSERT_TRUE(win.ok()) << name << " " << describe_window(w) << ": " << win.error().describe();
       expect_window_of(whole.value(), win.value(), name + " " + describe_window(w));
+      // Steps from..to are the states after from..to entries: entries from..to-1, within each trace.
+      for (size_t k = 0; k < win->devices.size(); ++k) {
+        const int64_t count = whole->devices[k].count();
+        const DeviceTrace& d = win->devices[k];
+        EXPECT_EQ(d.first_step, static_cast<uint64_t>(std::min(w.from, count))) << name << " device " << k;
+        EXPECT_EQ(d.window_end() - d.window_begin(), std::min(w.to, count) - std::min(w.from, count))
+            << name << " device " << k;
+      }
       cut += win->events.size_rows() < whole->events.size_rows();
     }
   }
@@ -123,16 +156,17 @@ TEST(Window, EveryFixtureAtItsThirdsHoldsWhatTheWholeFileHolds) {
 }
 
 TEST(Window, HugeTraceKeepsAboutTheWindow) {
-  // 1M events on one device: a window of 10,000 steps keeps those and what was alive, not the file.
+  // 1M events on one device: a window of 10,000 entries (steps 500000..510000, the states before and after them)
+  // keeps those and what was alive, not the file.
   const auto bytes = testing::raw_fixture("gpt2_big_1M.pickle.gz");
   auto whole = load_snapshot(bytes);
   ASSERT_TRUE(whole.ok());
-  auto win = load_window(bytes, steps(500000, 509999));
+  auto win = load_window(bytes, steps(500000, 510000));
   ASSERT_TRUE(win.ok()) << win.error().describe();
-  expect_window_of(whole.value(), win.value(), "gpt2_big_1M 500000-509999");
+  expect_window_of(whole.value(), win.value(), "gpt2_big_1M 500000-510000");
   const DeviceTrace& d = win->devices.at(0);
   EXPECT_EQ(d.first_step, 500000u);
-  EXPECT_EQ(d.window_end() - d.begin, 10000u);
+  EXPECT_EQ(d.window_end() - d.window_begin(), 10000u);
   EXPECT_LT(win->events.size_rows(), 40000u);
 }
 
@@ -190,7 +224,7 @@ TEST(Window, TimeWindowKeepsTheEntriesOfThoseTimes) {
       // Every step inside the window by its time is kept, and only those.
       for (uint32_t s = 0; s < dw.count(); ++s) {
         const int64_t t = whole->events.time_us[dw.begin + s] - first;
-        const bool in = s >= dp.first_step && s < dp.first_step + (dp.window_end() - dp.begin);
+        const bool in = s >= dp.first_step && s < dp.first_step + (dp.window_end() - dp.window_begin());
         // Times in a trace ascend except for a stream's late entries: the window begins at the first entry at or
         // past `from` and ends before the first one past `to` after it.
         if (in) EXPECT_LE(t, w->to) << name << " step " << s;

@@ -37,6 +37,21 @@ struct DeviceLifetimes {
   int64_t device = 0;        // ordinal: index in `device_traces`
   uint32_t event_begin = 0;  // the device's first row in Snapshot::events
   uint32_t event_count = 0;  // n: steps run 0..n
+  // A window of the file (LoadOptions::window): the first `before` events are the allocations alive at its start
+  // and the last `after` the ones kept from past it (DeviceTrace), not steps of the file. Steps
+  // window_first()..window_last() are the window's, the file's step_offset() more; answers search only those. A
+  // whole load: all 0, and file_events == event_count.
+  uint64_t first_step = 0;
+  uint32_t before = 0;
+  uint32_t after = 0;
+  uint64_t file_events = 0;
+  int64_t file_first_time_us = 0;
+  uint32_t window_first() const { return before; }
+  uint32_t window_last() const { return event_count - after; }
+  int64_t step_offset() const { return static_cast<int64_t>(first_step) - before; }
+  bool windowed() const {
+    return first_step != 0 || before != 0 || after != 0 || (file_events && file_events != event_count);
+  }
 
   // Per allocation (row), in stacking order.
   std::vector<uint64_t> addr;
@@ -62,6 +77,8 @@ struct DeviceLifetimes {
   bool alive_at(uint32_t i, uint32_t step) const { return birth_step(i) <= step && step < death_step(i); }
   // Real time of a step: the time_us of the event that produced it (step 0: the first event's time).
   int64_t step_time_us(const Snapshot& s, uint32_t step) const;
+  // The time answers count from ("+1.2 s"): the trace's first entry, also when only a window of it was loaded.
+  int64_t origin_time_us(const Snapshot& s) const;
   // Whether the trace records times: PyTorch 2.0's and 2.1's files write time_us 0 on every event, and a time read
   // from them would look measured.
   bool timed(const Snapshot& s) const;

@@ -56,7 +56,7 @@ struct LoadOptions {
   TraceWindow window;
 };
 
-// `--from A --to B` as the CLI and the viewer take them: whole numbers are steps (each device's entry index), numbers
+// `--from A --to B` as the CLI and the viewer take them: whole numbers are steps (step s: after s entries), numbers
 // with a unit ("1.5s", "200ms", "300us") times since the device's first entry; an empty text leaves that end open.
 // Both ends must have the same kind. An error says which text is wrong and why.
 Result<TraceWindow> parse_trace_window(std::string_view from, std::string_view to);

@@ -39,6 +39,9 @@ struct PeakOptions {
 struct Peak {
   int64_t device = 0;
   uint32_t step_begin = 0, step_end = 0;  // the window actually used
+  // Steps here index the loaded trace; the file's step is step + step_offset (DeviceLifetimes::step_offset: a
+  // window of the file was loaded).
+  int64_t step_offset = 0;
 
   uint32_t allocated_step = 0;
   uint64_t allocated_bytes = 0;

@@ -196,19 +196,24 @@ struct DeviceTrace {
   uint32_t begin = 0;  // first row in EventColumns
   uint32_t end = 0;    // one past the last row
   uint32_t count() const { return end - begin; }
-  // A window of the trace (LoadOptions::window) loads rows [begin, end - after) as the file's steps first_step on,
-  // then `after` rows kept from past the window: the releases of what was alive at its end and the allocations still
-  // alive at the trace's end, so that the rows stay consistent with the final segments (trace_window.h). Without a
-  // window: first_step 0, after 0.
+  // A window of the trace (LoadOptions::window) loads `before` rows kept from before it (the allocations alive at
+  // its start), then rows [window_begin(), window_end()) as the file's entries first_step on, then `after` rows
+  // kept from past it (the releases of what was alive at its end, the allocations alive at the trace's end), so
+  // that the rows stay consistent with the final segments (trace_window.h). Without a window: all 0.
   uint64_t first_step = 0;
+  uint32_t before = 0;
   uint32_t after = 0;
   uint64_t file_events = 0;  // entries the file's list held, when a window was loaded (0 otherwise)
+  int64_t file_first_time_us = 0;  // and the time of its first entry (answers count time from it)
+  uint32_t window_begin() const { return begin + before; }
   uint32_t window_end() const { return end - after; }
   uint64_t events_in_file() const { return file_events ? file_events : count(); }
 };
 
-// A range of a trace's steps (each device's entry index) or times (microseconds since the device's first entry),
-// both ends included: the part of a huge file to load (LoadOptions::window, trace_window.h).
+// A range of a trace's steps or times, both ends included: the part of a huge file to load (LoadOptions::window,
+// trace_window.h). Steps as every answer numbers them (step s: the state after the device's first s entries), so
+// steps from..to load entries from..to-1; times (microseconds since the device's first entry) load the entries of
+// those times.
 struct TraceWindow {
   enum class Unit : uint8_t { kStep, kTimeUs };
   Unit unit = Unit::kStep;

@@ -29,6 +29,12 @@ struct DeviceSummary {
   uint32_t peak_allocated_step = 0;
   uint64_t peak_reserved = 0;
   uint32_t peak_reserved_step = 0;
+  // A window of the file was loaded (DeviceLifetimes::step_offset): the steps above are the loaded trace's, the
+  // file's are step_offset more; the window is the file's steps first_step..last_step, of its file_events.
+  int64_t step_offset = 0;
+  uint64_t first_step = 0, last_step = 0;
+  uint64_t file_events = 0;
+  bool windowed = false;
   // Final state from the file's segments (ground truth), in the allocator's block sizes (rounded up): reserved;
   // allocated as PyTorch's memory_allocated() counts it (the segments' allocated_size); blocks freed but waiting
   // for another stream's work (PyTorch's active, not allocated, bytes); the largest free block.

@@ -50,11 +50,12 @@ std::string to_json(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p,
   const bool timed = lt.timed(s);
   Json j{{"device", p.device},
          {"traced", lt.event_count > 0},
-         {"window", {p.step_begin, p.step_end}},
-         {"allocated", {{"bytes", p.allocated_bytes}, {"step", p.allocated_step},
+         // Steps as the file numbers them, also when only a window of it was loaded (Peak::step_offset).
+         {"window", {p.step_offset + p.step_begin, p.step_offset + p.step_end}},
+         {"allocated", {{"bytes", p.allocated_bytes}, {"step", p.step_offset + p.allocated_step},
                         {"time_us", timed ? Json(p.allocated_time_us) : Json(nullptr)},
                         {"reserved_then", p.reserved_at_allocated_peak}}},
-         {"reserved", {{"bytes", p.reserved_bytes}, {"step", p.reserved_step},
+         {"reserved", {{"bytes", p.reserved_bytes}, {"step", p.step_offset + p.reserved_step},
                        {"time_us", timed ? Json(p.reserved_time_us) : Json(nullptr)}}},
          {"alive", p.alive}};
   Json sites = Json::array();

@@ -104,8 +104,13 @@ std::string to_json(const Snapshot& s, const Summary& sum) {
                        {"last_us", d.last_us},
                        {"allocations", d.allocations},
                        {"frees_without_alloc", d.frees_without_alloc},
-                       {"peak_allocated", {{"bytes", d.peak_allocated}, {"step", d.peak_allocated_step}}},
-                       {"peak_reserved", {{"bytes", d.peak_reserved}, {"step", d.peak_reserved_step}}},
+                       // Steps as the file numbers them, also when a window of it was loaded.
+                       {"peak_allocated", {{"bytes", d.peak_allocated}, {"step", d.step_offset + d.peak_allocated_step}}},
+                       {"peak_reserved", {{"bytes", d.peak_reserved}, {"step", d.step_offset + d.peak_reserved_step}}},
+                       {"window", d.windowed ? Json{{"first_step", d.first_step},
+                                                    {"last_step", d.last_step},
+                                                    {"file_events", d.file_events}}
+                                             : Json(nullptr)},
                        {"reserved_known", d.reserved_known()},
                        {"final", {{"reserved", d.final_reserved}, {"allocated", d.final_allocated}, {"pending_free", d.final_pending_free},
                                   {"largest_free_block", d.final_largest_free}, {"fragmentation", d.fragmentation},

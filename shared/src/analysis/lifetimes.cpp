@@ -12,6 +12,10 @@
 
 namespace allocscope {
 
+int64_t DeviceLifetimes::origin_time_us(const Snapshot& s) const {
+  return windowed() ? file_first_time_us : step_time_us(s, 0);
+}
+
 int64_t DeviceLifetimes::step_time_us(const Snapshot& s, uint32_t step) const {
   if (event_count == 0) return 0;
   uint32_t e = step == 0 ? 0 : std::min(step - 1, event_count - 1);
@@ -24,7 +28,11 @@ bool DeviceLifetimes::timed(const Snapshot& s) const {
 
 uint32_t DeviceLifetimes::peak_step() const {
   if (known_peak_step < total.size()) return known_peak_step;
-  return static_cast<uint32_t>(std::max_element(total.begin(), total.end()) - total.begin());
+  if (total.empty()) return 0;
+  // Of a loaded window, its steps only: the rows kept from before and after it are not steps of the file.
+  const size_t last = windowed() ? std::min<size_t>(window_last(), total.size() - 1) : total.size() - 1;
+  const size_t first = windowed() ? std::min<size_t>(window_first(), last) : 0;
+  return static_cast<uint32_t>(std::max_element(total.begin() + first, total.begin() + last + 1) - total.begin());
 }
 
 const DeviceLifetimes* Lifetimes::device(int64_t ordinal) const {
@@ -53,6 +61,11 @@ DeviceLifetimes detail::build_device_lifetimes_in(const Snapshot& s, int64_t dev
   const uint32_t n = trace ? trace->count() : 0;
   out.event_begin = begin;
   out.event_count = n;
+  out.first_step = trace ? trace->first_step : 0;
+  out.before = trace ? std::min(trace->before, n) : 0;
+  out.after = trace ? std::min(trace->after, n - out.before) : 0;
+  out.file_events = trace ? trace->events_in_file() : 0;
+  out.file_first_time_us = trace ? trace->file_first_time_us : 0;
   const EventColumns& ev = s.events;
 
   // Every column is sized once, to its final length, and rows are written in place: building 56-byte rows first and

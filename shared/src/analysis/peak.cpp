@@ -113,8 +113,11 @@ Peak find_peak(const Snapshot& s, const DeviceLifetimes& lt, const SegmentTimeli
                const Categories* categories, const PeakOptions& options) {
   Peak p;
   p.device = lt.device;
-  const uint32_t last = lt.steps() - 1;
-  p.step_begin = std::min(options.step_begin, last);
+  // Of a loaded window, only its steps: not the rows kept from before or after it.
+  const uint32_t first = lt.windowed() ? lt.window_first() : 0;
+  const uint32_t last = lt.windowed() ? lt.window_last() : lt.steps() - 1;
+  p.step_offset = lt.step_offset();
+  p.step_begin = std::min(std::max(options.step_begin, first), last);
   p.step_end = std::max(p.step_begin, std::min(options.step_end, last));
   p.allocated_step = argmax(lt.total, p.step_begin, p.step_end);
   p.allocated_bytes = lt.total[p.allocated_step];

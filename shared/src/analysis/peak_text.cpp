@@ -22,16 +22,18 @@ std::string to_text(const Snapshot& s, const DeviceLifetimes& lt, const Peak& p)
     const bool timed = lt.timed(s);  // else "+0.000 s" would read as measured
     // The exact bytes too: the viewer shows three digits (8.07 GiB) where this shows PyTorch's one decimal (8.1GiB);
     // both name the same byte count, so one can be checked against the other.
+    const int64_t f = p.step_offset;  // steps as the file numbers them, when a window of it was loaded
     o += "device " + std::to_string(p.device) + ": peak allocated " + size(p.allocated_bytes) + " (" +
          std::to_string(p.allocated_bytes) + " bytes) at step " +
-         std::to_string(p.allocated_step) + " (after " + std::to_string(p.allocated_step) + " of " +
-         std::to_string(lt.event_count) + " events, " +
-         (timed ? "+" + seconds(p.allocated_time_us - lt.step_time_us(s, 0)) : std::string("no times recorded")) + ")";
+         std::to_string(f + p.allocated_step) + " (after " + std::to_string(f + p.allocated_step) + " of " +
+         std::to_string(lt.windowed() ? lt.file_events : lt.event_count) + " events, " +
+         (timed ? "+" + seconds(p.allocated_time_us - lt.origin_time_us(s)) : std::string("no times recorded")) + ")";
     o += ", reserved then " + size(p.reserved_at_allocated_peak) + "\n";
-    o += "          peak reserved  " + size(p.reserved_bytes) + " at step " + std::to_string(p.reserved_step) + "\n";
+    o += "          peak reserved  " + size(p.reserved_bytes) + " at step " + std::to_string(f + p.reserved_step) + "\n";
   }
-  if (p.step_begin != 0 || p.step_end + 1 != lt.steps())
-    o += "          window: steps " + std::to_string(p.step_begin) + ".." + std::to_string(p.step_end) + "\n";
+  if (p.step_begin != 0 || p.step_end != lt.event_count || lt.windowed())
+    o += "          window: steps " + std::to_string(p.step_offset + p.step_begin) + ".." +
+         std::to_string(p.step_offset + p.step_end) + "\n";
   o += "\nalive at the peak: " + std::to_string(p.alive) + " allocations\n";
   if (p.has_categories) {
     o += "by category:\n";

@@ -61,7 +61,17 @@ Summary summarize_with(const Snapshot& s, const Lifetimes& lifetimes, const std:
     std::vector<std::string>& other = per[k].other;
     d.device = lt.device;
     d.events = lt.event_count;
-    if (lt.event_count) {
+    d.windowed = lt.windowed();
+    d.step_offset = lt.step_offset();
+    d.first_step = lt.first_step;
+    d.last_step = lt.window_last() + lt.step_offset();
+    d.file_events = lt.file_events;
+    if (lt.windowed() && lt.window_last() > lt.window_first()) {
+      // A window's events and span are its own, not those of the rows kept from before and after it.
+      d.events = lt.window_last() - lt.window_first();
+      d.first_us = s.events.time_us[lt.event_begin + lt.window_first()];
+      d.last_us = s.events.time_us[lt.event_begin + lt.window_last() - 1];
+    } else if (lt.event_count) {
       d.first_us = s.events.time_us[lt.event_begin];
       d.last_us = s.events.time_us[lt.event_begin + lt.event_count - 1];
     }

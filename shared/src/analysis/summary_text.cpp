@@ -29,9 +29,13 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
     if (d.iterations) o += ", " + std::to_string(d.iterations) + (d.iterations == 1 ? " iteration" : " iterations");
     if (d.forward_repeats) o += ", " + std::to_string(d.forward_repeats) + " repeats inside module forwards (not counted as iterations)";
     o += "\n";
+    if (d.windowed)
+      o += "  loaded a window  steps " + std::to_string(d.first_step) + ".." + std::to_string(d.last_step) +
+           " of the file's " + std::to_string(d.file_events) +
+           " events (peaks are the window's)\n";
     auto step = [&d](uint32_t k) {
-      return "at step " + std::to_string(k) +
-             (k > 0 ? "" : d.events ? " (before the first event)" : " (no trace: the state the snapshot holds)");
+      return "at step " + std::to_string(d.step_offset + k) +
+             (k > 0 || d.windowed ? "" : d.events ? " (before the first event)" : " (no trace: the state the snapshot holds)");
     };
     o += "  peak allocated   " + rpad(size(d.peak_allocated), 10) + "  " + step(d.peak_allocated_step) + "\n";
     if (!d.reserved_known())

@@ -198,7 +198,7 @@ Result<pickle::Reader::Absorbed> Builder::rows_of(const pickle::Reader& r, const
   if (!l || l->entries != ab.count)
     return Error{"trace entries outside any list (or lists interleaved): this file loads whole only (without a "
                  "window)", r.offset_of(list)};
-  if (d) d->first_step = l->first_step, d->after = l->after, d->file_events = l->entries;
+  if (d) d->first_step = l->first_step, d->before = l->before, d->after = l->after, d->file_events = l->entries, d->file_first_time_us = l->first_time_us;
   return pickle::Reader::Absorbed{l->begin, l->end - l->begin};
 }
 

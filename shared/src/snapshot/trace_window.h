@@ -2,10 +2,10 @@
 // 100M-event file opened at 1M of its steps holds about 1M rows, not 100M (private to shared/src/snapshot).
 //
 // What is kept of each device's list, in file order:
-// - nothing before the window. The window then reads as a trace whose ring buffer began at its first step, the
-//   case PyTorch's own tools and ours already answer: a block alive at the window's start is known from its free
-//   (whose frames are the allocation's, as PyTorch records them) or, when it outlives the trace, from the final
-//   segments.
+// - before the window, only the allocations (alloc, segment_alloc, segment_map, and a pending free_requested) of
+//   what is alive at its start, held back until their release is seen, then placed before the window's first
+//   entry. Without them a block alive at the start would be known only from its free, whose frames, in PyTorch's
+//   default recording, are where it was freed: its site and category would be another line's.
 // - every entry inside it.
 // - after it, only what keeps the rows consistent with the final segments, which describe the trace's end, not the
 //   window's: the releases of blocks and segments alive at the window's end (without them a block freed later would
@@ -49,8 +49,10 @@ class WindowFilter {
     uint64_t first_ordinal = 0;
     uint64_t entries = 0;     // entries the file's list held
     uint32_t begin = 0, end = 0;  // its rows
-    uint32_t after = 0;       // of those, the last ones kept from after the window
+    uint32_t before = 0;      // of those, the first ones kept from before the window
+    uint32_t after = 0;       // and the last ones kept from after it
     uint64_t first_step = 0;  // the file's step of its first row in the window (entries when none is)
+    int64_t first_time_us = 0;  // the time of the list's first entry (the origin answers count time from)
     bool any_time = false;    // some entry had a time
   };
   const ListRows* list(uint64_t first_ordinal) const;
@@ -63,9 +65,10 @@ class WindowFilter {
   enum class Phase : uint8_t { kBefore, kIn, kAfter };
   void settle(EventColumns& e);
   void close_list(EventColumns& e);
-  // Keeps row `row` of `e` (after the window) if it must be, by the rules above.
-  void take_after(const EventColumns& e, size_t row);
-  void compact_after();
+  // Holds row `row` of `e` (before or after the window) if it must be kept, by the rules above.
+  void hold(const EventColumns& e, size_t row, bool after);
+  void compact();
+  void clear_held();
 
   TraceWindow w_;
   uint64_t next_ordinal_ = 0;
@@ -78,14 +81,14 @@ class WindowFilter {
   int64_t first_time_ = 0;
   std::vector<ListRows> lists_;
 
-  // Rows after the window: kept ones, and allocations held back (live_ says which are still candidates).
-  EventColumns after_;
+  // Rows outside the window: kept ones, and allocations held back (live_ says which are still candidates).
+  EventColumns held_;
   std::vector<uint8_t> live_;
   size_t dead_ = 0;
-  std::unordered_map<uint64_t, uint32_t> alloc_;      // addr -> row in after_ of an allocation made after the window
+  std::unordered_map<uint64_t, uint32_t> alloc_;      // addr -> row in held_ of an allocation not yet released
   std::unordered_map<uint64_t, uint32_t> requested_;  // addr -> its free_requested
-  std::unordered_map<uint64_t, uint32_t> segment_;    // addr -> segment_alloc made after the window
-  std::map<std::pair<uint64_t, uint64_t>, uint32_t> mapped_;  // (addr, size) -> segment_map made after the window
+  std::unordered_map<uint64_t, uint32_t> segment_;    // addr -> segment_alloc not yet freed
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> mapped_;  // (addr, size) -> segment_map not yet unmapped
 };
 
 }  // namespace allocscope::detail

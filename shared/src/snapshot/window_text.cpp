@@ -23,7 +23,7 @@ Result<End> parse_end(std::string_view text, const char* which) {
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
   auto bad = [&](const std::string& why) {
     return Error{std::string("--") + which + " '" + std::string(text.substr(0, 40)) + "': " + why +
-                 "; expected a step (a whole number, each device's entry index) or a time since the trace's first "
+                 "; expected a step (a whole number: the state after that many of each device's entries) or a time since the trace's first "
                  "entry with its unit (1.5s, 200ms, 300us)"};
   };
   if (digits == text.size()) {

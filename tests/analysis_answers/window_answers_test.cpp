@@ -1,0 +1,70 @@
+// `peak` and `summary` of a window of a file (`--from/--to`, loaded with LoadOptions::window) against the oracle of
+// the whole file: the whole file loaded, and its peak searched in the same steps. The window must name the same peak
+// bytes at the same file step, the same reserved peak, and the same allocations alive there.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "allocscope/answers.h"
+#include "allocscope/loader.h"
+
+namespace allocscope {
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(ALLOCSCOPE_FIXTURES) + "/" + name; }
+
+nlohmann::json peak_json(Snapshot s, const AnswerOptions& o) {
+  LoadedSnapshot f("f", std::move(s));
+  std::vector<LoadedSnapshot*> files{&f};
+  AnswerOptions with_json = o;
+  with_json.items.push_back({"json", ""});
+  auto r = answer("peak", files, with_json);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().describe());
+  return r.ok() ? nlohmann::json::parse(r->out) : nlohmann::json();
+}
+
+TEST(WindowAnswers, PeakOfAWindowIsThePeakOfThoseStepsOfTheWholeFile) {
+  size_t compared = 0;
+  for (const char* name : {"resnet50_train.pickle", "gpt2_cpp.pickle.gz", "transformer_leak.pickle",
+                           "external/pt21_select_n_4dev.pickle.gz", "external/pt25_sqattn_4dev.pickle.gz",
+                           "external/pt20_opt13b.pickle.gz", "external/pt26_cs336_train.pickle.gz"}) {
+    auto whole = load_snapshot_file(fixture(name));
+    ASSERT_TRUE(whole.ok()) << name;
+    uint32_t n = 0;
+    for (const DeviceTrace& d : whole->devices) n = std::max(n, d.count());
+    for (auto [from, to] : {std::pair<uint32_t, uint32_t>{n / 3, 2 * n / 3}, {n / 10, n / 5}, {n / 2, n}}) {
+      const std::string what = std::string(name) + " " + std::to_string(from) + ".." + std::to_string(to);
+      LoadOptions opt;
+      opt.window = TraceWindow{TraceWindow::Unit::kStep, from, to};
+      auto win = load_snapshot_file(fixture(name), opt);
+      ASSERT_TRUE(win.ok()) << what;
+      const nlohmann::json a = peak_json(whole.value(), AnswerOptions{{{"from", std::to_string(from)},
+                                                                       {"to", std::to_string(to)}}});
+      const nlohmann::json b = peak_json(std::move(win).value(), {});
+      ASSERT_EQ(a["devices"].size(), b["devices"].size()) << what;
+      for (size_t k = 0; k < a["devices"].size(); ++k) {
+        const auto& x = a["devices"][k];
+        const auto& y = b["devices"][k];
+        if (!x["traced"].get<bool>()) continue;
+        // A device whose trace ends before the window is answered at its end in both.
+        EXPECT_EQ(x["allocated"]["bytes"], y["allocated"]["bytes"]) << what << " device " << k;
+        EXPECT_EQ(x["allocated"]["step"], y["allocated"]["step"]) << what << " device " << k;
+        EXPECT_EQ(x["allocated"]["time_us"], y["allocated"]["time_us"]) << what << " device " << k;
+        EXPECT_EQ(x["reserved"]["bytes"], y["reserved"]["bytes"]) << what << " device " << k;
+        EXPECT_EQ(x["alive"], y["alive"]) << what << " device " << k;
+        EXPECT_EQ(x["window"], y["window"]) << what << " device " << k;
+        // The largest allocations alive at the peak: the same sizes and the same sites.
+        ASSERT_EQ(x["largest"].size(), y["largest"].size()) << what;
+        for (size_t i = 0; i < x["largest"].size(); ++i)
+          EXPECT_EQ(x["largest"][i]["size"], y["largest"][i]["size"]) << what << " largest " << i;
+        ASSERT_EQ(x["sites"].size(), y["sites"].size()) << what;
+        for (size_t i = 0; i < x["sites"].size(); ++i) EXPECT_EQ(x["sites"][i]["bytes"], y["sites"][i]["bytes"]) << what;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 20u);  // 21 today
+}
+
+}  // namespace
+}  // namespace allocscope
