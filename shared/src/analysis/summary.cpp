@@ -227,7 +227,8 @@ Summary summarize_with(const Snapshot& s, const Lifetimes& lifetimes, const std:
     // (100_000, 1_000_000); a trace of any other length never filled its buffer, so those allocations were made
     // before recording started (the usual "record after warm-up": an audit found pt26_cs336_train's 27,358
     // events, with max_entries=1000000, told to raise max_entries).
-    const uint32_t n = p.d.events;
+    // (Of a loaded window, the file's length: a window of 1,000,000 steps is not a ring buffer's.)
+    const uint64_t n = p.d.windowed ? p.d.file_events : p.d.events;
     if (wrapped && n >= 1000 && n % 1000 == 0)
       p.other.insert(p.other.begin(),
                      dev(p.d.device) + std::to_string(wrapped) + " frees without allocs: the trace holds exactly " +

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 #include <new>
+#include <optional>
 
 #include "snapshot/builder.h"
 #include "snapshot/json_snapshot.h"
@@ -521,6 +522,38 @@ Result<Snapshot> read_beside(int fd, uint64_t size, const std::string& path, con
   ALLOCSCOPE_RETURN_IF_ERROR(pipe.drain(stream, reader, /*inflated=*/false, fed));
   return stream.finish();
 }
+
+// A pipe (`zcat big.pickle.gz | allocscope peak - --from ...`): a pickle is parsed as it comes, so that what is
+// held is the model (or a window of it), not the input; a pipe of 18 GB read whole first needed 17 GB. A gzip
+// stream is read whole (compressed) and inflated as it is parsed, as a .gz file is.
+Result<Snapshot> read_pipe(int fd, const std::string& path, const LoadOptions& options) {
+  constexpr size_t kChunk = 1u << 20;
+  std::vector<uint8_t> buf(kChunk), gz;
+  std::optional<SnapshotStream> stream;
+  uint64_t at = 0;
+  for (;;) {
+    const ssize_t got = ::read(fd, buf.data(), buf.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return Error{"cannot read '" + path + "': " + std::strerror(errno), at};
+    if (got == 0) break;
+    const std::span<const uint8_t> chunk(buf.data(), static_cast<size_t>(got));
+    if (at == 0) {
+      // A stream without end (/dev/zero's kind) is refused at its first byte, as read_whole does.
+      ALLOCSCOPE_RETURN_IF_ERROR(check_snapshot_start(chunk));
+      if (!is_gzip(chunk)) stream.emplace(options, 0);
+    }
+    at += chunk.size();
+    if (stream) {
+      ALLOCSCOPE_RETURN_IF_ERROR(stream->feed(chunk));
+    } else {
+      if (gz.size() + chunk.size() > options.max_inflated_bytes)
+        return Error{"a gzip stream larger than " + std::to_string(options.max_inflated_bytes) + " bytes", at};
+      gz.insert(gz.end(), chunk.begin(), chunk.end());
+    }
+  }
+  if (stream) return stream->finish();
+  return load_snapshot(gz, options);
+}
 }  // namespace
 #endif
 
@@ -580,6 +613,11 @@ Result<Snapshot> load_snapshot_file(const std::string& path, const LoadOptions& 
       auto loaded = read_beside(fd, static_cast<uint64_t>(st.st_size), path, options);
       ::close(fd);
       return loaded;
+    }
+    if (stat_ok && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+      auto streamed = read_pipe(fd, path, options);
+      ::close(fd);
+      return streamed;
     }
     ::close(fd);
   }
