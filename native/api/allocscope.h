@@ -22,6 +22,11 @@ int allocscope_abi_version(void);
 /* Loads a snapshot (pickle, gzipped pickle, or PyTorch's trace_plot page) from `path`. NULL on failure, with the
    reason in *error ("PATH: at byte N: what was expected"). `name` is how answers name the file (NULL: `path`). */
 allocscope_file* allocscope_load(const char* path, const char* name, char** error);
+/* Loads only a window of each device's trace, as `allocscope peak FILE --from FROM --to TO` does: FROM and TO as the
+   CLI takes them (a step, or a time with its unit: "1.5s"); NULL or "" leaves that end open. A bad window is an
+   error naming the text. */
+allocscope_file* allocscope_load_window(const char* path, const char* name, const char* from, const char* to,
+                                        char** error);
 /* The same from `size` bytes in memory (copied; the caller keeps its buffer). */
 allocscope_file* allocscope_load_bytes(const uint8_t* data, size_t size, const char* name, char** error);
 void allocscope_close(allocscope_file* file);

@@ -83,12 +83,23 @@ const char* allocscope_version(void) { return "0.1.0"; }
 int allocscope_abi_version(void) { return 1; }
 
 allocscope_file* allocscope_load(const char* path, const char* name, char** error) {
+  return allocscope_load_window(path, name, nullptr, nullptr, error);
+}
+
+allocscope_file* allocscope_load_window(const char* path, const char* name, const char* from, const char* to,
+                                        char** error) {
   if (!path) {
     set(error, "no path given");
     return nullptr;
   }
+  auto window = allocscope::parse_trace_window(from ? from : "", to ? to : "");
+  if (!window.ok()) {
+    set(error, window.error().describe());
+    return nullptr;
+  }
   return guarded(error, static_cast<allocscope_file*>(nullptr), [&] {
     allocscope::LoadOptions options;
+    options.window = window.value();
     // Read, not mapped: another process truncating a mapped file would raise SIGBUS in the caller's process (a
     // notebook's kernel), where a read gives this load an error.
     options.map_file = false;

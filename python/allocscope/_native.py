@@ -51,6 +51,9 @@ def lib():
     l.allocscope_abi_version.restype = ctypes.c_int
     l.allocscope_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, _c_str_out]
     l.allocscope_load.restype = vp
+    l.allocscope_load_window.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                         _c_str_out]
+    l.allocscope_load_window.restype = vp
     l.allocscope_load_bytes.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, _c_str_out]
     l.allocscope_load_bytes.restype = vp
     l.allocscope_close.argtypes = [vp]
@@ -85,11 +88,12 @@ def _take(ptr):
         lib().allocscope_free(ptr)
 
 
-def load(path, name=None):
-    """A handle of a loaded snapshot file."""
+def load(path, name=None, window_from=None, window_to=None):
+    """A handle of a loaded snapshot file (only a window of its traces when window_from/window_to are given)."""
     err = ctypes.c_void_p()
-    handle = lib().allocscope_load(str(path).encode(), None if name is None else str(name).encode(),
-                                   ctypes.byref(err))
+    text = lambda v: None if v is None else str(v).encode()
+    handle = lib().allocscope_load_window(str(path).encode(), None if name is None else str(name).encode(),
+                                          text(window_from), text(window_to), ctypes.byref(err))
     if not handle:
         raise AllocscopeError(_take(err.value) or "cannot load %s" % path)
     return handle

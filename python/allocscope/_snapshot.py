@@ -100,7 +100,9 @@ class Snapshot:
         return self._answer("summary", top=top)
 
     def peak(self, device=None, from_step=None, to_step=None, top=None, tree=False):
-        """The allocated and reserved peaks and what was alive at the allocated one (``allocscope peak``)."""
+        """The allocated and reserved peaks and what was alive at the allocated one (``allocscope peak``).
+        ``from_step``/``to_step`` search those steps of what was loaded; ``load(path, from_step=, to_step=)`` loads only
+        that window of a file, as ``allocscope peak --from --to`` does (categories are then judged from the window)."""
         return self._answer("peak", device=device, from_step=from_step, to_step=to_step, top=top, tree=tree)
 
     def leaks(self, device=None, rules=None):
@@ -246,10 +248,16 @@ def report_html(paths):
     return _native._take(ptr)
 
 
-def load(path):
+def load(path, from_step=None, to_step=None):
     """Loads a snapshot: ``.pickle``, ``.pickle.gz`` or a PyTorch ``trace_plot`` page, from a path or a file's bytes.
-    Raises AllocscopeError naming the byte where the file stops being a snapshot."""
+    Raises AllocscopeError naming the byte where the file stops being a snapshot.
+
+    ``from_step``/``to_step`` load only that window of each device's trace, as ``allocscope peak FILE --from --to``:
+    steps (ints) or times with a unit (``"1.5s"``, ``"200ms"``), so that a file of 100M events fits in memory; answers
+    then search the window and name the file's steps."""
     if isinstance(path, (bytes, bytearray, memoryview)):
+        if from_step is not None or to_step is not None:
+            raise AllocscopeError("a window (from_step/to_step) is loaded from a path, not from bytes")
         return Snapshot(_native.load_bytes(path, "<bytes>"), "<bytes>")
     path = os.fspath(path)
-    return Snapshot(_native.load(path), path)
+    return Snapshot(_native.load(path, None, from_step, to_step), path)

@@ -44,10 +44,14 @@ def cli(*args):
 
 
 class AnswersEqualTheCli(unittest.TestCase):
-    def compare(self, verb, paths, kwargs, cli_options, method):
+    def compare(self, verb, paths, kwargs, cli_options, method, load=None):
         code, out, _ = cli(verb, *paths, *cli_options, "--json")
         tcode, text, _ = cli(verb, *paths, *cli_options)
-        snaps = [allocscope.load(p) for p in paths]
+        if code == 1 and load:  # the CLI refuses the window: so must the module's load
+            with self.assertRaises(allocscope.AllocscopeError):
+                allocscope.load(paths[0], **load)
+            return
+        snaps = [allocscope.load(p, **(load or {})) for p in paths]
         try:
             if code == 1:  # the CLI refuses: so must the module, with the same words
                 with self.assertRaises(allocscope.AllocscopeError):
@@ -98,8 +102,13 @@ class AnswersEqualTheCli(unittest.TestCase):
 
     def test_window_device_and_rules(self):
         path = FIXTURES / "resnet50_train.pickle"
-        self.compare("peak", [path], {"from_step": 4000, "to_step": 6000, "device": 0},
-                     ["--from", "4000", "--to", "6000", "--device", "0"], lambda s, k: s[0].peak(**k))
+        # `peak --from --to` loads a window of the file: load(path, from_step, to_step) is the module's way.
+        self.compare("peak", [path], {"device": 0}, ["--from", "4000", "--to", "6000", "--device", "0"],
+                     lambda s, k: s[0].peak(**k), load={"from_step": 4000, "to_step": 6000})
+        self.compare("summary", [path], {}, ["--from", "500ms", "--to", "1s"], lambda s, k: s[0].summary(**k),
+                     load={"from_step": "500ms", "to_step": "1s"})
+        self.compare("summary", [path], {}, ["--from", "20s"], lambda s, k: s[0].summary(**k),
+                     load={"from_step": "20s"})  # no entry is that late: both refuse
         self.compare("categories", [path], {"rules": {"resnet": "unknown"}}, ["--rule", "resnet=unknown"],
                      lambda s, k: s[0].categories(**k))
         self.compare("leaks", [FIXTURES / "transformer_leak.pickle"], {"rules": ["x=activation", "y=gradient"]},
@@ -113,6 +122,16 @@ class AnswersEqualTheCli(unittest.TestCase):
         self.compare("check", [base, new], {}, [], lambda s, k: s[0].check(s[1], **k))
         self.compare("check", [base, base], {"max_peak_growth": "1%"}, ["--max-peak-growth", "1%"],
                      lambda s, k: s[0].check(s[1], **k))
+
+    def test_a_window_says_what_is_wrong_as_the_cli_does(self):
+        path = FIXTURES / "resnet50_train.pickle"
+        code, _, err = cli("peak", path, "--from", "2x")
+        self.assertEqual(code, 1)
+        with self.assertRaisesRegex(allocscope.AllocscopeError, r"unknown unit 'x'") as ctx:
+            allocscope.load(path, from_step="2x")
+        self.assertIn(str(ctx.exception), err)
+        with allocscope.load(path, from_step=4000, to_step=6000) as s:
+            self.assertEqual(dict(s.peak())["devices"][0]["window"], [4000, 6000])
 
     def test_errors_are_the_cli_words(self):
         with allocscope.load(FIXTURES / "resnet50_train.pickle") as s:
