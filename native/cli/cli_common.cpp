@@ -145,22 +145,7 @@ bool load_or_report(const std::string& path, Snapshot* out) {
                  path.c_str());
     return true;
   }
-  if (!r.value().window.whole()) {
-    say_window(path, r.value());
-    // A window that no trace reaches is a mistake to say, not an empty job to answer.
-    bool any_trace = false, any_step = false;
-    for (const DeviceTrace& d : r.value().devices) {
-      any_trace |= d.events_in_file() > 0;
-      // (The last step, the state after every entry, is a window of no entries.)
-      any_step |= d.window_end() > d.window_begin() || (r.value().window.unit == TraceWindow::Unit::kStep &&
-                                               static_cast<uint64_t>(r.value().window.from) <= d.events_in_file());
-    }
-    if (any_trace && !any_step) {
-      std::fprintf(stderr, "allocscope: %s: no entry of any device's trace is in %s\n", path.c_str(),
-                   describe_window(r.value().window).c_str());
-      return false;
-    }
-  }
+  if (!r.value().window.whole()) say_window(path, r.value());
   *out = std::move(r).value();
   return true;
 }

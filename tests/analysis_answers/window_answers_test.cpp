@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "allocscope/answers.h"
 #include "allocscope/loader.h"
 
@@ -25,6 +28,7 @@ nlohmann::json peak_json(Snapshot s, const AnswerOptions& o) {
 
 TEST(WindowAnswers, PeakOfAWindowIsThePeakOfThoseStepsOfTheWholeFile) {
   size_t compared = 0;
+  int64_t recategorized = 0, windows_differing = 0, alive = 0;
   for (const char* name : {"resnet50_train.pickle", "gpt2_cpp.pickle.gz", "transformer_leak.pickle",
                            "external/pt21_select_n_4dev.pickle.gz", "external/pt25_sqattn_4dev.pickle.gz",
                            "external/pt20_opt13b.pickle.gz", "external/pt26_cs336_train.pickle.gz"}) {
@@ -57,6 +61,14 @@ TEST(WindowAnswers, PeakOfAWindowIsThePeakOfThoseStepsOfTheWholeFile) {
         ASSERT_EQ(x["largest"].size(), y["largest"].size()) << what;
         for (size_t i = 0; i < x["largest"].size(); ++i)
           EXPECT_EQ(x["largest"][i]["size"], y["largest"][i]["size"]) << what << " largest " << i;
+        // Categories are judged from what was loaded (iterations, what came first): a window sees less, and a few
+        // allocations fall elsewhere (an input read as unknown). Counted and bounded, not hidden.
+        int64_t moved = 0;
+        for (auto it = x["categories"].begin(); it != x["categories"].end(); ++it)
+          moved += std::abs(it.value()["count"].get<int64_t>() - y["categories"][it.key()]["count"].get<int64_t>());
+        moved /= 2;
+        EXPECT_LE(moved, 5) << what << " device " << k << ": " << x["categories"] << " vs " << y["categories"];
+        recategorized += moved, windows_differing += moved > 0, alive += x["alive"].get<int64_t>();
         ASSERT_EQ(x["sites"].size(), y["sites"].size()) << what;
         for (size_t i = 0; i < x["sites"].size(); ++i) EXPECT_EQ(x["sites"][i]["bytes"], y["sites"][i]["bytes"]) << what;
         ++compared;
@@ -64,6 +76,12 @@ TEST(WindowAnswers, PeakOfAWindowIsThePeakOfThoseStepsOfTheWholeFile) {
     }
   }
   EXPECT_GE(compared, 20u);  // 21 today
+  // Today: 8 allocations of 10,417 alive at the peaks, in 5 of the 21 device-windows (docs/loader.md).
+  EXPECT_LE(recategorized, 20) << "of " << alive << " in " << windows_differing << " windows";
+  EXPECT_LE(windows_differing, 7);
+  std::printf("recategorized %lld of %lld alive at the peaks, in %lld of %zu device-windows\n",
+              static_cast<long long>(recategorized), static_cast<long long>(alive),
+              static_cast<long long>(windows_differing), compared);
 }
 
 }  // namespace

@@ -135,8 +135,12 @@ TEST(Window, EveryFixtureAtItsThirdsHoldsWhatTheWholeFileHolds) {
     if (n < 3) continue;
     ++files;
     // The middle third, the start, the end, one step, and a window past every trace.
+    // A window past every trace is refused, saying so.
+    auto past = load_window(bytes, steps(n + 10, n + 20));
+    ASSERT_FALSE(past.ok()) << name;
+    EXPECT_NE(past.error().describe().find("no entry of any device's trace is in steps"), std::string::npos);
     for (TraceWindow w : {steps(n / 3, 2 * n / 3), steps(0, n / 4), steps(n / 2, INT64_MAX), steps(n / 2, n / 2),
-                          steps(n + 10, n + 20)}) {
+                          steps(n, n + 20)}) {
       auto win = load_window(bytes, w);
       ASSERT_TRUE(win.ok()) << name << " " << describe_window(w) << ": " << win.error().describe();
       expect_window_of(whole.value(), win.value(), name + " " + describe_window(w));
@@ -268,7 +272,11 @@ TEST(Window, ATimeWindowOfATraceWithoutTimesSaysSo) {
   auto whole = load_snapshot(bytes);
   ASSERT_TRUE(whole.ok());
   ASSERT_EQ(whole->events.time_us[whole->devices.at(0).begin], 0);
-  auto win = load_window(bytes, parse_trace_window("1ms", "2ms").value());
+  auto none = load_window(bytes, parse_trace_window("1ms", "2ms").value());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().describe().find("record no times"), std::string::npos) << none.error().describe();
+  // From 0 the window holds every entry (all at time 0), and the load warns that times cannot place it.
+  auto win = load_window(bytes, parse_trace_window("0ms", "2ms").value());
   ASSERT_TRUE(win.ok());
   bool said = false;
   for (const std::string& w : win->warnings) said |= w.find("time") != std::string::npos;

@@ -1,6 +1,7 @@
 // Reading the non-streamed part of a snapshot: segments and blocks, device trace lists, annotations, settings.
 #include "snapshot/builder.h"
 #include "allocscope/lent_frames.h"
+#include "allocscope/loader.h"
 #include "snapshot/capture_notes.h"
 
 namespace allocscope::detail {
@@ -685,6 +686,23 @@ Status Builder::finish(const pickle::Reader& r, const Value& root) {
     std::vector<LentWindow> windows = s_->lent_windows;
     if (s_->outside) windows.insert(windows.end(), s_->outside->lent_windows.begin(), s_->outside->lent_windows.end());
     lend_window_frames(s_, windows);
+  }
+  if (window_) {
+    // A window that no trace reaches is a mistake to say, not an empty job to answer. (The last step, the state
+    // after every entry, is a window of no entries.)
+    bool any_trace = false, any_step = false, any_time = false;
+    for (const WindowFilter::ListRows& l : window_->lists()) {
+      any_trace = true;
+      any_time |= l.any_time;
+      any_step |= l.end - l.after > l.begin + l.before ||
+                  (s_->window.unit == TraceWindow::Unit::kStep && static_cast<uint64_t>(s_->window.from) <= l.entries);
+    }
+    if (any_trace && !any_step) {
+      const bool timeless = s_->window.unit == TraceWindow::Unit::kTimeUs && !any_time;
+      return Error{"no entry of any device's trace is in " + describe_window(s_->window) +
+                   (timeless ? " (the traces record no times: PyTorch 2.0 and 2.1 write none; use a window of steps)"
+                             : "")};
+    }
   }
   if (window_ && s_->window.unit == TraceWindow::Unit::kTimeUs)
     for (const WindowFilter::ListRows& l : window_->lists())
