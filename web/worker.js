@@ -113,7 +113,7 @@ function explain(e) {
       '(a browser tab gives WebAssembly at most 4 GB, and the model of a snapshot needs about 0.9 times its unzipped ' +
       'size). Open it with `allocscope view FILE`: the same viewer, with the file parsed by the command line, which ' +
       'has no such limit. Or ask it directly: allocscope summary FILE, or allocscope peak FILE --from STEP --to STEP ' +
-      'for a time range; or record a shorter trace. ' +
+      '(or --from 10s --to 12s), which loads only that window of the file; or record a shorter trace. ' +
       'The files opened before are closed; open them again.' };
   // Emscripten's hint to rebuild with assertions is for us, not for the reader of the message.
   const said = message.replace(/\.?\s*Build with -s ASSERTIONS=1 for more info\.?/, '');
