@@ -8,6 +8,7 @@
 
 #include "allocscope/lifetimes.h"
 #include "allocscope/loader.h"
+#include "allocscope/segment_timeline.h"
 #include "allocscope/writer.h"
 #include "fixtures.h"
 
@@ -59,6 +60,11 @@ void expect_window_of(const Snapshot& whole, const Snapshot& win, const std::str
       const uint64_t s = dp.first_step + j;
       ASSERT_EQ(p.total[b + j], a.total[s]) << where << " step " << s << " (window step " << j << ")";
     }
+    // Reserved bytes too (segments, and expandable segments' maps and unmaps), at every step of the window.
+    const SegmentTimeline sa = build_segment_timeline(whole, a.device), sp = build_segment_timeline(win, a.device);
+    if (sa.total.size() == a.total.size() && sp.total.size() == p.total.size())
+      for (uint32_t j = 0; j <= kept; ++j)
+        ASSERT_EQ(sp.total[b + j], sa.total[dp.first_step + j]) << where << " reserved at step " << dp.first_step + j;
     for (uint32_t j : {0u, kept / 2, kept}) {
       const uint64_t s = dp.first_step + j;
       size_t alive_a = 0, alive_p = 0;
@@ -97,12 +103,12 @@ void expect_window_of(const Snapshot& whole, const Snapshot& win, const std::str
     EXPECT_LE(dp.after, 2 * alive_end_window + 2 * alive_end + segment_events) << where;
     if (dp.first_step + kept == dw.count()) EXPECT_EQ(dp.after, 0u) << where << ": nothing comes after";
     // Kept from before: an allocation (and a pending free_requested) of each one alive at the start, besides
-    // segments' events.
+    // segments' events (an expandable segment's unmap that matches no single map is kept).
     size_t alive_start = 0, segment_events_before = 0;
     for (uint32_t i = 0; i < a.count(); ++i) alive_start += a.alive_at(i, static_cast<uint32_t>(dp.first_step));
     for (uint32_t r = dw.begin; r < dw.begin + dp.first_step; ++r) {
       const Action act = whole.events.action[r];
-      segment_events_before += act == Action::kSegmentAlloc || act == Action::kSegmentMap;
+      segment_events_before += act == Action::kSegmentAlloc || act == Action::kSegmentMap || act == Action::kSegmentUnmap;
     }
     EXPECT_LE(dp.before, 2 * alive_start + segment_events_before) << where;
   }
