@@ -86,10 +86,20 @@ static PreviewCurve g_preview;       // the streamed load's first picture (as_st
 static std::string g_preview_text;
 
 // Starts a streamed load; `size_hint` is the expected pickle size in bytes (0 if unknown; it only sizes buffers);
-// `inflated` as for as_load.
-EMSCRIPTEN_KEEPALIVE int32_t as_stream_begin(double size_hint, int32_t inflated) {
+// `inflated` as for as_load. `from` and `to` (either may be null or empty) load only that window of each device's
+// trace, as the CLI's --from/--to (the page's ?from=&to=): parse_trace_window, the one rule. Returns 1, or 0 with the
+// reason in as_error() for a window that does not parse.
+EMSCRIPTEN_KEEPALIVE int32_t as_stream_begin(double size_hint, int32_t inflated, const char* from, const char* to) {
   g_inflated = inflated != 0;
-  g_stream = std::make_unique<SnapshotStream>(LoadOptions{}, static_cast<uint64_t>(size_hint));
+  LoadOptions options;
+  auto window = parse_trace_window(from ? from : "", to ? to : "");
+  if (!window.ok()) {
+    g_stream.reset();
+    g_error = window.error().describe();
+    return 0;
+  }
+  options.window = *window;
+  g_stream = std::make_unique<SnapshotStream>(std::move(options), static_cast<uint64_t>(size_hint));
   g_preview = PreviewCurve{};
   return 1;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "allocscope/loader.h"
 #include "allocscope/ranks.h"
 #include "methods.h"
 
@@ -84,6 +85,17 @@ Answer info(const Request&, std::span<Loaded* const> files) {
       if (seg.device == t.device) reserved += seg.total_size, ++segs;
     dj["segments"] = segs;
     dj["reserved_bytes"] = reserved;
+    // A window of the file (?from=&to=, `view --from/--to`): steps first..last are the window's, the file's steps
+    // `offset` more; the ones before `first` are the allocations alive at its start, past `last` what was kept from
+    // after it (snapshot/trace_window.h). Times count from the file's first entry (time_origin_us), as the CLI's.
+    if (!s.window.whole()) {
+      const uint32_t n = t.count();
+      dj["window"] = {{"first", t.before},
+                      {"last", n - t.after},
+                      {"offset", static_cast<int64_t>(t.first_step) - t.before},
+                      {"file_events", t.events_in_file()},
+                      {"time_origin_us", t.file_first_time_us}};
+    }
     devices.push_back(dj);
   }
   // Devices that only appear in segments (no trace recorded, or a file that is a bare list of segments) still get a
@@ -128,6 +140,8 @@ Answer info(const Request&, std::span<Loaded* const> files) {
             {"unknown_keys", unknown},
             {"unknown_actions", s.unknown_action_names},
             {"annotations", annotations},
+            // The window it was loaded with, as the user wrote it ("steps 4000-6000"); null when loaded whole.
+            {"window", s.window.whole() ? json(nullptr) : json(describe_window(s.window))},
             {"source_bytes", s.source_bytes},
             {"model_bytes", s.memory_bytes()},
             // What the heap holds now (all files and caches), to see how much of the heap's size is live.

@@ -86,7 +86,8 @@ Answer flame(const Request& r, std::span<Loaded* const> files) {
   Answer a;
   a.body = {{"step", step}, {"steps", steps}, {"peak_step", lt.peak_step()}, {"total", value[0]},
             {"allocations", rows.size()}, {"labels", labels},
-            {"time_us", lt.step_time_us(s, step)}, {"time_first_us", t->time.first_us()}};
+            {"time_us", lt.step_time_us(s, step)}, {"time_first_us", t->time.first_us()},
+            {"time_origin_us", time_origin_us(s, *t)}};
   a.add<uint32_t>("parent", "u32", parent);
   a.add<uint32_t>("label", "u32", label);
   a.add<double>("value", "f64", value);

@@ -127,6 +127,7 @@ Answer draw(const Request& r, std::span<Loaded* const> files) {
             {"peak_step", peak},
             {"peak_bytes", t->layout.total(peak)},
             {"time_first_us", t->time.first_us()},
+            {"time_origin_us", time_origin_us(files[0]->snapshot, *t)},
             {"time_last_us", t->time.last_us()}};
   a.add<uint32_t>("column_step", "u32", d.column_step);
   a.add<double>("column_total", "f64", d.column_total);
@@ -188,7 +189,8 @@ Answer axis(const Request& r, std::span<Loaded* const> files) {
                                                   v.is_number_unsigned() ? v.get<uint32_t>() : 0));
   Answer a;
   a.body = {{"steps", steps}, {"times", times}, {"time_first_us", t->time.first_us()},
-            {"time_last_us", t->time.last_us()}, {"step_count", t->layout.steps()}};
+            {"time_origin_us", time_origin_us(files[0]->snapshot, *t)}, {"time_last_us", t->time.last_us()},
+            {"step_count", t->layout.steps()}};
   return a;
 }
 

@@ -25,6 +25,12 @@ struct DeviceTimeline {
 // nullptr when the file has no such device.
 DeviceTimeline* timeline_of(Loaded& f, int64_t device);
 
+// The time the page's labels count from ("+1.2 s"): the axis's first time, or the file's first entry when only a
+// window of it was loaded (its first row may be an allocation made long before the window), as the CLI counts.
+inline int64_t time_origin_us(const Snapshot& s, const DeviceTimeline& t) {
+  return t.lifetimes->windowed() ? t.lifetimes->origin_time_us(s) : t.time.first_us();
+}
+
 // Allocation details for hover, pin and the side panels: size, address, steps and times, origin, stream, frames,
 // and the category with its evidence when `categories` is given.
 json allocation_json(Loaded& f, const DeviceTimeline& t, uint32_t row, const Categories* categories = nullptr);

@@ -30,7 +30,7 @@ function showError(message, lost) {
     state.files = [];
     if (mounted) { try { mounted.destroy(); } catch (e) { console.error(e); } mounted = null; }
     $('tabs').replaceChildren();  // no view can run without its files
-    for (const id of ['file-pick', 'device-pick', 'search']) $(id).classList.add('hidden');
+    for (const id of ['file-pick', 'device-pick', 'search', 'window-note']) $(id).classList.add('hidden');
   }
   $('error-message').textContent = message;  // never innerHTML: the message can quote the file
   show('error');
@@ -38,6 +38,15 @@ function showError(message, lost) {
 }
 
 // ---- opening files ----
+
+// ?from=A&to=B (as `allocscope peak FILE --from A --to B`, and what `allocscope view --from A --to B` prints): every
+// file this page opens, dropped or by URL, loads only that window of each device's trace, for a file too big to
+// open whole. Steps, or times with a unit (10s, 200ms); the core parses them (one rule with the CLI).
+const LOAD_WINDOW = (() => {
+  const q = new URLSearchParams(location.search);
+  const from = q.get('from') || '', to = q.get('to') || '';
+  return from || to ? { from, to } : null;
+})();
 
 const PHASE_WEIGHT = { load: [0, 1], read: [0, 0.3], inflate: [0, 0.4], parse: [0.4, 1] };
 
@@ -115,7 +124,7 @@ async function open(list, onTooLarge) {
       $('loading-label').textContent =
         `${p.phase === 'parse' ? 'Parsing' : p.phase === 'inflate' ? 'Inflating' : 'Loading'} ${p.name}` +
         (p.files > 1 ? ` (${p.file + 1} of ${p.files})` : '') + '…';
-    });
+    }, LOAD_WINDOW);
     if (state.files.length) unload(state.files.map((f) => f.id));
     state.ranksFile = null;
     const files = ids.map((id, i) => ({ id, name: infos[i].name, info: infos[i] }));
@@ -209,7 +218,7 @@ function setupChrome() {
     }, v.title, badge));
   }
   if (!state.files.length) {  // a ranks file: no snapshot to pick a file or device of, nothing to search
-    for (const id of ['file-pick', 'device-pick', 'search']) $(id).classList.add('hidden');
+    for (const id of ['file-pick', 'device-pick', 'search', 'window-note']) $(id).classList.add('hidden');
     return;
   }
   const fs = $('file-select');
@@ -217,6 +226,12 @@ function setupChrome() {
   fs.value = String(state.file);
   $('file-pick').classList.toggle('hidden', state.files.length < 2);
   fillDevices();
+  // A window of the file: said in the bar on every view, since each answer covers only it.
+  const win = currentFile().info.window;
+  $('window-note').classList.toggle('hidden', !win);
+  $('window-note').textContent = win ? `only ${win}` : '';
+  $('window-note').title = win ? `Only ${win} of each device's trace was loaded (?from=&to=), with the allocations ` +
+    'alive at its start and the releases of what was alive at its end. Steps and times are the file\'s own.' : '';
   $('search').classList.remove('hidden');
   $('search').value = state.search;
 }

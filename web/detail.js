@@ -1,12 +1,13 @@
 // The detail card for an allocation (hover or pinned): size, address, lifetime, category and the full stack, with
 // PyTorch's frame filter as a toggle and search hits marked. Snapshot strings only ever become text nodes.
-import { bytes, count, el, lineText, micros } from './format.js';
+import { bytes, count, el, eventName, lineText, micros } from './format.js';
 
 // A frame as the search matches it, "file:line:name".
 function frameText(f) { return `${f[1]}:${lineText(f[2])}:${f[0]}`; }
 
-// a: allocation JSON from the bridge (allocation_json); opts: {pinned, filter, hits, timeFirst, onToggleFilter}, where
-// hits is the search's Set of frame ids (search.js knownHits) or null.
+// a: allocation JSON from the bridge (allocation_json); opts: {pinned, filter, hits, timeFirst, win, onToggleFilter},
+// where hits is the search's Set of frame ids (search.js knownHits) or null, timeFirst the time labels count from
+// (an answer's time_origin_us) and win the device's window (format.js windowOf) or null.
 export function allocationCard(a, opts) {
   const card = el('div', { class: 'alloc-card' });
   card.append(el('h4', null, `${bytes(a.size)} `, el('span', { class: 'fine', text: `(${count(a.size)} bytes)` }),
@@ -22,8 +23,8 @@ export function allocationCard(a, opts) {
   const at = (us) => (opts.timed === false ? '' : ` at ${rel(us)}`);
   const seg = a.kind === 'segment';
   if (seg) row('expandable', a.expandable ? 'yes (mapped and unmapped in pieces)' : 'no');
-  row(seg ? 'mapped' : 'allocated', a.origin === 'traced' ? `event ${count(a.birth_step - 1)}${at(a.birth_us)}` : a.origin);
-  row(seg ? 'released' : 'freed', a.death_us !== undefined ? `event ${count(a.death_step - 1)}${at(a.death_us)}`
+  row(seg ? 'mapped' : 'allocated', a.origin === 'traced' ? `${eventName(a.birth_step - 1, opts.win)}${at(a.birth_us)}` : a.origin);
+  row(seg ? 'released' : 'freed', a.death_us !== undefined ? `${eventName(a.death_step - 1, opts.win)}${at(a.death_us)}`
                                                          : seg ? 'still reserved at snapshot' : 'still alive at snapshot');
   if (a.compile_context) row('compile context', a.compile_context);
   if (a.user_metadata) row('user metadata', a.user_metadata);

@@ -224,8 +224,10 @@
     // browser produces them: the wasm heap never holds the whole file, only the model being built. progress(phase,
     // done, total) counts the file's bytes. onPreview(curve), when given, gets the memory curve of the trace rows
     // parsed so far (as_stream_preview) every PREVIEW_MS while the file streams in, and once more when it is all
-    // read, before the model is finished: the page's first picture. Returns the file id or throws Error(message).
-    async loadStream(source, name, progress, onPreview) {
+    // read, before the model is finished: the page's first picture. window: {from, to} (texts as the CLI's --from and
+    // --to, either may be empty) loads only that window of each device's trace; a window that does not parse throws.
+    // Returns the file id or throws Error(message).
+    async loadStream(source, name, progress, onPreview, window) {
       const m = this.m;
       const input = await openChunks(source, progress, 'load');
       let buf = 0;
@@ -234,7 +236,9 @@
       try {  // from here on, any failure cancels the input (and so stops the inflater's worker)
         if (input.total === 0) throw new Error('the file is empty');
         const hint = await sizeHint(input.blob, input.gz);
-        m._as_stream_begin(hint, input.gz ? 1 : 0);
+        this.withName(window && window.from ? String(window.from) : '', (fromPtr) =>
+          this.withName(window && window.to ? String(window.to) : '', (toPtr) =>
+            m._as_stream_begin(hint, input.gz ? 1 : 0, fromPtr, toPtr)));
         let lastPreview = performance.now();
         const preview = (total) => Object.assign(JSON.parse(m.UTF8ToString(m._as_stream_preview())), { total });
         for (let value; (value = await input.next()) !== null;) {
@@ -291,7 +295,7 @@
         for (let round = 0; round < rounds; ++round) {
           await pause();
           if (isCancelled()) return null;
-          m._as_stream_begin(size, 0);
+          m._as_stream_begin(size, 0, 0, 0);
           for (let at = 0; at < size; at += WARM_FEED) {
             if (!m._as_stream_feed(data + at, Math.min(WARM_FEED, size - at))) throw new Error(m.UTF8ToString(m._as_error()));
             m._as_stream_preview();
@@ -315,15 +319,15 @@
       }
     }
 
-    // Calls make(namePtr) with `name` in the heap for the call's length, for the exports that end a load and keep the
-    // file's name; returns the file id it gives, or throws the core's reason when it gives 0.
+    // Calls make(namePtr) with `name` in the heap for the call's length, for the exports that take a text (the file's
+    // name, a window's ends); returns what it gives (a file id), or throws the core's reason when it gives 0.
     withName(name, make) {
       const m = this.m;
       const bytes = m.lengthBytesUTF8(name) + 1;
       const namePtr = m._as_malloc(bytes);
       m.stringToUTF8(name, namePtr, bytes);
-      const id = make(namePtr);
-      m._as_free(namePtr);
+      let id;
+      try { id = make(namePtr); } finally { m._as_free(namePtr); }
       if (!id) throw new Error(m.UTF8ToString(m._as_error()));
       return id;
     }

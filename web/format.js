@@ -33,11 +33,42 @@ export function deviceName(file, device) {
   return file && file.info && file.info.host_of ? 'pinned host memory' : `cuda:${device}`;
 }
 
+// A window of a file (?from=&to=): device `device`'s window from the file's info ({first, last, offset, file_events,
+// time_origin_us}: wasm/methods_facts.cpp), or null when the file was loaded whole. The page's steps first..last
+// are the window's, the file's steps `offset` more; the steps before `first` place the allocations alive at its
+// start, the ones past `last` the releases kept from after it. Every label says the file's own numbers, as the CLI.
+export function windowOf(info, device) {
+  const d = info && info.devices ? info.devices.find((x) => x.device === device) : null;
+  return d && d.window ? d.window : null;
+}
+
+// A step as the file numbers it (axis ticks, the step a user types): the page's step plus a window's offset.
+export function fileStep(step, win) { return win ? step + win.offset : step; }
+// And back: the page's step of a file's step (an answer in the CLI's numbers, such as the peak's).
+export function pageStep(step, win) { return win ? step - win.offset : step; }
+
 // A step as the CLI says it: step S is the state after S events (`state --step S`, "after 4 of 33 events"), while
-// "event E" names one event, counted from 0 (`state --event E`). "after event S" read one event late.
-export function afterEvents(step, total) {
+// "event E" names one event, counted from 0 (`state --event E`). "after event S" read one event late. `win`: the
+// device's window (windowOf), whose steps are said as the file's.
+export function afterEvents(step, total, win) {
+  if (win) {
+    if (step < win.first) return 'before the window (alive at its start)';
+    if (step > win.last) return 'after the window';
+    step += win.offset;
+    if (total !== undefined) total = win.file_events;
+  }
   if (step === 0) return 'before the first event';
   return total === undefined ? `after ${count(step)} events` : `after ${count(step)} of ${count(total)} events`;
+}
+
+// "event E" (the page's event E, counted from 0) as the file numbers it.
+export function eventName(e, win) {
+  if (win) {
+    if (e < win.first) return 'before the window';
+    if (e >= win.last) return 'after the window';
+    e += win.offset;
+  }
+  return `event ${count(e)}`;
 }
 
 // Whether a device's trace records times (the core's `timed`, from `records_times`): PyTorch 2.0's and 2.1's

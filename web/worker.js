@@ -24,7 +24,8 @@ function reply(msg, transfer) { self.postMessage(msg, transfer || []); }
 
 function describe(e) { return e && e.message ? e.message : String(e); }
 
-async function open(seq, files) {
+// window: {from, to} or null: only that window of each device's trace is loaded (the page's ?from=&to=).
+async function open(seq, files, window) {
   const eng = await engine();
   const ids = [];
   const infos = [];
@@ -35,7 +36,7 @@ async function open(seq, files) {
     try {
       // Read, inflate and parse together, chunk by chunk; the memory curve of what is parsed goes to the page as it grows.
       const preview = (curve) => reply({ op: 'progress', seq, file: i, files: files.length, name, phase: 'preview', curve });
-      id = await eng.loadStream(blob, name, progress, preview);
+      id = await eng.loadStream(blob, name, progress, preview, window);
     } catch (e) {
       const err = new Error(`${name}: ${describe(e)}`);
       err.abort = e instanceof WebAssembly.RuntimeError;
@@ -63,7 +64,7 @@ self.onmessage = async (event) => {
   try {
     if (msg.op === 'open') {
       warmCancelled = true;
-      const { ids, infos } = await open(msg.seq, msg.files);
+      const { ids, infos } = await open(msg.seq, msg.files, msg.window || null);
       self.allocscopeEngine = await engine();  // for benchmarks and debugging (worker.evaluate)
       self.allocscopeOpened = ids;  // their ids (the warm-up's files took ids before them)
       reply({ op: 'opened', seq: msg.seq, ids, infos });

@@ -40,12 +40,13 @@ function send(msg, onProgress) {
 // allocscope.js and allocscope.wasm to load and compile (~100 ms of the first paint on the dev machine).
 export function warmUp() { ensure().postMessage({ op: 'warm', seq: 0 }); }
 
-// files: [{name, blob}] -> {ids, infos}; or [{name, native: I}]: files `allocscope view` parses itself (openNative).
-export function openFiles(files, onProgress) {
+// files: [{name, blob}] -> {ids, infos}; or [{name, native: I}]: files `allocscope view` parses itself (openNative,
+// which loads the window `allocscope view --from/--to` was given). window: {from, to} or null, for the tab's own load.
+export function openFiles(files, onProgress, window = null) {
   const native = files.filter((f) => f.native !== undefined).length;
   if (native && native === files.length) return openNative(files, onProgress);
   if (native) return Promise.reject(new Error('files parsed by allocscope view and files parsed in the page cannot be opened together'));
-  return send({ op: 'open', files }, onProgress);
+  return send({ op: 'open', files, window }, onProgress);
 }
 
 export function unload(ids) {

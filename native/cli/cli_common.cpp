@@ -18,6 +18,7 @@ namespace allocscope::cli {
 namespace {
 bool g_host = false;  // `--device host`: load_or_report loads the file's pinned host memory (take_host_device)
 TraceWindow g_window;  // `--from/--to` (take_window)
+std::string g_window_from, g_window_to;  // as written: `view` hands them to the page, which parses them again
 
 // What a windowed load kept, one line per device with a trace, on stderr: a window past a trace's end, or one that
 // caught no entry, must not read as an empty job.
@@ -44,15 +45,15 @@ void say_window(const std::string& path, const Snapshot& s) {
 bool take_window(const char* verb, std::vector<std::string>* argv) {
   const std::string v = verb;
   std::vector<std::string>& a = *argv;
-  if (v != "peak" && v != "summary") {
+  if (v != "peak" && v != "summary" && v != "view") {
     // whatif's --to is its batch; record's options belong to the program it runs. Elsewhere a window is a wish
     // to answer, not an unknown option.
     if (v == "whatif" || v == "plan" || v == "record") return true;
     for (const std::string& s : a) {
       if (s == "--") break;
       if (s == "--from" || s.rfind("--from=", 0) == 0 || s == "--to" || s.rfind("--to=", 0) == 0) {
-        std::fprintf(stderr, "allocscope %s: --from/--to: only peak and summary load a window of a file (allocscope "
-                     "peak FILE --from A --to B); this verb reads the whole file\n", verb);
+        std::fprintf(stderr, "allocscope %s: --from/--to: only peak, summary and view load a window of a file "
+                     "(allocscope peak FILE --from A --to B); this verb reads the whole file\n", verb);
         return false;
       }
     }
@@ -97,11 +98,14 @@ bool take_window(const char* verb, std::vector<std::string>* argv) {
     return false;
   }
   g_window = w.value();
+  g_window_from = from, g_window_to = to;
   a = std::move(rest);
   return true;
 }
 
 const TraceWindow& load_window() { return g_window; }
+const std::string& load_window_from() { return g_window_from; }
+const std::string& load_window_to() { return g_window_to; }
 
 bool take_host_device(const char* verb, std::vector<std::string>* argv) {
   std::vector<std::string>& a = *argv;

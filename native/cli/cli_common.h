@@ -24,7 +24,7 @@ bool load_or_report(const std::string& path, Snapshot* out);
 // (What-if, categories: rules for a GPU's training memory). Called by main() before the verb runs.
 bool take_host_device(const char* verb, std::vector<std::string>* argv);
 
-// `--from A --to B` of the verbs that can load a window of a huge file (peak, summary): steps, or times with
+// `--from A --to B` of the verbs that can load a window of a huge file (peak, summary, view): steps, or times with
 // a unit (loader.h: parse_trace_window). Takes both options out of the arguments and makes load_or_report load
 // only that window of each device's trace, saying on stderr what it kept; returns false, after printing why, for
 // a text that is not a window. Other verbs keep their own --to (whatif's batch) and refuse --from as unknown.
@@ -32,6 +32,9 @@ bool take_host_device(const char* verb, std::vector<std::string>* argv);
 bool take_window(const char* verb, std::vector<std::string>* argv);
 // The window take_window found (whole() when none was given): `view` loads its files itself.
 const TraceWindow& load_window();
+// Its ends as the user wrote them ("" for an open end): `view` puts them in the page's URL (?from=&to=).
+const std::string& load_window_from();
+const std::string& load_window_to();
 
 // Spare-time work for a load's reading thread (LoadOptions::spare_time): faults in the heap pages the parse is
 // about to use (memory_policy.cpp says why). Empty where that policy does not apply (sanitizers, not glibc).

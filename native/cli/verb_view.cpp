@@ -167,7 +167,7 @@ int run(const std::vector<std::string>& argv) {
   for (const auto& f : files)
     if (is_ranks_report(f)) native = false;
   // Always there: a page that ran out of memory on a file it was given to parse asks for it here instead (app.js).
-  auto native_backend = std::make_unique<NativeBackend>(files);
+  auto native_backend = std::make_unique<NativeBackend>(files, load_window());
 
   std::string query = native ? "?native=1" : "";
   for (size_t i = 0; i < files.size(); ++i) {
@@ -175,6 +175,10 @@ int run(const std::vector<std::string>& argv) {
     // The name is a path segment first ('#', '?', '%' and newlines are not), then the whole a query value.
     query += (query.empty() ? "?url=" : "&url=") + url_encode_component("files/" + std::to_string(i) + "/" + url_encode_component(name));
   }
+  // A window (--from/--to): the page loads only it, whether the tab parses the files or this process does (the
+  // backend was given it above); the same texts, parsed by the same rule on both sides.
+  if (!load_window_from().empty()) query += "&from=" + url_encode_component(load_window_from());
+  if (!load_window_to().empty()) query += "&to=" + url_encode_component(load_window_to());
   const std::string token = new_token();
   const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/" + token + "/" + query;
 
@@ -249,7 +253,8 @@ int run(const std::vector<std::string>& argv) {
 
 const RegisterVerb reg({"view",
                         "open snapshots in the web viewer, served on 127.0.0.1 (prints the URL)",
-                        "usage: allocscope view [--port N] [--web-root DIR] [--backend auto|browser|native] FILE...\n\n"
+                        "usage: allocscope view [--port N] [--web-root DIR] [--backend auto|browser|native]\n"
+                        "                       [--from A] [--to B] FILE...\n\n"
                         "Serves the viewer and FILE(s) on http://127.0.0.1:N/ (default 8765, or any free port when\n"
                         "8765 is taken) and prints the URL that opens them; serves until interrupted (Ctrl-C).\n"
                         "The URL starts with a random secret, new each run: other users of this machine can reach\n"
@@ -261,6 +266,10 @@ const RegisterVerb reg({"view",
                         "A file too big for a browser tab (a pickle past 2 GiB; WebAssembly's heap ends at 4 GB)\n"
                         "is parsed by this process instead, and the page asks it for every view over the same\n"
                         "connection: the same views and answers, with no limit but this machine's memory.\n\n"
+                        "  --from, --to    open only steps A..B of each device's trace (or times: 10s, 200ms),\n"
+                        "                  as `allocscope peak --from A --to B`: a file too big to open whole\n"
+                        "                  is read through once and only the window is held (the page's\n"
+                        "                  ?from=A&to=B does the same in any tab)\n"
                         "  --port N        port to listen on (0: any free port)\n"
                         "  --backend B     where files are parsed: auto (default: here when one is too big for a\n"
                         "                  tab), browser, or native (here, whatever their size)\n"

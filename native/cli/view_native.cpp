@@ -41,6 +41,7 @@ bool too_big_for_a_tab(const std::string& path, uint64_t limit) {
 
 struct NativeBackend::State {
   std::vector<std::string> files;
+  TraceWindow window;  // `view --from/--to`: each file loads only this window
   std::mutex mu;  // the session's files and caches: one request at a time
   wasm::Session session;
   struct File {
@@ -59,8 +60,9 @@ struct NativeBackend::State {
   std::vector<std::unique_ptr<File>> state;
 };
 
-NativeBackend::NativeBackend(std::vector<std::string> files) : s_(std::make_unique<State>()) {
+NativeBackend::NativeBackend(std::vector<std::string> files, TraceWindow window) : s_(std::make_unique<State>()) {
   s_->files = std::move(files);
+  s_->window = window;
   for (size_t i = 0; i < s_->files.size(); ++i) s_->state.push_back(std::make_unique<State::File>());
 }
 NativeBackend::~NativeBackend() = default;
@@ -109,6 +111,7 @@ std::optional<HttpResponse> NativeBackend::answer(const HttpRequest& req) {
     if (!f.loaded && f.error.empty()) {
       const std::string& path = s.files[static_cast<size_t>(i)];
       LoadOptions opts;
+      opts.window = s.window;
       opts.progress = [&f](std::string_view phase, uint64_t done, uint64_t total) {
         f.phase.store(phase == "inflate" ? 1 : 2);
         f.done.store(done);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "allocscope/snapshot.h"
 #include "web_http.h"
 
 namespace allocscope::cli {
@@ -19,7 +20,8 @@ constexpr uint64_t kTabPickleLimit = 2ull << 30;
 
 class NativeBackend {
  public:
-  explicit NativeBackend(std::vector<std::string> files);
+  // `window`: each file loads only that window of its devices' traces (`view --from/--to`; whole by default).
+  explicit NativeBackend(std::vector<std::string> files, TraceWindow window = {});
   ~NativeBackend();
   // Answers api/open, api/progress and api/call (paths after the URL's secret); nullopt for any other path.
   //   POST api/open?file=I   loads served file I (once) -> {"ids": [...], "infos": [...]} as the worker's open

@@ -7,6 +7,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
+#include <vector>
+#include <algorithm>
 
 #include "allocscope/answers.h"
 #include "allocscope/loader.h"
@@ -63,6 +66,28 @@ TEST(WindowAnswers, PeakOfAWindowIsThePeakOfThoseStepsOfTheWholeFile) {
         ASSERT_EQ(x["largest"].size(), y["largest"].size()) << what;
         for (size_t i = 0; i < x["largest"].size(); ++i)
           EXPECT_EQ(x["largest"][i]["size"], y["largest"][i]["size"]) << what << " largest " << i;
+        // And the same lives, in the file's steps: born at the same step, or before the window (at or before step
+        // `from`, made by an entry before it) where the window says so; freed at the same step, or after the window.
+        const auto lives = [&](const nlohmann::json& list, bool windowed) {
+          std::vector<std::tuple<int64_t, int64_t, int64_t>> out;
+          constexpr int64_t kBefore = -1, kAfter = -2, kAlive = -3;
+          for (const auto& r : list) {
+            int64_t birth = r["birth_step"].is_null() ? kBefore : r["birth_step"].get<int64_t>();
+            int64_t death = r["death_step"].is_null() ? kAlive : r["death_step"].get<int64_t>();
+            if (windowed) {
+              if (birth == 0) birth = kBefore;  // before the trace, so before the window too
+              if (r.value("born_after_window", false)) birth = kAfter;
+              if (r.value("freed_after_window", false)) death = kAfter;
+            } else {
+              if (birth <= static_cast<int64_t>(from)) birth = kBefore;
+              if (death > static_cast<int64_t>(to)) death = kAfter;
+            }
+            out.emplace_back(r["size"].get<int64_t>(), birth, death);
+          }
+          std::sort(out.begin(), out.end());
+          return out;
+        };
+        EXPECT_EQ(lives(x["largest"], false), lives(y["largest"], true)) << what << " device " << k;
         // Categories are judged from what was loaded (iterations, what came first): a window sees less, and a few
         // allocations fall elsewhere (an input read as unknown). Counted and bounded, not hidden.
         int64_t moved = 0;

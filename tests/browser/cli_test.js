@@ -381,9 +381,67 @@ async function nativeEdgesTest(browser) {
   }
 }
 
+// `allocscope view --from A --to B` (and the page's ?from=&to=): only that window is loaded, in the tab and in this
+// process alike, and every view says the file's own steps. The oracle is the CLI's `peak --from A --to B --json`,
+// itself tested against the whole file (tests/analysis_answers/window_answers_test.cpp).
+async function windowTest(browser) {
+  console.log('allocscope view --from --to');
+  const file = path.join(fixtures, 'resnet50_train.pickle');
+  const cliPeak = JSON.parse(spawnSync(cli, ['peak', file, '--from', '4000', '--to', '6000', '--json'], { encoding: 'utf8' }).stdout).devices[0];
+  const fileEvents = JSON.parse(spawnSync(cli, ['summary', file, '--json'], { encoding: 'utf8' }).stdout).devices[0].events;
+  for (const backend of ['browser', 'native']) {
+    const { child, url } = await startView([file], ['--backend', backend, '--from', '4000', '--to', '6000']);
+    ok(/&from=4000&to=6000$/.test(url), `${backend}: the URL carries the window (${url})`);
+    const { context, page, errors } = await pageFor(browser);
+    await page.goto(url);
+    ok((await waitState(page, ['ready', 'error'], 60000)) === 'ready', `${backend}: the window opens`);
+    const note = await page.textContent('#window-note');
+    ok(note === 'only steps 4000-6000' && await page.isVisible('#window-note'), `${backend}: the bar says which window (${note})`);
+    const tabs = await page.$$eval('#tabs [data-view]', (b) => b.map((x) => x.dataset.view));
+    ok(!tabs.includes('whatif') && !tabs.includes('leaks'), `${backend}: no What-if or Leaks on a window (${tabs})`);
+    // Timeline: its headline is the window's peak at the file's step; it opens on the window's steps.
+    await page.waitForSelector('[data-peak-bytes]');
+    const headline = await page.textContent('.peak');
+    ok(Number(await page.getAttribute('[data-peak-bytes]', 'data-peak-bytes')) === cliPeak.allocated.bytes &&
+       headline.includes(`at step ${cliPeak.allocated.step.toLocaleString('en-US')} (after ${cliPeak.allocated.step.toLocaleString('en-US')} events)`),
+       `${backend}: the timeline's peak is the CLI's, at the file's step (${headline})`);
+    const toolbar = await page.textContent('#view');
+    ok(/window 4,000 – 6,000/.test(toolbar), `${backend}: the timeline opens on steps 4,000-6,000 of the file`);
+    // Peak: the CLI's answer; its buttons go to the page's step of the file's peak step.
+    await page.click('#tabs [data-view="peak"]');
+    await page.waitForSelector('[data-peak-allocated]');
+    const peakBytes = Number(await page.getAttribute('[data-peak-allocated]', 'data-peak-allocated'));
+    const peakStep = Number(await page.getAttribute('[data-peak-allocated]', 'data-peak-step'));
+    ok(peakBytes === cliPeak.allocated.bytes && peakStep === cliPeak.allocated.step,
+       `${backend}: Peak says the CLI's ${peakBytes} bytes at step ${peakStep}`);
+    const peakText = await page.textContent('#view');
+    ok(peakText.includes('before the window') || peakText.includes('after the window'), `${backend}: Peak's largest allocations say which lived past the window`);
+    await page.click('text=Allocator state at the peak');
+    await page.waitForSelector('[data-state-step]');
+    const stateLabel = await page.textContent('#view');
+    const want = `after ${cliPeak.allocated.step.toLocaleString('en-US')} of ${fileEvents.toLocaleString('en-US')} events`;
+    ok(stateLabel.includes(want), `${backend}: Allocator state opens at the peak, said in the file's steps (${want})`);
+    await page.click('#tabs [data-view="flame"]');
+    await page.waitForFunction(() => document.querySelector('.step-input') && document.querySelector('.step-input').value !== '');
+    const stepBox = await page.inputValue('.step-input');
+    ok(Number(stepBox) === cliPeak.allocated.step, `${backend}: Flame's step box holds the file's step (${stepBox})`);
+    ok(errors.length === 0, `${backend}: no console errors (${errors.join('; ')})`);
+    if (backend === 'browser') {
+      await page.goto(url.replace('from=4000', 'from=4k'));
+      ok((await waitState(page, ['ready', 'error'], 60000)) === 'error' && /4k/.test(await page.textContent('#error-message')),
+         `a window that does not parse is the error page, naming it (${await page.textContent('#error-message')})`);
+    }
+    await context.close();
+    const exit = new Promise((resolve) => child.on('exit', resolve));
+    child.kill('SIGINT');
+    await exit;
+  }
+}
+
 (async () => {
   const browser = await launch();
   try {
+    await windowTest(browser);
     await nativeTest(browser);
     await nativeFallbackTest(browser);
     await nativeEdgesTest(browser);

@@ -217,13 +217,15 @@ export function drawLife(g, colour, life, xs, xOf, yOf, L, T, W, H) {
 }
 
 // Ticks under the plot for the window [a, b] (label(v) formats one), the axis name at the left, and the plot frame.
-export function drawXAxis(g, th, L, T, W, B, a, b, label, name) {
+// shift: what label() adds to a value (a window's step offset), so that ticks fall on round numbers of the labels.
+export function drawXAxis(g, th, L, T, W, B, a, b, label, name, shift = 0) {
   g.fillStyle = th.muted;
   g.font = '11px system-ui, sans-serif';
   g.textAlign = 'center';
   g.textBaseline = 'top';
   // Events are whole numbers: a window of 3 events put ticks 0.5 apart, labelled "1 1 2 2 3 3" at half steps.
-  for (const t of ticks(a, b, Math.max(2, Math.floor(W / 110)), name === 'event' ? 1 : 0)) {
+  for (const u of ticks(a + shift, b + shift, Math.max(2, Math.floor(W / 110)), name === 'event' ? 1 : 0)) {
+    const t = u - shift;
     const x = L + ((t - a) / (b - a)) * W;
     g.fillRect(Math.round(x), B, 1, 4);
     g.fillText(label(t), x, B + 6);

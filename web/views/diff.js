@@ -2,7 +2,7 @@
 // window, zoom and pan linked, hover/pin with the full stack, search marks and annotation strips as in the single-file
 // timeline), reserved and live memory side by side, the stacks whose live memory changed most, and the segments
 // present in only one file (PyTorch's `compare` rule).
-import { afterEvents, bytes, count, deviceTimed, el, micros, since, signedBytes } from '../format.js';
+import { afterEvents, bytes, count, deviceTimed, el, micros, since, signedBytes, windowOf } from '../format.js';
 import { fitCanvas, theme, onResize } from '../canvas.js';
 import { Zoom, latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
@@ -206,12 +206,13 @@ export default {
       if (a) {
         ctx.detail(el('div', { 'data-detail-panel': p.which.toLowerCase() },
           el('div', { class: 'fine', text: `${p.which}: ${p.f.name} · cuda:${p.device}` }),
-          allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, hits: knownHits(p.f, st.search), timeFirst: p.axis.time_first_us,
+          allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, hits: knownHits(p.f, st.search), timeFirst: p.axis.time_origin_us,
+                              win: windowOf(p.f.info, p.device),
                               timed: deviceTimed(p.f.info, p.device),
                               onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) })));
       } else if (h) {
         ctx.detail(el('div', null, el('strong', { text: `${p.which}: ${bytes(h.total)} active` }),
-          el('div', { class: 'fine', text: `${afterEvents(h.step)} (${since(h.time_us, p.axis.time_first_us, deviceTimed(p.f.info, p.device))})` })));
+          el('div', { class: 'fine', text: `${afterEvents(h.step, undefined, windowOf(p.f.info, p.device))} (${since(h.time_us, p.axis.time_origin_us, deviceTimed(p.f.info, p.device))})` })));
       } else ctx.detail(null);
     }
 
@@ -261,7 +262,7 @@ export default {
       if (p.strip && x >= 0 && x < fr.W && y < 0 && y >= -lanes * LANE) {  // the annotations strip
         const i = p.strip.at(Math.floor((y + lanes * LANE) / LANE), zoom.fromX(x, fr.W) + base(p), timeAxis());
         p.hover = null;
-        if (i >= 0) ctx.detail(p.strip.card(i, p.axis.time_first_us));
+        if (i >= 0) ctx.detail(p.strip.card(i, p.axis.time_origin_us));
         else showDetail();
       } else {
         const inside = !fr.empty && y >= 0 && y < fr.H && x >= fr.offset && x < fr.offset + fr.req.width;
@@ -305,7 +306,7 @@ export default {
         p.strip = new Strip(p.f.info.annotations, p.device);
         p.peak.replaceChildren(el('span', { class: 'fine', text: 'peak ' }),
           el('strong', { 'data-peak-bytes': mv.peak_active_bytes, title: `${count(mv.peak_active_bytes)} bytes` }, bytes(mv.peak_active_bytes)),
-          el('span', { class: 'fine', text: ` ${afterEvents(mv.peak_step)} · ${count(mv.allocations)} allocations` }));
+          el('span', { class: 'fine', text: ` ${afterEvents(mv.peak_step, undefined, windowOf(p.f.info, p.device))} · ${count(mv.allocations)} allocations` }));
       }
       if (destroyed) return;
       // A file without a trace keeps its place, with a message instead of an empty plot.

@@ -1,6 +1,6 @@
 // Flame graph of live memory at one event (the peak by default, or the event picked in a timeline / state view):
 // an icicle chart, outermost frame on top, widths in bytes; click zooms into a frame, hover tells its bytes.
-import { afterEvents, bytes, count, deviceTimed, el, lineText, since } from '../format.js';
+import { afterEvents, bytes, count, deviceTimed, el, fileStep, lineText, pageStep, since, windowOf } from '../format.js';
 import { fitCanvas, theme, colour, onResize } from '../canvas.js';
 import { frameHits, isAddress, searchFailure } from '../search.js';
 
@@ -20,6 +20,7 @@ export default {
     const f = ctx.file();
     const device = ctx.device();
     const st = ctx.state;
+    const win = windowOf(f.info, device);  // a window of the file: the step box takes and shows the file's steps
     const stepInput = el('input', { type: 'number', min: 0, step: 1, class: 'step-input', 'aria-label': 'event' });
     const filterBtn = el('button', { type: 'button', title: 'toggle the frame filter (f)' });
     const info = el('span', { class: 'fine' });
@@ -59,12 +60,12 @@ export default {
       for (let n = 1; n < parent.length; ++n) children[parent[n]].push(n);
       for (const c of children) c.sort((a, b) => value[b] - value[a]);
       focus = 0;
-      stepInput.value = String(data.body.step);
+      stepInput.value = String(fileStep(data.body.step, win));
       filterBtn.textContent = st.filterFrames ? 'show all frames' : 'hide internals';
       info.textContent = !traced
         ? `${bytes(data.body.total)} in ${count(data.body.allocations)} live allocations when the snapshot was taken (no trace recorded)`
         : `${bytes(data.body.total)} in ${count(data.body.allocations)} live allocations ` +
-          `${afterEvents(data.body.step)} (${since(data.body.time_us, data.body.time_first_us, deviceTimed(f.info, device))})` +
+          `${afterEvents(data.body.step, undefined, win)} (${since(data.body.time_us, data.body.time_origin_us, deviceTimed(f.info, device))})` +
           (data.body.step === data.body.peak_step ? ' — the peak' : '');
       info.dataset.total = data.body.total;
       // For the tests: the bytes of the "no stack" node under the root (0 when there is none).
@@ -155,7 +156,7 @@ export default {
     });
     canvas.addEventListener('pointerleave', () => { hover = -1; draw(); ctx.detail(null); });
     canvas.addEventListener('click', (e) => { const n = at(e); if (n >= 0) { focus = n === focus ? 0 : n; draw(); } });
-    stepInput.addEventListener('change', () => load(Number(stepInput.value)));
+    stepInput.addEventListener('change', () => load(Math.max(0, pageStep(Number(stepInput.value), win))));
     filterBtn.addEventListener('click', () => ctx.set({ filterFrames: !st.filterFrames }));
     const stop = onResize(wrap, draw);
     load(!traced || st.step === null || st.step === undefined ? -1 : st.step);

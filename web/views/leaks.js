@@ -29,7 +29,8 @@ export default {
   id: 'leaks',
   title: 'Leaks',
   key: '6',
-  available: (st) => st.files.length > 0 && st.files[st.file].info.devices.some((d) => d.events > 0),
+  // Not on a window of a file: a trend over iterations needs them all, as `allocscope leaks` reads the file whole.
+  available: (st) => st.files.length > 0 && !st.files[st.file].info.window && st.files[st.file].info.devices.some((d) => d.events > 0),
   perDevice: true,
   mount(root, ctx) {
     const f = ctx.file();

@@ -1,6 +1,6 @@
 // Allocator State History: the caching allocator's segments and blocks after any event, as an address-ordered memory
 // map wrapped into rows; a scrubber and arrow keys move through events; hover shows the block and its stack.
-import { afterEvents, bytes, count, deviceTimed, el, since } from '../format.js';
+import { afterEvents, bytes, count, deviceTimed, el, since, windowOf } from '../format.js';
 import { fitCanvas, theme, colour, onResize } from '../canvas.js';
 import { latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
@@ -47,6 +47,7 @@ export default {
       el('p', { class: 'fine', text: 'Each bar is a segment (address order, wrapped into rows); coloured blocks are live ' +
         'allocations, striped ones wait for free_completed, grey is cached but free. Hover for the stack.' }));
 
+    const win = windowOf(f.info, device);  // a window of the file: its steps and times are said as the file's
     let cur = 0, steps = 1, data = null, layout = [], hover = -1, painted = false, destroyed = false, timeFirst = 0;
 
     const fetchState = latest((step) => ctx.call({ method: 'state_at', id: f.id, device, step }),
@@ -66,7 +67,7 @@ export default {
 
     function render() {
       const b = data.body;
-      stepLabel.textContent = afterEvents(b.step, b.steps - 1);
+      stepLabel.textContent = afterEvents(b.step, b.steps - 1, win);
       eventLabel.textContent = b.event
         ? `${b.event.action} ${bytes(b.event.size)} at ${b.event.address} · ${since(b.time_us, timeFirst, deviceTimed(f.info, device))}`
         : 'before the first event';
@@ -218,7 +219,7 @@ export default {
       const hits = await frameHits(ctx.call, f, st.search).catch(() => null);  // too slow or failed: no marks
       if (hover !== i || my !== cardSeq || destroyed) return;
       ctx.detail(allocationCard(Object.assign(a.body, { block_size: data.blobs.blk_size[i] }),
-        { filter: st.filterFrames, hits, timeFirst, timed: deviceTimed(f.info, device),
+        { filter: st.filterFrames, hits, timeFirst, win, timed: deviceTimed(f.info, device),
           onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) }));
     }
 
@@ -236,7 +237,7 @@ export default {
     async function start() {
       const ax = await ctx.call({ method: 'axis', id: f.id, device });
       steps = ax.body.step_count;
-      timeFirst = ax.body.time_first_us;
+      timeFirst = ax.body.time_origin_us;
       slider.max = String(steps - 1);
       let initial = traced ? st.step : 0;
       if (initial === null || initial === undefined) {

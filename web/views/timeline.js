@@ -1,7 +1,7 @@
 // Active Memory Timeline: every allocation as a stacked band (laid out by the core for the current window and pixel
 // grid), event or time axis, minimap, zoom/pan by mouse and keys, annotations, hover/pin with the full stack, and
 // search highlighting.
-import { afterEvents, bytes, count, deviceTimed, el, micros, since } from '../format.js';
+import { afterEvents, bytes, count, deviceTimed, el, fileStep, micros, since, windowOf } from '../format.js';
 import { fitCanvas, theme, onResize } from '../canvas.js';
 import { Zoom, latest } from '../zoom.js';
 import { allocationCard } from '../detail.js';
@@ -35,6 +35,8 @@ export function timelineView(kind) {
     const f = ctx.file();
     const device = ctx.device();
     const timed = deviceTimed(f.info, device);
+    const win = windowOf(f.info, device);  // a window of the file: labels say its steps, and it is what opens first
+    let winTimes = null;                   // [its first time, its last time], for the time axis
     const st = ctx.state;
     if (!timed && st.axis === 'time') ctx.set({ axis: 'event', window: null }, { quiet: true });
     const peakLabel = el('span', { class: 'peak' });
@@ -62,7 +64,7 @@ export function timelineView(kind) {
     let zoom = null;
     let frame = null;       // last draw answer {body, blobs, x0, x1, w, h}
     let miniFrame = null;
-    let axisInfo = null;    // {steps, time_first_us, time_last_us}
+    let axisInfo = null;    // {steps, time_first_us, time_origin_us, time_last_us}
     let strip = null;       // the annotations strip (annotations.js)
     let hover = null;       // {column, y, answer}
     let pinned = null;      // allocation JSON
@@ -87,6 +89,8 @@ export function timelineView(kind) {
 
     function makeZoom(window) {
       const [a, b] = axisRange();
+      // A window of the file opens on the window's own steps: the rows kept before and after it are context.
+      if (!window && win) window = st.axis === 'time' ? winTimes : [win.first, win.last];
       zoom = new Zoom(a, b, window, (z) => { ctx.set({ window: [z.x0, z.x1] }, { quiet: true }); preview(); request(); },
                       st.axis === 'time' ? 1 : 4);
     }
@@ -136,7 +140,7 @@ export function timelineView(kind) {
     });
 
     function xLabel(v) {
-      return st.axis === 'time' ? `+${micros(v - axisInfo.time_first_us)}` : count(Math.round(v));
+      return st.axis === 'time' ? `+${micros(v - axisInfo.time_origin_us)}` : count(fileStep(Math.round(v), win));
     }
 
     function draw() {
@@ -159,7 +163,8 @@ export function timelineView(kind) {
                  (b) => B - (b - frame.body.y_min) / bpp, L, T, W, H);
       // hovered / pinned allocation outlined
       outlineRows(g, frame.blobs, L, B, [[hoverRow, th.fg], [pinRow, th.bad]]);
-      drawXAxis(g, th, L, T, W, B, zoom.x0, zoom.x1, xLabel, st.axis === 'time' ? 'time' : 'event');
+      drawXAxis(g, th, L, T, W, B, zoom.x0, zoom.x1, xLabel, st.axis === 'time' ? 'time' : 'event',
+                st.axis === 'time' ? 0 : fileStep(0, win));
       drawOoms(g, th, L, T, W, B);
       // annotations strip
       if (strip) strip.draw(g, st.axis === 'time', (v) => zoom.toX(v, W), L, W, M.top, LANE, th);
@@ -380,12 +385,12 @@ export function timelineView(kind) {
         if (hover) {
           const h = hover.answer;
           ctx.detail(el('div', null, el('strong', { text: `${bytes(h.total)} active` }),
-            el('div', { class: 'fine', text: `${afterEvents(h.step)} (${since(h.time_us, axisInfo.time_first_us, timed)})` })));
+            el('div', { class: 'fine', text: `${afterEvents(h.step, undefined, win)} (${since(h.time_us, axisInfo.time_origin_us, timed)})` })));
         } else ctx.detail(null);
         return;
       }
       ctx.detail(allocationCard(a, { pinned: !!pinned, filter: st.filterFrames, hits: knownHits(f, st.search), timed,
-                                     timeFirst: axisInfo.time_first_us,
+                                     timeFirst: axisInfo.time_origin_us, win,
                                      onToggleFilter: () => ctx.set({ filterFrames: !st.filterFrames }) }));
     }
 
@@ -421,7 +426,7 @@ export function timelineView(kind) {
       const x = e.clientX - r.left - M.left, y = e.clientY - r.top - M.top - stripH();
       if (x >= 0 && x < frame.r.width && y < 0 && y >= -stripH()) {  // the annotations strip
         const i = strip.at(Math.floor((y + stripH()) / LANE), zoom.fromX(x, frame.r.width), st.axis === 'time');
-        if (i >= 0) { ctx.detail(strip.card(i, axisInfo.time_first_us)); return; }
+        if (i >= 0) { ctx.detail(strip.card(i, axisInfo.time_origin_us)); return; }
       }
       if (x < 0 || x >= frame.r.width || y < 0 || y >= frame.r.height) {
         if (hover) { hover = null; showDetail(); draw(); }
@@ -436,13 +441,13 @@ export function timelineView(kind) {
         const d = await ctx.call({ method: K.draw, id: f.id, device, x0: 0, x1: axisInfo.steps, width: 1, height: 1 });
         peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak reserved ' }),
           el('strong', { 'data-peak-reserved': d.body.peak_bytes, title: `${count(d.body.peak_bytes)} bytes` }, bytes(d.body.peak_bytes)),
-          el('span', { class: 'fine', text: ` at step ${count(d.body.peak_step)} (${afterEvents(d.body.peak_step)})` }));
+          el('span', { class: 'fine', text: ` at step ${count(fileStep(d.body.peak_step, win))} (${afterEvents(d.body.peak_step, undefined, win)})` }));
       } else {
         const mv = await ctx.call({ method: 'memoryviz', id: f.id, device, with_totals: false });
         peakLabel.replaceChildren(el('span', { class: 'fine', text: 'peak allocated ' }),
           el('strong', { 'data-peak-bytes': mv.body.peak_active_bytes, title: `${count(mv.body.peak_active_bytes)} bytes` },
              bytes(mv.body.peak_active_bytes)),
-          el('span', { class: 'fine', text: ` at step ${count(mv.body.peak_step)} (${afterEvents(mv.body.peak_step)}) · ${count(mv.body.allocations)} allocations` }));
+          el('span', { class: 'fine', text: ` at step ${count(fileStep(mv.body.peak_step, win))} (${afterEvents(mv.body.peak_step, undefined, win)}) · ${count(mv.body.allocations)} allocations` }));
       }
     }
     let headlineShown = false;
@@ -452,7 +457,9 @@ export function timelineView(kind) {
 
     async function start() {
       const ax = await ctx.call({ method: 'axis', id: f.id, device });
-      axisInfo = { steps: ax.body.step_count, time_first_us: ax.body.time_first_us, time_last_us: ax.body.time_last_us };
+      axisInfo = { steps: ax.body.step_count, time_first_us: ax.body.time_first_us, time_origin_us: ax.body.time_origin_us,
+                   time_last_us: ax.body.time_last_us };
+      if (win) winTimes = (await ctx.call({ method: 'axis', id: f.id, device, steps: [win.first, win.last] })).body.times;
       strip = new Strip(f.info.annotations, device);
       // The first view's queries go out together, in the order the first paint needs them (the worker answers in
       // order): annotation steps, the plot, the minimap, the headline. The plot is painted on the page's thread while

@@ -84,7 +84,9 @@ export default {
   title: 'What-if',  // and the plan: what to change so it fits
   key: 'w',
   // Not on pinned host memory: batch, sequence and the plan's changes scale a GPU's training memory.
-  available: (st) => st.files.length > 0 && !st.files[st.file].info.host_of && st.files[st.file].info.devices.some((d) => d.events > 0),
+  // Not on a window of a file (?from=&to=): a prediction needs the whole run, as `allocscope whatif` reads it whole.
+  available: (st) => st.files.length > 0 && !st.files[st.file].info.host_of && !st.files[st.file].info.window &&
+    st.files[st.file].info.devices.some((d) => d.events > 0),
   perDevice: true,
   mount(root, ctx) {
     const f = ctx.file();

@@ -12,14 +12,26 @@ using json_detail::Json;
 namespace {
 
 Json row(const Snapshot& s, const FrameFilter& ff, const DeviceLifetimes& lt, uint32_t i) {
+  // Steps as the file numbers them, also when a window of it was loaded. An allocation kept from before the window
+  // (alive at its start) or from after it has no step of the file in the model: its step is null and
+  // born_before_window / born_after_window / freed_after_window say which.
+  const uint32_t birth = lt.birth_step(i), death = lt.death_step(i);
+  const bool freed = lt.free_event[i] != kNoEvent;
+  const bool born_before = lt.windowed() && birth > 0 && birth <= lt.window_first();
+  const bool born_after = lt.windowed() && birth > lt.window_last();
+  const bool freed_after = lt.windowed() && freed && death > lt.window_last();
+  const auto file_step = [&](uint32_t step) { return static_cast<int64_t>(step) + lt.step_offset(); };
   Json o{{"row", i},
          {"addr", lt.addr[i]},
          {"addr_hex", json_detail::hex(lt.addr[i])},
          {"size", lt.size[i]},
          {"stream", lt.stream[i]},
-         {"birth_step", lt.birth_step(i)},
-         {"death_step", lt.free_event[i] == kNoEvent ? Json(nullptr) : Json(lt.death_step(i))},
+         {"birth_step", born_before || born_after ? Json(nullptr) : Json(birth == 0 ? 0 : file_step(birth))},
+         {"death_step", !freed || freed_after ? Json(nullptr) : Json(file_step(death))},
          {"site", json_detail::frame(s, ff.site(lt.stack[i]))}};
+  if (born_before) o["born_before_window"] = true;
+  if (born_after) o["born_after_window"] = true;
+  if (freed_after) o["freed_after_window"] = true;
   json_detail::add_stack(o, s, lt.stack[i]);
   return o;
 }
