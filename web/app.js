@@ -43,6 +43,8 @@ function showError(message, lost) {
 // file this page opens, dropped or by URL, loads only that window of each device's trace, for a file too big to
 // open whole. Steps, or times with a unit (10s, 200ms); the core parses them (one rule with the CLI).
 const LOAD_WINDOW = (() => {
+  // The offline report (`allocscope plot --from A --to B`, Python's inline viewer of a window) carries its own.
+  if (globalThis.__allocscopeEmbed) return globalThis.__allocscopeEmbed.window || null;
   const q = new URLSearchParams(location.search);
   const from = q.get('from') || '', to = q.get('to') || '';
   return from || to ? { from, to } : null;

@@ -72,6 +72,10 @@ char* allocscope_category_names(void);
    plot` writes), from the viewer's site folder `site_dir` (index.html, its modules, allocscope.js and .wasm).
    NULL with *error on failure. */
 char* allocscope_report_html(const char* site_dir, const char* const* paths, size_t path_count, char** error);
+/* The same page opening only a window of each device's trace (`allocscope plot --from A --to B`): `from` and `to` as
+   allocscope_load_window takes them (either may be NULL or empty). */
+char* allocscope_report_html_window(const char* site_dir, const char* const* paths, size_t path_count,
+                                    const char* from, const char* to, char** error);
 
 /* The snapshot path a job writes for `pattern`, as `allocscope record -o` and the capture library name it: %p the
    process id, %r the rank, %% a %; under a launcher of several ranks (a world size above 1) a pattern with neither

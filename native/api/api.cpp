@@ -253,6 +253,11 @@ int allocscope_allocations(allocscope_file* file, int64_t device, allocscope_col
 }
 
 char* allocscope_report_html(const char* site_dir, const char* const* paths, size_t path_count, char** error) {
+  return allocscope_report_html_window(site_dir, paths, path_count, nullptr, nullptr, error);
+}
+
+char* allocscope_report_html_window(const char* site_dir, const char* const* paths, size_t path_count,
+                                    const char* from, const char* to, char** error) {
   if (!site_dir || !*site_dir || (path_count && !paths)) {
     set(error, "no viewer site or files given");
     return nullptr;
@@ -266,7 +271,7 @@ char* allocscope_report_html(const char* site_dir, const char* const* paths, siz
     for (size_t k = 0; k < path_count; ++k)
       if (!paths[k] || !cli::embed_snapshot_file(paths[k], &files[k], &why))
         return set(error, std::string(paths[k] ? paths[k] : "(null)") + ": " + why), nullptr;
-    const std::string html = cli::build_report(*assets, files, &why);
+    const std::string html = cli::build_report(*assets, files, &why, {from ? from : "", to ? to : ""});
     if (html.empty()) return set(error, why), nullptr;
     return copy(html);
   });

@@ -45,14 +45,14 @@ void say_window(const std::string& path, const Snapshot& s) {
 bool take_window(const char* verb, std::vector<std::string>* argv) {
   const std::string v = verb;
   std::vector<std::string>& a = *argv;
-  if (v != "peak" && v != "summary" && v != "view") {
+  if (v != "peak" && v != "summary" && v != "view" && v != "plot") {
     // whatif's --to is its batch; record's options belong to the program it runs. Elsewhere a window is a wish
     // to answer, not an unknown option.
     if (v == "whatif" || v == "plan" || v == "record") return true;
     for (const std::string& s : a) {
       if (s == "--") break;
       if (s == "--from" || s.rfind("--from=", 0) == 0 || s == "--to" || s.rfind("--to=", 0) == 0) {
-        std::fprintf(stderr, "allocscope %s: --from/--to: only peak, summary and view load a window of a file "
+        std::fprintf(stderr, "allocscope %s: --from/--to: only peak, summary, view and plot load a window of a file "
                      "(allocscope peak FILE --from A --to B); this verb reads the whole file\n", verb);
         return false;
       }

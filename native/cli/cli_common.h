@@ -24,7 +24,7 @@ bool load_or_report(const std::string& path, Snapshot* out);
 // (What-if, categories: rules for a GPU's training memory). Called by main() before the verb runs.
 bool take_host_device(const char* verb, std::vector<std::string>* argv);
 
-// `--from A --to B` of the verbs that can load a window of a huge file (peak, summary, view): steps, or times with
+// `--from A --to B` of the verbs that can load a window of a huge file (peak, summary, view, plot): steps, or times with
 // a unit (loader.h: parse_trace_window). Takes both options out of the arguments and makes load_or_report load
 // only that window of each device's trace, saying on stderr what it kept; returns false, after printing why, for
 // a text that is not a window. Other verbs keep their own --to (whatif's batch) and refuse --from as unknown.

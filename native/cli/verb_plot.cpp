@@ -37,7 +37,8 @@ int run(const std::vector<std::string>& argv) {
     if (!embed_snapshot_file(path, &e, &why)) return fail("plot: " + why);
     files.push_back(std::move(e));
   }
-  std::string html = build_report(*assets, files, &why);
+  // --from/--to: the checks above loaded only the window (load_or_report), and the page will too.
+  std::string html = build_report(*assets, files, &why, {load_window_from(), load_window_to()});
   if (html.empty()) return fail("plot: " + why);
   const std::string tmp = out + ".tmp";
   {
@@ -55,10 +56,12 @@ int run(const std::vector<std::string>& argv) {
 
 const RegisterVerb reg({"plot",
                         "write one self-contained offline HTML viewer of snapshots (-o report.html)",
-                        "usage: allocscope plot FILE... [-o report.html] [--web-root DIR]\n\n"
+                        "usage: allocscope plot FILE... [-o report.html] [--from A --to B] [--web-root DIR]\n\n"
                         "Writes a single HTML file holding the viewer, its WebAssembly core and FILE(s) (gzipped), so\n"
                         "it opens offline from disk and makes no network request. Two files open in diff mode.\n\n"
                         "  -o, --output F  where to write (default: FILE's name with .html)\n"
+                        "  --from, --to    the page opens only steps A..B of each device's trace (or times: 10s,\n"
+                        "                  200ms), as `allocscope peak --from A --to B`; the whole file is inside\n"
                         "  --web-root DIR  the viewer's folder (see allocscope view --help)\n",
                         run, 61});
 

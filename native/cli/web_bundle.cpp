@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "allocscope/loader.h"
 #include "web_sha256.h"
 
@@ -118,7 +120,13 @@ bool embed_snapshot_file(const std::string& path, EmbeddedSnapshot* out, std::st
   return true;
 }
 
-std::string build_report(const WebAssets& a, const std::vector<EmbeddedSnapshot>& files, std::string* why) {
+std::string build_report(const WebAssets& a, const std::vector<EmbeddedSnapshot>& files, std::string* why,
+                         const ReportWindow& window) {
+  // Checked by the rule the page applies, so that the page's script only ever carries digits, a point and a unit.
+  if (auto w = parse_trace_window(window.from, window.to); !w.ok()) return *why = w.error().describe(), "";
+  const std::string window_js = window.from.empty() && window.to.empty()
+                                    ? "null"
+                                    : nlohmann::json{{"from", window.from}, {"to", window.to}}.dump();
   auto html = slurp(a.pages + "/index.html");
   auto css = slurp(a.pages + "/style.css");
   auto engine = slurp(a.pages + "/engine.js");
@@ -145,6 +153,7 @@ std::string build_report(const WebAssets& a, const std::vector<EmbeddedSnapshot>
       "  },\n"
       "  files() { return Array.from(document.querySelectorAll('script[type=\"application/x-allocscope-snapshot\"]'),\n"
       "    (s) => ({ name: s.dataset.name, blob: new Blob([this.bytes(s.id)]) })); },\n"
+      "  window: " + window_js + ",\n"
       "};\n";
   const std::string script = prelude + bundle;
   const std::string script_hash = base64(sha256_raw(script));

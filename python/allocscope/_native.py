@@ -71,6 +71,9 @@ def lib():
     l.allocscope_report_html.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
                                          _c_str_out]
     l.allocscope_report_html.restype = vp
+    l.allocscope_report_html_window.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+                                                ctypes.c_char_p, ctypes.c_char_p, _c_str_out]
+    l.allocscope_report_html_window.restype = vp
     l.allocscope_free.argtypes = [vp]
     if l.allocscope_abi_version() != 1:
         raise AllocscopeError("%s has ABI version %d; this module needs 1" % (path, l.allocscope_abi_version()))

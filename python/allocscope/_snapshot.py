@@ -3,6 +3,7 @@ import base64
 import html
 import json
 import os
+import shlex
 
 from . import _native, _paths
 from ._answer import Answer
@@ -48,9 +49,11 @@ class Snapshot:
     Every answer method returns an :class:`Answer`, equal to ``allocscope VERB FILE --json`` (the same C++ code
     computes both). In Jupyter the snapshot displays itself as the allocscope viewer, inline and offline."""
 
-    def __init__(self, handle, path):
+    def __init__(self, handle, path, window=None):
         self._handle = handle
         self.path = path
+        # (from_step, to_step) when only a window of the file was loaded: the inline viewer opens the same window.
+        self.window = window
 
     # -- lifetime ---------------------------------------------------------------------------------------------------
     def close(self):
@@ -209,7 +212,7 @@ class Snapshot:
     # -- the viewer -------------------------------------------------------------------------------------------------
     def html(self):
         """The allocscope viewer with this snapshot inside, as one offline HTML page (``allocscope plot``)."""
-        return report_html([self.path])
+        return report_html([self.path], self.window)
 
     def _repr_html_(self):
         try:
@@ -217,9 +220,12 @@ class Snapshot:
         except OSError:
             size = 0
         if size > INLINE_LIMIT_BYTES:
+            flags = "".join(" --%s %s" % (k, shlex.quote(str(v)))
+                            for k, v in zip(("from", "to"), self.window or ()) if v is not None)
             return ("<p>allocscope: %s is %.0f MiB, too large to show inside the notebook; "
-                    "<code>allocscope view %s</code> opens it in the browser.</p>"
-                    % (html.escape(str(self.path)), size / 2**20, html.escape(str(self.path))))
+                    "<code>allocscope view%s %s</code> opens it in the browser.</p>"
+                    % (html.escape(str(self.path)), size / 2**20, html.escape(flags),
+                       html.escape(shlex.quote(str(self.path)))))
         try:
             page = self.html()
         except AllocscopeError as e:
@@ -233,8 +239,9 @@ def iframe(page, height=720):
             'sandbox="allow-scripts allow-downloads" srcdoc="%s"></iframe>' % (height, html.escape(page, quote=True)))
 
 
-def report_html(paths):
-    """One offline page of the viewer with `paths` inside."""
+def report_html(paths, window=None):
+    """One offline page of the viewer with `paths` inside; `window` (from_step, to_step): it opens only that window of
+    each device's trace, as ``allocscope plot --from --to``."""
     import ctypes
     site = _paths.site()
     if site is None:
@@ -242,7 +249,10 @@ def report_html(paths):
                               "cmake --workflow --preset wasm), or set ALLOCSCOPE_SITE")
     arr = (ctypes.c_char_p * len(paths))(*[str(p).encode() for p in paths])
     err = ctypes.c_void_p()
-    ptr = _native.lib().allocscope_report_html(str(site).encode(), arr, len(paths), ctypes.byref(err))
+    text = lambda v: None if v is None else str(v).encode()
+    window_from, window_to = window or (None, None)
+    ptr = _native.lib().allocscope_report_html_window(str(site).encode(), arr, len(paths), text(window_from),
+                                                      text(window_to), ctypes.byref(err))
     if not ptr:
         raise AllocscopeError(_native._take(err.value) or "the viewer page could not be made")
     return _native._take(ptr)
@@ -260,4 +270,5 @@ def load(path, from_step=None, to_step=None):
             raise AllocscopeError("a window (from_step/to_step) is loaded from a path, not from bytes")
         return Snapshot(_native.load_bytes(path, "<bytes>"), "<bytes>")
     path = os.fspath(path)
-    return Snapshot(_native.load(path, None, from_step, to_step), path)
+    window = None if from_step is None and to_step is None else (from_step, to_step)
+    return Snapshot(_native.load(path, None, from_step, to_step), path, window)

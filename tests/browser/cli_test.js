@@ -194,6 +194,25 @@ async function plotTest(browser) {
   await page.screenshot({ path: path.join(artifacts, 'report-oom.png') });
   await context.close();
 
+  // `plot --from --to`: the report opens only that window, as the served page does with ?from=&to=.
+  const winOut = path.join(artifacts, 'report-window.html');
+  const rw = spawnSync(cli, ['plot', path.join(fixtures, 'resnet50_train.pickle'), '-o', winOut, '--web-root', site,
+                             '--from', '4000', '--to', '6000'], { encoding: 'utf8' });
+  ok(rw.status === 0, `plot --from 4000 --to 6000 writes a report (${rw.stderr.trim()})`);
+  {
+    const { context, page, errors } = await pageFor(browser);
+    await page.goto('file://' + winOut + '#view=peak');
+    ok((await waitState(page, ['ready', 'error'], 60000)) === 'ready', 'the window\'s report opens from disk');
+    const note = await page.textContent('#window-note');
+    await page.waitForSelector('[data-peak-allocated]');
+    const step = Number(await page.getAttribute('[data-peak-allocated]', 'data-peak-step'));
+    const want = JSON.parse(spawnSync(cli, ['peak', path.join(fixtures, 'resnet50_train.pickle'), '--from', '4000', '--to', '6000', '--json'],
+                                      { encoding: 'utf8' }).stdout).devices[0].allocated.step;
+    ok(note === 'only steps 4000-6000' && step === want, `it says its window and the window's peak step (${note}, ${step})`);
+    ok(errors.length === 0, `no console errors (${errors.join('; ')})`);
+    await context.close();
+  }
+
   const bad = path.join(artifacts, 'half.pickle');
   const good = fs.readFileSync(path.join(fixtures, 'linear_seed.pickle'));
   fs.writeFileSync(bad, good.subarray(0, good.length >> 1));

@@ -283,6 +283,21 @@ class Installed(unittest.TestCase):
                 self.assertIn('id="allocscope-wasm"', s.html())
                 self.assertIn("<iframe", s._repr_html_())
                 self.assertIn("&lt;script", s._repr_html_())  # the page is escaped into srcdoc, not spliced in
+                self.assertIn("  window: null,", s.html())
+            # A window loaded in Python is the window the inline viewer opens (the page's loader reads it), and the
+            # command a too-large file points to opens the same one.
+            with allocscope.load(FIXTURES / "resnet50_train.pickle", from_step=4000, to_step="6000") as s:
+                self.assertIn('  window: {"from":"4000","to":"6000"},', s.html())
+                limit = allocscope._snapshot.INLINE_LIMIT_BYTES
+                allocscope._snapshot.INLINE_LIMIT_BYTES = 1
+                try:
+                    self.assertIn("allocscope view --from 4000 --to 6000 ", s._repr_html_())
+                finally:
+                    allocscope._snapshot.INLINE_LIMIT_BYTES = limit
+            p = subprocess.run([str(exe), "plot", str(FIXTURES / "resnet50_train.pickle"), "-o", str(out), "--from", "4k"],
+                               capture_output=True, text=True, cwd=d)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("unknown unit 'k'", p.stderr)
 
     def test_check_gate(self):
         base, new = FIXTURES / "resnet50_train.pickle", FIXTURES / "transformer_leak.pickle"

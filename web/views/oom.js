@@ -1,6 +1,6 @@
 // OOM: for each out-of-memory event, the request against what the driver and the allocator had, the cause (the same
 // decision as `allocscope oom`, made in the core) with what to do, and the largest live allocations.
-import { bytes, count, el, gpuProblem } from '../format.js';
+import { bytes, count, el, eventName, gpuProblem, windowOf } from '../format.js';
 import { card, markSearch, rowFrames, siteText, stackList } from './widgets.js';
 
 export const CAUSES = {
@@ -58,7 +58,7 @@ export default {
       }
       for (const o of ooms) {
         body.append(el('div', { class: 'verdict bad', 'data-ooms': ooms.length, 'data-oom-cause': o.cause },
-          el('strong', { text: `cuda:${o.device}: asked for ${bytes(o.requested)} (${count(o.requested)} bytes) at event ${count(o.event)}. ` }),
+          el('strong', { text: `cuda:${o.device}: asked for ${bytes(o.requested)} (${count(o.requested)} bytes) at ${eventName(o.event, windowOf(f.info, o.device))}. ` }),
           el('strong', { text: `${CAUSES[o.cause] || o.cause}${o.cause_sure ? '' : ' (unsure)'}: ` }), o.advice));
         const gpuNote = !o.gpu_total ? 'larger than any GPU we know'
           : o.gpu_inferred ? `inferred: the smallest common GPU that holds these numbers, ${o.gpu_class}` : o.gpu_class;

@@ -1,6 +1,6 @@
 // Overview: what the file holds (PyTorch's own counts: segments, reserved, allocated, active blocks, events) and
 // where to look next. Its numbers carry data-value attributes with exact integers for the browser tests.
-import { bytes, count, el } from '../format.js';
+import { bytes, count, el, eventName, windowOf } from '../format.js';
 import { siteText } from './widgets.js';
 import { CAUSES } from './oom.js';
 
@@ -41,7 +41,7 @@ async function explainOoms(ctx, f, glance) {
     const o = mine[0];
     box.replaceChildren(
       el('strong', { text: `cuda:${device} ran out of memory${mine.length > 1 ? ` ${count(o.ooms_on_device || mine.length)} times; the first` : ''}` +
-        ` at event ${count(o.event)}, asking for ${bytes(o.requested)} with ${bytes(o.device_free)} free in the driver. ` }),
+        ` at ${eventName(o.event, windowOf(f.info, device))}, asking for ${bytes(o.requested)} with ${bytes(o.device_free)} free in the driver. ` }),
       el('strong', { text: `${CAUSES[o.cause] || o.cause}${o.cause_sure ? '' : ' (unsure)'}: ` }), o.advice || '', ' ',
       el('button', { type: 'button', onclick: () => ctx.go('oom') }, 'Open the OOM view'));
   }
@@ -68,7 +68,9 @@ export default {
       const events = facts.trace_events_per_device.reduce((a, b) => a + b, 0);
       grid.append(el('div', { class: 'card' },
         el('div', { class: 'card-value', 'data-fact': 'events', 'data-value': events }, count(events)),
-        el('div', { class: 'card-label', text: 'Trace events' })));
+        el('div', { class: 'card-label', text: f.info.window
+          ? `trace events loaded: ${f.info.window} of the file's ${count(f.info.devices.reduce((n, d) => n + (d.window ? d.window.file_events : d.events), 0))}, with the allocations alive around it`
+          : 'Trace events' })));
       root.append(grid);
       // Pinned host memory (record_pinned_host_memory=True, PyTorch 2.14): not GPU memory, so a row of its own.
       if (f.info.host) {
