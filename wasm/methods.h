@@ -2,8 +2,10 @@
 // registers itself; bridge.cpp only moves a JSON request in and a JSON answer plus typed-array blobs out.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,7 +33,7 @@ struct Answer {
   json body = json::object();
   struct Blob {
     std::string name;
-    std::string type;  // "u8" | "u32" | "i32" | "f32" | "f64"
+    std::string type;  // "u8" | "u16" | "u32" | "i32" | "f32" | "f64"
     std::vector<uint8_t> bytes;
   };
   std::vector<Blob> blobs;
@@ -41,6 +43,14 @@ struct Answer {
     Blob b{std::move(name), std::move(type), std::vector<uint8_t>(values.size_bytes())};
     if (!values.empty()) std::memcpy(b.bytes.data(), values.data(), values.size_bytes());
     blobs.push_back(std::move(b));
+  }
+  // Counts sent in a narrower type, each above its largest value sent as that value.
+  template <typename Narrow>
+  void add_saturated(std::string name, std::string type, std::span<const uint32_t> values) {
+    std::vector<Narrow> v(values.size());
+    constexpr uint32_t kMax = std::numeric_limits<Narrow>::max();
+    for (size_t i = 0; i < values.size(); ++i) v[i] = static_cast<Narrow>(std::min(values[i], kMax));
+    add<Narrow>(std::move(name), std::move(type), v);
   }
   static Answer error(std::string message) {
     Answer a;

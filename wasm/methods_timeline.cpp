@@ -131,12 +131,15 @@ Answer draw(const Request& r, std::span<Loaded* const> files) {
             {"time_last_us", t->time.last_us()}};
   a.add<uint32_t>("column_step", "u32", d.column_step);
   a.add<double>("column_total", "f64", d.column_total);
-  a.add<uint32_t>("x0", "u32", d.rect_x0);
-  a.add<uint32_t>("x1", "u32", d.rect_x1);
+  // Narrower than the model on the wire (17 bytes a rectangle, not 24): columns fit 16 bits (width <= 16384) and
+  // the page asks a run's count only whether it is above 1. `allocscope view` sends a wide draw of 10M events,
+  // ~130k rectangles, over HTTP, and those bytes were most of a pan/zoom step's wait.
+  a.add_saturated<uint16_t>("x0", "u16", d.rect_x0);
+  a.add_saturated<uint16_t>("x1", "u16", d.rect_x1);
   a.add<float>("y0", "f32", d.rect_y0);
   a.add<float>("y1", "f32", d.rect_y1);
   a.add<uint32_t>("row", "u32", d.rect_row);
-  a.add<uint32_t>("count", "u32", d.rect_count);
+  a.add_saturated<uint8_t>("count", "u8", d.rect_count);  // at most 255
   if (q.row_mark) a.add<uint8_t>("marked", "u8", d.rect_marked);
   if (r.flag("categories")) {  // per rectangle: the category of the allocation it shows (colour by category)
     const Categories* c = categories_of(*files[0], r.i64("device"));

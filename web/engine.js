@@ -4,7 +4,7 @@
 (function (root) {
   'use strict';
 
-  const TYPES = { u8: Uint8Array, u32: Uint32Array, i32: Int32Array, f32: Float32Array, f64: Float64Array };
+  const TYPES = { u8: Uint8Array, u16: Uint16Array, u32: Uint32Array, i32: Int32Array, f32: Float32Array, f64: Float64Array };
 
   function isGzip(head) { return head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b; }
 

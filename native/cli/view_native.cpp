@@ -163,13 +163,16 @@ std::optional<HttpResponse> NativeBackend::answer(const HttpRequest& req) {
   }
   if (req.path == "/api/call") {
     const json request = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    const auto t_wait = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(s.mu);
+    const auto t_call = std::chrono::steady_clock::now();
     wasm::Answer a;
     try {
       a = request.is_discarded() ? wasm::Answer::error("bridge: request is not a JSON object") : s.session.call(request);
     } catch (const std::bad_alloc&) {
       a = wasm::Answer::error("allocscope view ran out of memory answering this view");
     }
+    const auto t_encode = std::chrono::steady_clock::now();
     std::vector<uint64_t> offsets;
     const std::string text = wasm::answer_text(a, &offsets);
     HttpResponse r;
@@ -183,6 +186,13 @@ std::optional<HttpResponse> NativeBackend::answer(const HttpRequest& req) {
     std::memcpy(r.body.data() + 4, text.data(), text.size());
     for (size_t b = 0; b < a.blobs.size(); ++b)
       if (!a.blobs[b].bytes.empty()) std::memcpy(r.body.data() + start + offsets[b], a.blobs[b].bytes.data(), a.blobs[b].bytes.size());
+    const auto t_end = std::chrono::steady_clock::now();
+    auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    char timing[160];
+    std::snprintf(timing, sizeof timing, "wait;dur=%.1f, call;dur=%.1f, encode;dur=%.1f", ms(t_call - t_wait),
+                  ms(t_encode - t_call), ms(t_end - t_encode));
+    // The page's resource timing (DevTools, bench_pan_zoom.js) then tells this process's time from the wire's.
+    r.headers.emplace_back("Server-Timing", timing);
     return r;
   }
   return std::nullopt;

@@ -3,7 +3,8 @@
 // window puts them, canvas data-window) and to the exact repaint (the worker's draw query, the canvas paint and the
 // next animation frame, seen on the window label). The first change is timed from the test driver's send (as before,
 // including the DevTools-protocol round trip), from the key event's time stamp (the page's own work) and to the next
-// animation frame. Prints p50/p95/max for tests/bench/RESULTS.md.
+// animation frame. Prints p50/p95/max for tests/bench/RESULTS.md; with --view, also the draw calls' server time and the
+// rest of their HTTP round trip.
 // Usage: node tests/browser/bench_pan_zoom.js SITE_DIR FILE [--view ALLOCSCOPE_BINARY]
 //   --view: the file is opened by `allocscope view --backend native` (parsed by that process, which answers the
 //   page's calls); also prints the time from the URL to the first drawn timeline and both processes' memory.
@@ -67,6 +68,7 @@ async function main() {
   const plan = [...Array(12).fill('+'), ...Array(30).fill('ArrowRight'), ...Array(30).fill('ArrowLeft'), ...Array(12).fill('-')];
   const times = { '+': [], '-': [], ArrowRight: [], ArrowLeft: [] };
   const shown = { driver: [], event: [], frame: [] };  // first visible change (the moved pixels), three ways
+  const parts = { call: [], wire: [], bytes: [] };  // --view: the server's call, the rest of the HTTP round trip, its size
   for (const key of plan) {
     // Arm an observer on the label that reports the window, then press the key and wait for the repaint.
     await page.evaluate(() => {
@@ -106,6 +108,16 @@ async function main() {
     const ms = await page.evaluate(() => Promise.race([window.__step, new Promise((r) => setTimeout(() => r(-1), 5000))]));
     const first = await page.evaluate(() => Promise.race([window.__shown, new Promise((r) => setTimeout(() => r(null), 5000))]));
     if (ms >= 0) times[key].push(ms);
+    if (native) {
+      // Where the step's wait went: the draw call's resource timing, with the server's own time (Server-Timing).
+      const e = await page.evaluate(() => {
+        const r = performance.getEntriesByType('resource').filter((x) => x.name.endsWith('api/call')).pop();
+        performance.clearResourceTimings();
+        const call = r && r.serverTiming.find((x) => x.name === 'call');
+        return r && call ? { call: call.duration, wire: r.responseEnd - r.startTime - call.duration, bytes: r.encodedBodySize } : null;
+      });
+      if (e) for (const k of Object.keys(parts)) parts[k].push(e[k]);
+    }
     if (first) for (const k of Object.keys(shown)) if (first[k] >= 0) shown[k].push(first[k]);
   }
   const row = (label, xs) => console.log(`| ${label} | ${xs.length} | ${pct(xs, 50).toFixed(1)} | ${pct(xs, 95).toFixed(1)} | ${Math.max(...xs).toFixed(1)} |`);
@@ -123,6 +135,14 @@ async function main() {
     if (v.length) console.log(`| ${k} | ${v.length} | ${pct(v, 50).toFixed(1)} | ${pct(v, 95).toFixed(1)} | ${Math.max(...v).toFixed(1)} |`);
   }
   console.log(`| all | ${all.length} | ${pct(all, 50).toFixed(1)} | ${pct(all, 95).toFixed(1)} | ${Math.max(...all).toFixed(1)} |`);
+  if (native && parts.call.length) {
+    console.log('the draw calls (resource timing; the server reports its own time in Server-Timing):');
+    console.log('| part | n | p50 | p95 | max |');
+    console.log('|---|---|---|---|---|');
+    row('allocscope view answering the call (ms)', parts.call);
+    row('the rest of the HTTP round trip, to the last byte (ms)', parts.wire);
+    row('answer size (KB)', parts.bytes.map((b) => b / 1024));
+  }
   if (native) {
     const cdp = await page.context().newCDPSession(page);
     await cdp.send('Performance.enable');

@@ -46,6 +46,10 @@ const all = [
           assert.strictEqual(Math.max(...blobs.column_total), want.peak_active_bytes, `device ${device} width ${width}`);
           assert.strictEqual(body.peak_bytes, want.peak_active_bytes, `device ${device} peak_bytes`);
           assert.ok(body.rects > 0 && blobs.x0.length === body.rects, 'rectangles come back as typed arrays');
+          // Columns go out as 16 bits and counts as 8 (saturated): every rectangle still lies inside the width, and
+          // one run of several allocations still reads as more than one.
+          for (let i = 0; i < body.rects; ++i)
+            assert.ok(blobs.x0[i] < blobs.x1[i] && blobs.x1[i] <= width && blobs.count[i] >= 1, `rectangle ${i} at width ${width}`);
         }
       }
     },
