@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -145,6 +146,15 @@ void handle(int fd, const HttpHandler& handler, uint16_t port) {
                      "Referrer-Policy: no-referrer\r\nConnection: close\r\n";
   for (const auto& [k, v] : res.headers) head += k + ": " + v + "\r\n";
   head += "\r\n";
+  // The head and a body held in memory leave in one send, and nothing waits for an ACK (Nagle): an answer is one
+  // write, and the page waits on its last byte.
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (file_fd < 0 && method != "HEAD") {
+    head += res.body;
+    send_all(fd, head.data(), head.size());
+    return;
+  }
   bool ok = send_all(fd, head.data(), head.size());
   if (ok && method != "HEAD") {
     if (file_fd >= 0) {
