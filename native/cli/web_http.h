@@ -1,5 +1,5 @@
 // A small HTTP/1.1 server bound to 127.0.0.1 for `allocscope view`: GET/HEAD of files, and POST of a small body for
-// `view --native`'s method calls; one thread per connection, Connection: close. See docs/viewer.md for why not
+// `view --native`'s method calls; one thread per connection, kept alive between requests (HTTP/1.1). See docs/viewer.md for why not
 // cpp-httplib.
 #pragma once
 
@@ -37,13 +37,15 @@ class HttpServer {
   uint16_t port() const { return port_; }
   // Accepts until `stop` becomes true (checked every 200 ms).
   void serve(const HttpHandler& handler, const std::atomic<bool>& stop);
-  // Connections still being answered (each on a thread of its own that uses the handler).
-  int busy() const { return open_.load(); }
+  // Requests still being answered (each on its connection's thread, which uses the handler); idle kept-alive
+  // connections are not counted.
+  int busy() const { return active_.load(); }
 
  private:
   int fd_ = -1;
   uint16_t port_ = 0;
-  std::atomic<int> open_{0};
+  std::atomic<int> open_{0};    // connections, each with its thread
+  std::atomic<int> active_{0};  // of those, the ones in the middle of a request
 };
 
 // Percent-decoding of a URL path; false on a malformed escape.

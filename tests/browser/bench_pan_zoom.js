@@ -65,10 +65,29 @@ async function main() {
     await page.setInputFiles('#file-input', file);
     if ((await waitState(page, ['ready', 'error'], 300000)) !== 'ready') throw new Error('did not load');
   }
+  // --profile (last argument): a CPU profile of the page over the key presses; prints the functions with the most
+  // self time, to find the page's share of a step.
+  const profile = process.argv.includes('--profile') ? await page.context().newCDPSession(page) : null;
+  const traceAt = process.argv.indexOf('--trace');
+  const tracing = traceAt > 0 ? await page.context().newCDPSession(page) : null;
+  const traceEvents = [];
+  if (tracing) {
+    tracing.on('Tracing.dataCollected', (d) => traceEvents.push(...d.value));
+    await tracing.send('Tracing.start', { traceConfig: { includedCategories: ['devtools.timeline', 'blink', 'cc', 'gpu', 'toplevel', 'v8', 'disabled-by-default-devtools.timeline'] } });
+  }
+  if (profile) {
+    await profile.send('Profiler.enable');
+    await profile.send('Profiler.setSamplingInterval', { interval: 200 });
+    await profile.send('Profiler.start');
+  }
   const plan = [...Array(12).fill('+'), ...Array(30).fill('ArrowRight'), ...Array(30).fill('ArrowLeft'), ...Array(12).fill('-')];
   const times = { '+': [], '-': [], ArrowRight: [], ArrowLeft: [] };
   const shown = { driver: [], event: [], frame: [] };  // first visible change (the moved pixels), three ways
-  const parts = { call: [], wire: [], bytes: [] };  // --view: the server's call, the rest of the HTTP round trip, its size
+  const fromKey = [];  // exact redraw from the key event's time stamp: the product's latency without the driver's
+  // --view: the server's call, the rest of the HTTP round trip, its size; and that rest split: before the request
+  // went out (queueing, connecting), the first byte's wait beyond the server's call, and the body's transfer.
+  // And the page's share: key event -> fetch started, last byte -> the frame drawn (decode, raster, label).
+  const parts = { call: [], wire: [], bytes: [], before: [], first: [], body: [], keyToFetch: [], drawn: [] };
   for (const key of plan) {
     // Arm an observer on the label that reports the window, then press the key and wait for the repaint.
     await page.evaluate(() => {
@@ -98,14 +117,18 @@ async function main() {
         const obs = new MutationObserver(() => {
           if (info.textContent === before) return;
           obs.disconnect();
-          requestAnimationFrame(() => resolve(performance.now() - t0));
+          window.__labelAt = performance.now();
+          requestAnimationFrame(() => resolve({ ms: performance.now() - t0,
+                                                fromKey: window.__key === null ? -1 : performance.now() - window.__key }));
         });
         obs.observe(info, { childList: true, characterData: true, subtree: true });
         window.__t0 = t0;
       });
     });
     await page.keyboard.press(key);
-    const ms = await page.evaluate(() => Promise.race([window.__step, new Promise((r) => setTimeout(() => r(-1), 5000))]));
+    const step = await page.evaluate(() => Promise.race([window.__step, new Promise((r) => setTimeout(() => r(null), 5000))]));
+    const ms = step ? step.ms : -1;
+    if (step && step.fromKey >= 0) fromKey.push(step.fromKey);
     const first = await page.evaluate(() => Promise.race([window.__shown, new Promise((r) => setTimeout(() => r(null), 5000))]));
     if (ms >= 0) times[key].push(ms);
     if (native) {
@@ -114,11 +137,40 @@ async function main() {
         const r = performance.getEntriesByType('resource').filter((x) => x.name.endsWith('api/call')).pop();
         performance.clearResourceTimings();
         const call = r && r.serverTiming.find((x) => x.name === 'call');
-        return r && call ? { call: call.duration, wire: r.responseEnd - r.startTime - call.duration, bytes: r.encodedBodySize } : null;
+        return r && call ? { call: call.duration, wire: r.responseEnd - r.startTime - call.duration, bytes: r.encodedBodySize,
+                             before: r.requestStart - r.startTime, first: r.responseStart - r.requestStart - call.duration,
+                             body: r.responseEnd - r.responseStart,
+                             keyToFetch: window.__key === null ? NaN : r.startTime - window.__key,
+                             drawn: window.__labelAt - r.responseEnd } : null;
       });
-      if (e) for (const k of Object.keys(parts)) parts[k].push(e[k]);
+      if (e) for (const k of Object.keys(parts)) if (Number.isFinite(e[k])) parts[k].push(e[k]);
+      if (e && profile) console.log(`step ${key}: ${ms.toFixed(1)} ms = key->fetch ${e.keyToFetch.toFixed(1)} + server ` +
+                                    `${e.call.toFixed(1)} + HTTP ${e.wire.toFixed(1)} (${(e.bytes / 1024).toFixed(0)} KB) + ` +
+                                    `drawn ${e.drawn.toFixed(1)} + frame`);
     }
     if (first) for (const k of Object.keys(shown)) if (first[k] >= 0) shown[k].push(first[k]);
+  }
+  if (tracing) {
+    const done = new Promise((resolve) => tracing.once('Tracing.tracingComplete', resolve));
+    await tracing.send('Tracing.end');
+    await done;
+    fs.writeFileSync(process.argv[traceAt + 1], JSON.stringify({ traceEvents }));
+  }
+  if (profile) {
+    const { profile: prof } = await profile.send('Profiler.stop');
+    const self = new Map();
+    const byId = new Map(prof.nodes.map((n) => [n.id, n]));
+    const dt = prof.timeDeltas;
+    let total = 0;
+    prof.samples.forEach((id, i) => {
+      const n = byId.get(id);
+      const f = n.callFrame;
+      const key = `${f.functionName || '(anonymous)'} ${f.url.split('/').pop()}:${f.lineNumber + 1}`;
+      self.set(key, (self.get(key) || 0) + (dt[i] || 0) / 1000);
+      total += (dt[i] || 0) / 1000;
+    });
+    console.log(`page CPU profile over the steps: ${total.toFixed(0)} ms sampled; most self time:`);
+    for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${v.toFixed(1)} ms  ${k}`);
   }
   const row = (label, xs) => console.log(`| ${label} | ${xs.length} | ${pct(xs, 50).toFixed(1)} | ${pct(xs, 95).toFixed(1)} | ${Math.max(...xs).toFixed(1)} |`);
   console.log('frame with the pixels moved to the new window (the preview):');
@@ -135,6 +187,7 @@ async function main() {
     if (v.length) console.log(`| ${k} | ${v.length} | ${pct(v, 50).toFixed(1)} | ${pct(v, 95).toFixed(1)} | ${Math.max(...v).toFixed(1)} |`);
   }
   console.log(`| all | ${all.length} | ${pct(all, 50).toFixed(1)} | ${pct(all, 95).toFixed(1)} | ${Math.max(...all).toFixed(1)} |`);
+  if (fromKey.length) row('all, from the key event\'s time stamp (without the driver\'s round trip)', fromKey);
   if (native && parts.call.length) {
     console.log('the draw calls (resource timing; the server reports its own time in Server-Timing):');
     console.log('| part | n | p50 | p95 | max |');
@@ -142,6 +195,11 @@ async function main() {
     row('allocscope view answering the call (ms)', parts.call);
     row('the rest of the HTTP round trip, to the last byte (ms)', parts.wire);
     row('answer size (KB)', parts.bytes.map((b) => b / 1024));
+    row('of the rest: before the request went out (ms)', parts.before);
+    row('of the rest: first byte, beyond the server\'s call (ms)', parts.first);
+    row('of the rest: the body\'s transfer (ms)', parts.body);
+    row('the page: key event -> the call\'s fetch starts (ms)', parts.keyToFetch);
+    row('the page: last byte -> frame drawn and labelled (ms)', parts.drawn);
   }
   if (native) {
     const cdp = await page.context().newCDPSession(page);

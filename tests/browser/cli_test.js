@@ -148,6 +148,31 @@ async function viewOddNamesTest(browser) {
     setTimeout(() => { clearInterval(timer); sock.destroy(); resolve(-1); }, 25000);
   });
   ok(dropped > 9 && dropped < 16, `a client that drips its request is dropped after 10 s (${dropped} s)`);
+  // Keep-alive: requests one after another on one connection (a POST's body, then a GET sent in the same write as
+  // the POST, so the server must keep what it read past the body) each get their answer, in order; an idle
+  // connection is closed after 5 s; HTTP/1.0 and `Connection: close` get one answer and a close.
+  const onOneSocket = (text) => new Promise((resolve) => {
+    const sock = require('net').connect(Number(port), '127.0.0.1');
+    const t0 = Date.now();
+    let got = '';
+    sock.on('data', (d) => { got += d; });
+    sock.on('error', () => {});
+    sock.on('close', () => resolve({ got, s: (Date.now() - t0) / 1000 }));
+    sock.write(text);
+    setTimeout(() => sock.destroy(), 15000);
+  });
+  const post = '{"method":"nope"}';
+  const pair = await onOneSocket(`POST ${prefix}api/call HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Length: ${post.length}\r\n\r\n${post}` +
+                                 `GET ${prefix} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+  const statuses = [...pair.got.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]);
+  ok(statuses.length === 2 && statuses[1] === '200' && /<html/i.test(pair.got) && pair.s > 4 && pair.s < 8,
+     `two requests in one write on one connection get two answers, then the idle connection closes after 5 s ` +
+     `(${statuses}, closed after ${pair.s} s)`);
+  const once = await onOneSocket(`GET ${prefix} HTTP/1.0\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+  const closing = await onOneSocket(`GET ${prefix} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n` +
+                                    `GET ${prefix} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+  ok(/Connection: close/.test(once.got) && once.s < 2 && closing.got.match(/^HTTP\/1\.1/gm).length === 1 && closing.s < 2,
+     `HTTP/1.0 and Connection: close get one answer and the connection closes (${once.s} s, ${closing.s} s)`);
   v.child.kill('SIGINT');
   // A ranks file whose rows are './x', '../d/x', an absolute snapshot, and files that are not snapshots.
   const ranks = { kind: 'allocscope.ranks', rows: [
