@@ -3,11 +3,13 @@
 // window puts them, canvas data-window) and to the exact repaint (the worker's draw query, the canvas paint and the
 // next animation frame, seen on the window label). The first change is timed from the test driver's send (as before,
 // including the DevTools-protocol round trip), from the key event's time stamp (the page's own work) and to the next
-// animation frame. Prints p50/p95/max for tests/bench/RESULTS.md; with --view, also the draw calls' server time and the
-// rest of their HTTP round trip.
-// Usage: node tests/browser/bench_pan_zoom.js SITE_DIR FILE [--view ALLOCSCOPE_BINARY]
+// animation frame. Prints p50/p95/max for tests/bench/RESULTS.md; with --view, also the parts of each step: the page's
+// (key -> fetch, last byte -> frame drawn), the server's call (Server-Timing) and HTTP's (queue, first byte, body).
+// Usage: node tests/browser/bench_pan_zoom.js SITE_DIR FILE [--view ALLOCSCOPE_BINARY] [--profile] [--trace OUT.json]
 //   --view: the file is opened by `allocscope view --backend native` (parsed by that process, which answers the
 //   page's calls); also prints the time from the URL to the first drawn timeline and both processes' memory.
+//   --profile: each step's parts, and the page's functions with the most CPU time over the steps.
+//   --trace: a Chromium trace of the steps (open it in chrome://tracing or ui.perfetto.dev).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -134,19 +136,21 @@ async function main() {
     if (native) {
       // Where the step's wait went: the draw call's resource timing, with the server's own time (Server-Timing).
       const e = await page.evaluate(() => {
-        const r = performance.getEntriesByType('resource').filter((x) => x.name.endsWith('api/call')).pop();
+        const calls = performance.getEntriesByType('resource').filter((x) => x.name.endsWith('api/call'));
+        const r = calls[calls.length - 1];
         performance.clearResourceTimings();
         const call = r && r.serverTiming.find((x) => x.name === 'call');
         return r && call ? { call: call.duration, wire: r.responseEnd - r.startTime - call.duration, bytes: r.encodedBodySize,
                              before: r.requestStart - r.startTime, first: r.responseStart - r.requestStart - call.duration,
                              body: r.responseEnd - r.responseStart,
                              keyToFetch: window.__key === null ? NaN : r.startTime - window.__key,
-                             drawn: window.__labelAt - r.responseEnd } : null;
+                             drawn: window.__labelAt - r.responseEnd,
+                             calls: calls.map((x) => x.duration.toFixed(0)).join('/') } : null;
       });
       if (e) for (const k of Object.keys(parts)) if (Number.isFinite(e[k])) parts[k].push(e[k]);
       if (e && profile) console.log(`step ${key}: ${ms.toFixed(1)} ms = key->fetch ${e.keyToFetch.toFixed(1)} + server ` +
                                     `${e.call.toFixed(1)} + HTTP ${e.wire.toFixed(1)} (${(e.bytes / 1024).toFixed(0)} KB) + ` +
-                                    `drawn ${e.drawn.toFixed(1)} + frame`);
+                                    `drawn ${e.drawn.toFixed(1)} + frame; calls ${e.calls} ms`);
     }
     if (first) for (const k of Object.keys(shown)) if (first[k] >= 0) shown[k].push(first[k]);
   }
