@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "allocscope/answers.h"
 #include "allocscope/frame_filter.h"
 #include "allocscope/loader.h"
 #include "allocscope/pickle.h"
@@ -33,6 +34,24 @@ TEST(Binary, EachVerbHasUsage) {
     EXPECT_EQ(r.exit_code, 0) << verb;
     EXPECT_EQ(r.out.rfind(std::string("usage: allocscope ") + verb, 0), 0u) << r.out;
     EXPECT_NE(r.out.find("_memory_viz"), std::string::npos) << verb;
+  }
+}
+
+// Every option an answer takes is named in its verb's --help: whatif's help once listed only --batch and --seq
+// while it took ten changes more, so a user reading it could not find --checkpoint or --accumulate.
+TEST(Binary, EachAnswersHelpNamesEveryOptionItTakes) {
+  for (const std::string& verb : allocscope::answer_names()) {
+    const allocscope::AnswerSpec* spec = allocscope::answer_spec(verb);
+    ASSERT_NE(spec, nullptr) << verb;
+    const auto r = clitest::run_cli({verb, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << verb;
+    EXPECT_EQ(r.out.rfind("usage: allocscope " + verb, 0), 0u) << r.out;
+    std::vector<std::string> options = spec->switches;
+    options.insert(options.end(), spec->value_options.begin(), spec->value_options.end());
+    for (const std::string& o : options) {
+      if (o == "to" && verb == "whatif") continue;  // --to-batch/--to-seq's short form, named with them
+      EXPECT_NE(r.out.find("--" + o), std::string::npos) << verb << " --help does not name --" << o;
+    }
   }
 }
 
