@@ -188,6 +188,39 @@ std::vector<uint32_t> no_grad_deaths(const RunModel& m, const Instance& inst, co
     }
     depth = std::max(depth, path[x].size());
   }
+  // nn.Sequential's loop (`input = module(input)`): a child that is itself a Sequential (torchvision's
+  // Conv2dNormActivation in MobileNetV2's blocks) has the same frames in each of its calls, so two such children in
+  // a row read as one call. Each call of a nested loop gets its own tag: a new call starts where its first child's
+  // frame comes back after another child's. A loop line's value is its last child's result (the call returns it):
+  // MobileNet's checkpointed recordings free each child's output when the next child returns.
+  auto loop_frame = [&](FrameId id) {
+    const Frame& f = s.frames[id];
+    return s.str(f.name) == "forward" && s.str(f.filename).find("torch/nn/modules/container.py") != std::string_view::npos;
+  };
+  std::vector<std::vector<uint32_t>> tag(n);
+  {
+    uint32_t next_tag = 1;
+    for (size_t x = 0; x < n; ++x) {
+      tag[x].assign(path[x].size(), 0);
+      for (size_t j = 1; j + 1 < path[x].size(); ++j) {
+        if (!loop_frame(path[x][j]) || !loop_frame(path[x][j - 1])) continue;
+        const bool same_prefix = x > 0 && path[x - 1].size() > j &&
+                                 std::equal(path[x].begin(), path[x].begin() + j + 1, path[x - 1].begin()) &&
+                                 std::equal(tag[x].begin(), tag[x].begin() + j, tag[x - 1].begin());
+        if (!same_prefix) {
+          tag[x][j] = next_tag++;
+          continue;
+        }
+        tag[x][j] = tag[x - 1][j];
+        // Back to the call's first child after another child: a new call of the nested loop.
+        size_t first = x;
+        while (first > 0 && path[first - 1].size() > j + 1 && tag[first - 1].size() > j && tag[first - 1][j] == tag[x][j])
+          --first;
+        if (path[x - 1].size() > j + 1 && path[x][j + 1] == path[first][j + 1] && path[x - 1][j + 1] != path[x][j + 1])
+          tag[x][j] = next_tag++;
+      }
+    }
+  }
   const uint32_t end = m.birth[inst.rows[n - 1]];
   std::vector<uint32_t> out(n, end + 1);
   // Runs are looked up per depth in tables of n entries each: a call too large for them (a whole model's forward of
@@ -201,10 +234,10 @@ std::vector<uint32_t> no_grad_deaths(const RunModel& m, const Instance& inst, co
     const auto& a = path[x - 1];
     const auto& b = path[x];
     size_t l = 0;
-    while (l < a.size() && l < b.size() && a[l] == b[l]) ++l;
+    while (l < a.size() && l < b.size() && a[l] == b[l] && tag[x - 1][l] == tag[x][l]) ++l;
     line_join[x] = static_cast<uint32_t>(l);
-    const bool same_fn = l < a.size() && l < b.size() && s.frames[a[l]].filename == s.frames[b[l]].filename &&
-                         s.frames[a[l]].name == s.frames[b[l]].name;
+    const bool same_fn = l < a.size() && l < b.size() && tag[x - 1][l] == tag[x][l] &&
+                         s.frames[a[l]].filename == s.frames[b[l]].filename && s.frames[a[l]].name == s.frames[b[l]].name;
     call_join[x] = static_cast<uint32_t>(l + (same_fn ? 1 : 0));
   }
   // first[d][x], last[d][x]: the run around x whose joins are all > d.
@@ -232,6 +265,12 @@ std::vector<uint32_t> no_grad_deaths(const RunModel& m, const Instance& inst, co
   auto value_of = [&](size_t d, size_t g0, size_t g1) -> size_t {
     if (value[d].empty()) value[d].assign(n, UINT32_MAX);
     if (value[d][g0] != UINT32_MAX) return value[d][g0];
+    if (loop_frame(path[g0][d])) {  // a Sequential's loop: its last child's result
+      size_t last = g0;
+      for (size_t y = g0; y <= g1; ++y)
+        if (tensor(y)) last = y;
+      return value[d][g0] = static_cast<uint32_t>(last);
+    }
     uint64_t largest = 0;
     for (size_t y = g0; y <= g1; ++y)
       if (tensor(y)) largest = std::max(largest, m.size[inst.rows[y]]);
