@@ -199,25 +199,21 @@ std::vector<uint32_t> no_grad_deaths(const RunModel& m, const Instance& inst, co
   };
   std::vector<std::vector<uint32_t>> tag(n);
   {
-    uint32_t next_tag = 1;
+    std::vector<FrameId> first_child{FrameId{}};  // per tag: the frame of its call's first child
     for (size_t x = 0; x < n; ++x) {
       tag[x].assign(path[x].size(), 0);
       for (size_t j = 1; j + 1 < path[x].size(); ++j) {
         if (!loop_frame(path[x][j]) || !loop_frame(path[x][j - 1])) continue;
-        const bool same_prefix = x > 0 && path[x - 1].size() > j &&
+        const bool same_prefix = x > 0 && path[x - 1].size() > j + 1 &&
                                  std::equal(path[x].begin(), path[x].begin() + j + 1, path[x - 1].begin()) &&
                                  std::equal(tag[x].begin(), tag[x].begin() + j, tag[x - 1].begin());
-        if (!same_prefix) {
-          tag[x][j] = next_tag++;
+        // Back to the call's first child after another child: a new call of the nested loop.
+        if (same_prefix && !(path[x][j + 1] == first_child[tag[x - 1][j]] && path[x - 1][j + 1] != path[x][j + 1])) {
+          tag[x][j] = tag[x - 1][j];
           continue;
         }
-        tag[x][j] = tag[x - 1][j];
-        // Back to the call's first child after another child: a new call of the nested loop.
-        size_t first = x;
-        while (first > 0 && path[first - 1].size() > j + 1 && tag[first - 1].size() > j && tag[first - 1][j] == tag[x][j])
-          --first;
-        if (path[x - 1].size() > j + 1 && path[x][j + 1] == path[first][j + 1] && path[x - 1][j + 1] != path[x][j + 1])
-          tag[x][j] = next_tag++;
+        tag[x][j] = static_cast<uint32_t>(first_child.size());
+        first_child.push_back(path[x][j + 1]);
       }
     }
   }
