@@ -341,25 +341,29 @@ TEST(WhatIfChanges, CheckpointedForwardFreesAsTheRunItselfDid) {
   EXPECT_EQ(n, 2);
 }
 
-TEST(WhatIfChanges, NestedSequentialsFreeEachChildsOutputWhenTheNextReturns) {
-  // MobileNetV2's blocks are a Sequential of Sequentials (torchvision's Conv2dNormActivation): their calls have the
-  // same frames, so the model read two children as one call and freed the expansion's 96 MiB output as soon as the
-  // depthwise convolution had made its own, where the recorded checkpointed run frees it when that child returns.
-  // Predicted from the baseline, checkpointed at 1x: reserved 0.918 of the recorded run's then, 0.959 now (the
-  // recording's own replay is exact: the rest is the order of a few frees around the checkpointed blocks).
+TEST(WhatIfChanges, MobileNetsCheckpointedBlocksFreeAsItsRecordingsDo) {
+  // MobileNetV2's blocks are a Sequential of Sequentials (torchvision's Conv2dNormActivation) and end with a batch
+  // norm. Two rules of the checkpointed forward were wrong there, found against its checkpointed recordings
+  // (plan_runs/checkpointed, allocations in order): the inner Sequentials' calls have the same frames, so two
+  // children read as one call and the expansion's output was freed as soon as the depthwise convolution had made its
+  // own (PyTorch frees it when that child returns); and the block's output was taken to be the norm's 128-byte saved
+  // statistics, made after it, so the output itself was freed when the block returned. Predicted from the baseline
+  // recording: reserved 0.918 at 1x and 0.840 at 2x before, the recorded runs' bytes now.
   const Loaded& l = load(dir() + "mobilenet.pickle.gz");
   int n = 0;
   for (const json& r : lines(dir() + "checkpointed/recorded.jsonl")) {
-    if (r["job"] != "mobilenet" || r["change"] != json{{"checkpoint", "all"}}) continue;
+    if (r["job"] != "mobilenet" || r["change"].contains("precision")) continue;
     WhatIfOptions o = options_of(r["change"]);
     o.largest_batch = false;
     const WhatIfReport w = what_if(l.s, l.lt, l.c, o);
     ASSERT_TRUE(w.error.empty()) << w.error;
-    EXPECT_NEAR(static_cast<double>(w.predicted_reserved) / r["max_reserved"].get<double>(), 1.0, 0.05);
-    EXPECT_NEAR(static_cast<double>(w.predicted_allocated) / r["max_allocated"].get<double>(), 1.0, 0.03);
+    EXPECT_NEAR(static_cast<double>(w.predicted_reserved) / r["max_reserved"].get<double>(), 1.0, 0.005)
+        << r["recorded"];
+    EXPECT_NEAR(static_cast<double>(w.predicted_allocated) / r["max_allocated"].get<double>(), 1.0, 0.005)
+        << r["recorded"];
     ++n;
   }
-  EXPECT_EQ(n, 1);
+  EXPECT_EQ(n, 2);
 }
 
 TEST(Plan, FirstChoiceTrainedOnTheGpuFromTheOomSnapshot) {

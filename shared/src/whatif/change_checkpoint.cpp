@@ -377,9 +377,16 @@ Status apply_checkpoint(const WhatIfChange& change, RunModel* mp, std::string* w
         uint32_t end = 0;
         for (uint32_t i : inst.rows) end = std::max(end, m.birth[i]);
         // Its output (the last saved row still alive when it returns) stays: the next module keeps it as its input.
+        // Not a norm's statistics made after it (MobileNet's blocks end with a batch norm, whose 128-byte mean and
+        // inverse deviation are saved too): rows under 1/256 of the call's largest saved one are not outputs.
+        uint64_t largest_saved = 0;
+        for (uint32_t i : inst.rows)
+          if (saved(i, r)) largest_saved = std::max(largest_saved, m.size[i]);
         int64_t output = -1;
         for (uint32_t i : inst.rows)
-          if (saved(i, r) && (output < 0 || m.birth[i] >= m.birth[static_cast<uint32_t>(output)])) output = i;
+          if (saved(i, r) && m.size[i] * 256 >= largest_saved &&
+              (output < 0 || m.birth[i] >= m.birth[static_cast<uint32_t>(output)]))
+            output = i;
         uint32_t first_use = RunModel::kForever;
         for (uint32_t i : inst.rows)
           if (saved(i, r) && static_cast<int64_t>(i) != output) first_use = std::min(first_use, m.death[i]);
