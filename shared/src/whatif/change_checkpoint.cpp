@@ -188,35 +188,14 @@ std::vector<uint32_t> no_grad_deaths(const RunModel& m, const Instance& inst, co
     }
     depth = std::max(depth, path[x].size());
   }
-  // nn.Sequential's loop (`input = module(input)`): a child that is itself a Sequential (torchvision's
-  // Conv2dNormActivation in MobileNetV2's blocks) has the same frames in each of its calls, so two such children in
-  // a row read as one call. Each call of a nested loop gets its own tag: a new call starts where its first child's
-  // frame comes back after another child's. A loop line's value is its last child's result (the call returns it):
-  // MobileNet's checkpointed recordings free each child's output when the next child returns.
+  // nn.Sequential's loop (`input = module(input)`): a loop line's value is its last child's result (the call returns
+  // it). MobileNet's checkpointed recordings free each child's output when the next child returns. (Telling apart
+  // the calls of a Sequential inside a Sequential, whose frames are the same in each, moved no run once a call's
+  // output was no longer taken from a norm's saved statistics, and was dropped.)
   auto loop_frame = [&](FrameId id) {
     const Frame& f = s.frames[id];
     return s.str(f.name) == "forward" && s.str(f.filename).find("torch/nn/modules/container.py") != std::string_view::npos;
   };
-  std::vector<std::vector<uint32_t>> tag(n);
-  {
-    std::vector<FrameId> first_child{FrameId{}};  // per tag: the frame of its call's first child
-    for (size_t x = 0; x < n; ++x) {
-      tag[x].assign(path[x].size(), 0);
-      for (size_t j = 1; j + 1 < path[x].size(); ++j) {
-        if (!loop_frame(path[x][j]) || !loop_frame(path[x][j - 1])) continue;
-        const bool same_prefix = x > 0 && path[x - 1].size() > j + 1 &&
-                                 std::equal(path[x].begin(), path[x].begin() + j + 1, path[x - 1].begin()) &&
-                                 std::equal(tag[x].begin(), tag[x].begin() + j, tag[x - 1].begin());
-        // Back to the call's first child after another child: a new call of the nested loop.
-        if (same_prefix && !(path[x][j + 1] == first_child[tag[x - 1][j]] && path[x - 1][j + 1] != path[x][j + 1])) {
-          tag[x][j] = tag[x - 1][j];
-          continue;
-        }
-        tag[x][j] = static_cast<uint32_t>(first_child.size());
-        first_child.push_back(path[x][j + 1]);
-      }
-    }
-  }
   const uint32_t end = m.birth[inst.rows[n - 1]];
   std::vector<uint32_t> out(n, end + 1);
   // Runs are looked up per depth in tables of n entries each: a call too large for them (a whole model's forward of
@@ -230,10 +209,10 @@ std::vector<uint32_t> no_grad_deaths(const RunModel& m, const Instance& inst, co
     const auto& a = path[x - 1];
     const auto& b = path[x];
     size_t l = 0;
-    while (l < a.size() && l < b.size() && a[l] == b[l] && tag[x - 1][l] == tag[x][l]) ++l;
+    while (l < a.size() && l < b.size() && a[l] == b[l]) ++l;
     line_join[x] = static_cast<uint32_t>(l);
-    const bool same_fn = l < a.size() && l < b.size() && tag[x - 1][l] == tag[x][l] &&
-                         s.frames[a[l]].filename == s.frames[b[l]].filename && s.frames[a[l]].name == s.frames[b[l]].name;
+    const bool same_fn = l < a.size() && l < b.size() && s.frames[a[l]].filename == s.frames[b[l]].filename &&
+                         s.frames[a[l]].name == s.frames[b[l]].name;
     call_join[x] = static_cast<uint32_t>(l + (same_fn ? 1 : 0));
   }
   // first[d][x], last[d][x]: the run around x whose joins are all > d.
