@@ -166,14 +166,19 @@ TEST(WhatIfChanges, EachChangeWithinItsMeasuredBounds) {
   // reserved within 8.2% and 16.0% combined (checkpointed at twice the batch, low). Checkpointed it read 17.4% high
   // while its one-line blocks, back to back, were taken as 6 calls a step, 13.7% with 12 (some cut inside a block);
   // found as its calls start, all 17: 2.8% low.
+  // Gradient accumulation played micro-batch by micro-batch (2026-12-06, change_accumulate.cpp; one shrunk pass
+  // before) took reserved on every job's 2 and 4 micro-batches to within 8%: the CNN's 4 from 11.4% low to 6.2%, OPT's
+  // 2 from 7.0% low to exact, the hold-out's GPT-2 and BERT to exact, ConvNeXt's 4 from 1.8% low to 7.6% high. Every
+  // single change of every job is now within 10% of both counters; the worst one-change reserved is the tuning jobs'
+  // 8.4% (gpt_sdpa under autocast), the hold-out's 7.6%.
   struct Bound {
     const char* split;
     double allocated, reserved;
   };
-  for (const Bound& b : {Bound{"tuning", 0.055, 0.12}, Bound{"first holdout", 0.08, 0.07}, Bound{"holdout", 0.035, 0.10},
-                         Bound{"tuning combined", 0.10, 0.21}, Bound{"first holdout combined", 0.10, 0.115},
+  for (const Bound& b : {Bound{"tuning", 0.055, 0.09}, Bound{"first holdout", 0.08, 0.07}, Bound{"holdout", 0.03, 0.08},
+                         Bound{"tuning combined", 0.06, 0.21}, Bound{"first holdout combined", 0.10, 0.115},
                          Bound{"holdout combined", 0.08, 0.21}, Bound{"mobilenet", 0.10, 0.085},
-                         Bound{"mobilenet combined", 0.09, 0.165}}) {
+                         Bound{"mobilenet combined", 0.085, 0.14}}) {
     EXPECT_LE(worst[b.split].allocated, b.allocated) << b.split;
     EXPECT_LE(worst[b.split].reserved, b.reserved) << b.split;
   }
@@ -317,6 +322,55 @@ TEST(WhatIfChanges, IntegerOutputsKeepTheirSizeUnderBf16) {
   }
 }
 
+TEST(WhatIfChanges, AccumulatedMicroBatchesReserveAsTheRunsDid) {
+  // Gradient accumulation is played micro-batch by micro-batch (change_accumulate.cpp): the first micro-batch's
+  // backward puts the gradients where its activations were, and the next forward finds them there. The tuning jobs
+  // without convolutions (cuDNN picks other algorithms, and workspaces, at the smaller batch of a micro-batch: the
+  // CNN's and MobileNet's recordings of 2 micro-batches show them) predict the reserved peak each run measured in a
+  // fresh process at 2 and 4 micro-batches. One shrunk pass with the gradients made as its forward starts, the model
+  // before, read OPT's at 2 0.930, Llama's at 4 0.952 and the MLP's at 4 0.958.
+  int n = 0;
+  for (const char* job : {"gpt_sdpa", "gpt_attn", "llama_hf", "mlp", "opt_hf", "vit"})
+    for (int k : {2, 4}) {
+      const json change = {{"accumulate", k}};
+      const auto f = fresh().find(std::string(job) + " " + change.dump());
+      ASSERT_NE(f, fresh().end()) << job << " " << k;
+      const Loaded& l = load(dir() + job + ".pickle.gz");
+      WhatIfOptions o = options_of(change);
+      o.gpu = parse_gpu_capacity("h200").value();  // the MLP's reductions' staging buffers stop at its blocks
+      o.largest_batch = false;
+      const WhatIfReport w = what_if(l.s, l.lt, l.c, o);
+      ASSERT_TRUE(w.error.empty()) << w.error;
+      EXPECT_NEAR(static_cast<double>(w.predicted_reserved) / f->second["max_reserved"].get<double>(), 1.0, 0.005)
+          << job << " " << k;
+      EXPECT_NEAR(static_cast<double>(w.predicted_allocated) / f->second["max_allocated"].get<double>(), 1.0, 0.005)
+          << job << " " << k;
+      ++n;
+    }
+  EXPECT_EQ(n, 12);
+}
+
+TEST(WhatIfChanges, ManyMicroBatchesReplayAFewAndSaySo) {
+  // K can be 4096: two micro-batches show what the rest would (each later one frees and allocates as the second),
+  // so 8 and 4096 cost what 2 do, say so, and shrink what grows with the batch to 1/K.
+  const Loaded& l = load(dir() + "gpt_sdpa.pickle.gz");
+  auto at = [&](int k) {
+    WhatIfOptions o = options_of(json{{"accumulate", k}});
+    o.largest_batch = false;
+    return what_if(l.s, l.lt, l.c, o);
+  };
+  const WhatIfReport two = at(2), eight = at(8), many = at(4096);
+  ASSERT_TRUE(two.error.empty() && eight.error.empty() && many.error.empty()) << eight.error << many.error;
+  ASSERT_FALSE(two.effects.empty() || eight.effects.empty());
+  EXPECT_NE(eight.effects[0].what.find("8 times on 1/8 of the batch"), std::string::npos) << eight.effects[0].what;
+  EXPECT_NE(eight.effects[0].what.find("the first 2 replayed"), std::string::npos) << eight.effects[0].what;
+  EXPECT_EQ(two.effects[0].what.find("replayed"), std::string::npos) << two.effects[0].what;
+  EXPECT_LT(eight.predicted_allocated, two.predicted_allocated);
+  EXPECT_LT(many.predicted_allocated, eight.predicted_allocated);
+  // What does not shrink with the micro-batch stays: the weights, their gradients and AdamW's two moments.
+  EXPECT_GT(many.predicted_allocated, 4 * eight.terms[0].parameters);
+}
+
 TEST(WhatIfChanges, CheckpointedForwardFreesAsTheRunItselfDid) {
   // The tuning jobs' checkpointed runs, recorded with stacks (plan_runs/checkpointed, stacks "all"), are the oracle
   // the no-grad forward was written from (change_checkpoint.cpp): a block's values live until it returns, its operands
@@ -390,10 +444,34 @@ TEST(Plan, FirstChoiceTrainedOnTheGpuFromTheOomSnapshot) {
   EXPECT_EQ(good, 44);
 }
 
+// Whether the option's configuration, measured alone in a fresh process without a cap (fresh_runs.jsonl), stayed
+// under `cap`: PyTorch's max_memory_reserved is then below the per-process cap, so no request of that run ever met
+// it, and the run under the cap is the one measured: it trains. (A run that does reach the cap may train too; that
+// takes a GPU run under it: plan_choices.jsonl.)
+bool measured_under_cap(const std::string& job, const PlanOption& o, uint64_t cap) {
+  json change = json::object();
+  if (o.batch != 1.0) change["batch"] = o.batch;
+  for (const WhatIfChange& c : o.changes) {
+    const std::string f = c.flag();  // "--accumulate 4"
+    const size_t space = f.find(' ');
+    std::string key = f.substr(2, space - 2);
+    for (char& ch : key) ch = ch == '-' ? '_' : ch;
+    const std::string value = f.substr(space + 1);
+    if (key == "accumulate") change[key] = std::stoi(value);
+    else change[key] = value;
+  }
+  const auto f = fresh().find(job + " " + change.dump());
+  return f != fresh().end() && !f->second["max_reserved"].is_null() && f->second["max_reserved"].get<uint64_t>() <= cap;
+}
+
 TEST(Plan, FirstChoiceFromAWholeRecordingTrained) {
   // From the job's full recording, for the same caps: 23 of 24 first options trained when judged on 2026-12-02
   // (gpt_attn at 90% took bf16 autocast, then 11% under-predicted); the second hold-out's 12 of 12 on 2026-12-03;
-  // OPT's and MobileNet's 8 of 8 on 2026-12-04.
+  // OPT's and MobileNet's 8 of 8 on 2026-12-04. Since accumulation is played micro-batch by micro-batch
+  // (2026-12-06) two first options moved to configurations measured below their cap in a fresh process (the CNN at
+  // 75% to 4 micro-batches, 440 MB against 559; BERT at 60% to 2, 3.75 GB against 4.23; no GPU could be had to run
+  // them under it that day: plan_runs/oom_cut/first_choices_2026-12-06.json is for check_plan_choices.py --first).
+  // gpt_attn at 90% picks checkpointing now, measured at 2.03 GB against a 3.68 GB cap: 44 of 44.
   const auto ok = trained();
   const json cases = json::parse(std::ifstream(dir() + "oom_cut/cases.json"));
   int good = 0;
@@ -403,9 +481,14 @@ TEST(Plan, FirstChoiceFromAWholeRecordingTrained) {
     ASSERT_FALSE(p.options.empty());
     const auto& known = ok.count({c["job"], c["fraction"]}) ? ok.at({c["job"], c["fraction"]})
                                                                : std::vector<std::vector<std::string>>{};
-    good += std::find(known.begin(), known.end(), flags(p.options[0])) != known.end();
+    const bool trained_there = std::find(known.begin(), known.end(), flags(p.options[0])) != known.end() ||
+                               measured_under_cap(c["job"], p.options[0], c["cap"].get<uint64_t>());
+    good += trained_there;
+    if (!trained_there)
+      std::printf("  not known to train: %s at %.2f: %s\n", c["job"].get<std::string>().c_str(),
+                  c["fraction"].get<double>(), testing::PrintToString(flags(p.options[0])).c_str());
   }
-  EXPECT_GE(good, 43);
+  EXPECT_EQ(good, 44);
 }
 
 TEST(WhatIfChanges, ShardingDividesWhatEachStageShards) {

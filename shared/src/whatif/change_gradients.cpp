@@ -1,6 +1,6 @@
-// Gradients' lifetimes: accumulating over K micro-batches (each forward and backward on batch/K, the gradients of the
-// earlier micro-batches alive through the later ones), and zero_grad without set_to_none (the gradients stay
-// allocated from the first backward on, and each backward's gradients are added into them).
+// Gradients' lifetimes: zero_grad without set_to_none (the gradients stay allocated from the first backward on, and
+// each backward's gradients are added into them); and what the other changes share (each iteration's forward start,
+// a stack's frames).
 #include <algorithm>
 
 #include "whatif/changes_impl.h"
@@ -34,47 +34,6 @@ bool stack_mentions(const RunModel& m, uint32_t row, std::string_view needle) {
         s.str(s.frames[f].filename).find(needle) != std::string_view::npos)
       return true;
   return false;
-}
-
-Status apply_accumulate(const WhatIfChange& c, RunModel* mp, std::string* what) {
-  RunModel& m = *mp;
-  const double k = c.value;
-  if (k <= 1) {
-    *what = "one micro-batch a step: no change";
-    return {};
-  }
-  uint64_t grown = 0, held = 0;
-  for (uint32_t i = 0; i < m.count(); ++i)
-    if (m.grows[i] && m.size[i]) {
-      grown += m.size[i];
-      m.size[i] = std::max<uint64_t>(1, scaled(m.size[i], 1.0 / k));
-      // A staging buffer's split, in the micro-batch's units (its cap is the GPU's).
-      for (int r = 0; r < m.staging[i].readings; ++r) {
-        m.staging[i].reading[r].ctas /= static_cast<float>(k);
-        m.staging[i].reading[r].split /= static_cast<float>(k);
-      }
-    }
-  // From the second micro-batch on, the gradients of the first are alive through the forward and the backward:
-  // each step's gradients are taken as made when its forward starts.
-  const std::vector<uint32_t> starts = forward_starts(m);
-  uint32_t moved = 0;
-  for (uint32_t i = 0; i < m.count(); ++i) {
-    if (!m.size[i] || m.category[i] != Category::kGradient || m.birth[i] == 0) continue;
-    const uint32_t r = m.region_of_tick(m.birth[i]);
-    if (starts[r] == RunModel::kForever || starts[r] >= m.birth[i]) continue;
-    m.birth[i] = starts[r];
-    held += m.size[i];
-    ++moved;
-  }
-  if (moved == 0 && m.iterations.source == Iterations::Source::kNone)
-    return Error{"no iterations found in the trace, so when each step's forward starts is unknown: record a few whole "
-                 "steps"};
-  *what = "each micro-batch's forward and backward on 1/" + std::to_string(static_cast<int>(k)) +
-          " of the batch (what grows with it: " + bytes_text(grown) + " over the trace)";
-  if (held)
-    *what += "; the gradients (" + bytes_text(held) + " over the trace) alive from the forward of the second "
-             "micro-batch on";
-  return {};
 }
 
 Status apply_zero_grad(const WhatIfChange& c, RunModel* mp, std::string* what) {

@@ -17,8 +17,9 @@ std::string bytes_text(uint64_t b);  // "1.2GiB", as answers print sizes
 // sharding (ZeRO stages 1-3).
 Status apply_optimizer(const std::string& target, RunModel* m, std::string* what);
 Status apply_shard(const WhatIfChange& c, RunModel* m, std::string* what);
-// change_gradients.cpp: gradient accumulation, and zero_grad's set_to_none.
+// change_accumulate.cpp: gradient accumulation (applied after the other changes: it repeats what they made).
 Status apply_accumulate(const WhatIfChange& c, RunModel* m, std::string* what);
+// change_gradients.cpp: zero_grad's set_to_none.
 Status apply_zero_grad(const WhatIfChange& c, RunModel* m, std::string* what);
 // change_precision.cpp: bf16 autocast, bf16 weights.
 Status apply_precision(const WhatIfChange& c, RunModel* m, std::string* what);

@@ -122,7 +122,11 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   const bool has_changes = !options.changes.empty() || cut != Cut::kNone;
   if (has_changes) {
     if (cut != Cut::kNone) complete_first_step(&model, &r.effects);
-    for (const WhatIfChange& change : options.changes) {
+    // Gradient accumulation last: it plays each forward and backward again as the other changes made them.
+    std::vector<WhatIfChange> in_order(options.changes);
+    std::stable_partition(in_order.begin(), in_order.end(),
+                          [](const WhatIfChange& c) { return c.kind != WhatIfChange::Kind::kAccumulate; });
+    for (const WhatIfChange& change : in_order) {
       if (Status st = apply_change(change, &model, &r.effects); !st.ok()) {
         r.error = st.error().message;
         return r;
@@ -171,7 +175,8 @@ WhatIfReport what_if(const Snapshot& s, const DeviceLifetimes& lt, const Categor
   }
   r.predicted_allocated = predicted.peak_allocated;
   r.predicted_reserved = predicted.peak_reserved;
-  r.predicted_peak_step = has_changes ? predicted.peak_allocated_step / RunModel::kTick : predicted.peak_allocated_step;
+  r.predicted_peak_step =
+      has_changes ? model.recorded_tick(predicted.peak_allocated_step) / RunModel::kTick : predicted.peak_allocated_step;
   // The requests that failed are tried too. A run at least as large as recorded makes them at their recorded size.
   // A smaller batch may make them smaller (if they grow with it) or not: the prediction takes them as growing, the
   // high end of its range as they were. (They were left out below the recorded batch: an audit's OOM trace, which

@@ -32,6 +32,16 @@ uint32_t RunModel::region_start(uint32_t region) const {
 
 uint32_t RunModel::region_of_tick(uint32_t t) const { return iterations.region_of(t / kTick); }
 
+uint32_t RunModel::recorded_tick(uint32_t t) const {
+  uint32_t added = 0;  // model ticks the repeats before `t` added
+  for (const Repeat& r : repeats) {
+    if (t < r.begin) break;
+    if (t - r.begin < r.length * r.times) return r.begin + (t - r.begin) % r.length - added;
+    added += r.length * (r.times - 1);
+  }
+  return t - added;
+}
+
 int RunModel::phase(uint32_t i) const {
   switch (reason[i]) {
     case CategoryReason::kForwardFrame: return 1;

@@ -41,6 +41,12 @@ struct RunModel {
   std::vector<uint16_t> flags;  // stack_flags of the recording
   uint32_t ticks = 0;           // the last tick (the recorded trace's end)
   AllocatorSettings settings;   // the replay's (changed by --allocator)
+  // Stretches a change plays more than once (gradient accumulation's micro-batches), in the model's ticks, in order:
+  // the ticks [begin, begin + length) of what was one pass play `times` times back to back from `begin`.
+  struct Repeat {
+    uint32_t begin = 0, length = 0, times = 1;
+  };
+  std::vector<Repeat> repeats;
 
   uint32_t count() const { return static_cast<uint32_t>(size.size()); }
   uint32_t tick(uint32_t step) const { return step * kTick; }
@@ -51,6 +57,9 @@ struct RunModel {
   // The tick each iteration (region) starts at; one past the last for the end.
   uint32_t region_start(uint32_t region) const;
   uint32_t region_of_tick(uint32_t t) const;
+  // The recorded tick a model tick plays (through `repeats`: a later micro-batch's tick is its first's), for answers
+  // that point into the recording (the predicted peak's step).
+  uint32_t recorded_tick(uint32_t t) const;
   // The row's phase in its iteration: 1 forward, 2 backward, 3 optimizer step, 0 unknown (as the measured terms).
   int phase(uint32_t i) const;
 };
