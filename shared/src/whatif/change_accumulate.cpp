@@ -110,11 +110,10 @@ Status apply_accumulate(const WhatIfChange& c, RunModel* mp, std::string* what) 
   if (!whole_step && m.iterations.source == Iterations::Source::kNone)
     return Error{"no iterations found in the trace, so when each step's forward starts is unknown: record a few whole "
                  "steps"};
-  const uint32_t played = static_cast<uint32_t>(std::min<double>(k, kPlayed));
-  // Recorded tick -> model tick: each span before it adds (played - 1) of its length.
+  // Recorded tick -> model tick: each span before it adds its length once more (the second micro-batch).
   std::vector<uint64_t> added_after(spans.size());
   uint64_t added = 0;
-  for (size_t q = 0; q < spans.size(); ++q) added_after[q] = added += uint64_t{played - 1} * (spans[q].end - spans[q].begin);
+  for (size_t q = 0; q < spans.size(); ++q) added_after[q] = added += spans[q].end - spans[q].begin;
   if (m.ticks + added >= RunModel::kForever) return Error{"the trace is too long to play its micro-batches"};
   auto moved = [&](uint32_t t) -> uint32_t {
     if (t == RunModel::kForever) return t;
@@ -139,18 +138,15 @@ Status apply_accumulate(const WhatIfChange& c, RunModel* mp, std::string* what) 
     // earlier one goes when the next is made.
     if (within) m.death[i] = d - b + m.birth[i];
     else if (!gradient) m.death[i] = m.birth[i] + len;
-    for (uint32_t j = 1; j < played; ++j) {
-      const uint32_t born = m.birth[i] + j * len;
-      uint32_t dies = within ? m.death[i] + j * len : j + 1 < played ? born + len : moved(d);
-      // A later micro-batch's gradient is added into the first's and freed (AccumulateGrad's in-place add).
-      if (gradient) dies = born + 2;
-      const uint32_t g = m.copy_row(i, born, dies);
-      if (gradient) m.category[g] = Category::kAutogradDetail;
-    }
+    // The second micro-batch's copy. Its gradient is added into the first's and freed (AccumulateGrad's in-place
+    // add); a variable it makes lives as long as the recorded one did.
+    const uint32_t born = m.birth[i] + len;
+    const uint32_t g = m.copy_row(i, born, gradient ? born + 2 : within ? m.death[i] + len : moved(d));
+    if (gradient) m.category[g] = Category::kAutogradDetail;
   }
   for (size_t q = 0; q < spans.size(); ++q) {
     const uint32_t len = spans[q].end - spans[q].begin;
-    m.repeats.push_back({moved(spans[q].begin), len, played});
+    m.repeats.push_back({moved(spans[q].begin), len, kPlayed});
   }
   for (uint32_t& b : m.iterations.boundary) b = moved(m.tick(b)) / RunModel::kTick;
   m.iterations.steps = moved(m.tick(m.iterations.steps)) / RunModel::kTick;
@@ -163,8 +159,8 @@ Status apply_accumulate(const WhatIfChange& c, RunModel* mp, std::string* what) 
   }
   *what = "each step's forward and backward " + std::to_string(kk) + " times on 1/" + std::to_string(kk) +
           " of the batch (what grows with it: " + bytes_text(grown) + " over the trace)";
-  if (played < static_cast<uint32_t>(kk))
-    *what += ", the first " + std::to_string(played) + " replayed (each later one frees and allocates as the "
+  if (kPlayed < static_cast<uint32_t>(kk))
+    *what += ", the first " + std::to_string(kPlayed) + " replayed (each later one frees and allocates as the "
              "second)";
   if (grads)
     *what += "; the gradients (" + bytes_text(grads) + " over the trace) made by the first micro-batch's backward, "
