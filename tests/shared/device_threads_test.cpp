@@ -13,9 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "allocscope/categories.h"
 #include "allocscope/frame_filter.h"
+#include "allocscope/iterations.h"
 #include "allocscope/lifetimes.h"
 #include "allocscope/loader.h"
+#include "allocscope/plan.h"
 #include "allocscope/summary.h"
 #include "../cli/synthetic.h"
 #include "analysis/lifetimes_parts.h"
@@ -220,6 +223,31 @@ TEST(DeviceThreads, AnExceptionOnAWorkerReachesTheCaller) {
                    [] { throw std::length_error("b"); }),
                std::length_error);
   EXPECT_TRUE(a_done.load());  // joined before the exception left
+}
+
+// `plan` predicts its options on several threads (plan.cpp, predict_each): the plan must be the one a single thread
+// makes, in its order, with and without a GPU (without one it tries pairs; on a GPU nothing fits, triples too).
+TEST(DeviceThreads, PlanOnOneThreadAndSeveralIsTheSame) {
+  auto s = load_snapshot_file(std::string(ALLOCSCOPE_FIXTURES) + "/plan_runs/gpt_sdpa.pickle.gz");
+  ASSERT_TRUE(s.ok()) << s.error().describe();
+  const DeviceLifetimes lt = build_device_lifetimes(s.value(), 0);
+  auto c = categorize(s.value(), lt, detect_iterations(s.value(), lt), FrameFilter(s.value()));
+  ASSERT_TRUE(c.ok());
+  GpuCapacity small;
+  small.total_bytes = 1ull << 30;
+  small.label = "1 GiB";
+  for (const std::optional<GpuCapacity>& gpu : {std::optional<GpuCapacity>{}, std::optional<GpuCapacity>{small}}) {
+    PlanOptions o;
+    o.gpu = gpu;
+    setenv("ALLOCSCOPE_THREADS", "1", 1);
+    const Plan one = plan(s.value(), lt, c.value(), o);
+    unsetenv("ALLOCSCOPE_THREADS");
+    const Plan many = plan(s.value(), lt, c.value(), o);
+    EXPECT_EQ(to_json(one), to_json(many));
+    EXPECT_EQ(to_text(one), to_text(many));
+    EXPECT_GE(one.tried, gpu ? 30u : 20u);  // the combinations were tried too
+    EXPECT_FALSE(one.options.empty());
+  }
 }
 
 }  // namespace

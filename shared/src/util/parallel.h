@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -87,12 +88,14 @@ class Worker {
 };
 #endif
 
+// `max_threads` bounds the threads where each item holds much memory while it runs.
 template <class Fn>
-void parallel_for(size_t n, Fn&& fn) {
+void parallel_for(size_t n, Fn&& fn, size_t max_threads = SIZE_MAX) {
 #if defined(__EMSCRIPTEN__)
+  (void)max_threads;
   for (size_t i = 0; i < n; ++i) fn(i);
 #else
-  const size_t threads = threads_for(n);
+  const size_t threads = threads_for(std::min(n, max_threads));
   if (threads <= 1) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;

@@ -2,8 +2,10 @@
 #include "allocscope/plan.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "allocscope/oom.h"
+#include "util/parallel.h"
 #include "whatif/internal.h"
 
 namespace allocscope {
@@ -67,6 +69,29 @@ PlanOption predict(const Snapshot& s, const DeviceLifetimes& lt, const Categorie
   return o;
 }
 
+// One prediction plan() asks for: changes at a batch scale.
+struct Ask {
+  std::vector<WhatIfChange> changes;
+  double batch = 1.0;
+};
+
+// Each ask predicted, on the process's cores: a plan on a 1M-event trace makes 20-35 predictions of 1-3 s each. At
+// most 8 at once, since each holds its own model of the run (~250 MB at 1M events). Results in the order asked, so
+// the plan is the same on any number of cores; nullopt where the model refused the changes.
+std::vector<std::optional<PlanOption>> predict_each(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c,
+                                                    const std::optional<GpuCapacity>& gpu, const std::vector<Ask>& asks) {
+  std::vector<std::optional<PlanOption>> out(asks.size());
+  detail::parallel_for(
+      asks.size(),
+      [&](size_t i) {
+        bool ok = false;
+        PlanOption o = predict(s, lt, c, gpu, asks[i].changes, asks[i].batch, &ok);
+        if (ok) out[i] = std::move(o);
+      },
+      8);
+  return out;
+}
+
 }  // namespace
 
 Plan plan(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, const PlanOptions& options) {
@@ -113,23 +138,17 @@ Plan plan(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, con
                      : 1.0 - static_cast<double>(o.predicted_needed) / std::max<double>(1, recorded_need);
   };
   // Each change alone; those that lower the least memory by at least 1% help.
+  // A smaller batch too: the change of training a user makes last.
+  std::vector<Ask> asks;
+  for (const WhatIfChange& ch : candidates(s, options)) asks.push_back({{ch}, 1.0});
+  for (double b : {0.5, 0.25}) asks.push_back({{}, b});
   std::vector<PlanOption> singles;
-  for (const WhatIfChange& ch : candidates(s, options)) {
-    bool ok = false;
-    PlanOption o = predict(s, lt, c, p.gpu, {ch}, 1.0, &ok);
-    ++p.tried;
-    if (!ok || o.predicted_needed * 100 > recorded_need * 99) continue;
-    finish(o);
-    singles.push_back(o);
-  }
-  // A smaller batch: the change of training a user makes last.
-  for (double b : {0.5, 0.25}) {
-    bool ok = false;
-    PlanOption o = predict(s, lt, c, p.gpu, {}, b, &ok);
-    ++p.tried;
-    if (!ok) continue;
-    finish(o);
-    singles.push_back(o);
+  std::vector<std::optional<PlanOption>> predicted = predict_each(s, lt, c, p.gpu, asks);
+  p.tried += static_cast<uint32_t>(asks.size());
+  for (std::optional<PlanOption>& o : predicted) {
+    if (!o || (!o->changes.empty() && o->predicted_needed * 100 > recorded_need * 99)) continue;
+    finish(*o);
+    singles.push_back(std::move(*o));
   }
   auto order = [&](const PlanOption& a, const PlanOption& b) {
     if (p.gpu && (a.verdict == Verdict::kFits) != (b.verdict == Verdict::kFits)) return a.verdict == Verdict::kFits;
@@ -149,31 +168,32 @@ Plan plan(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, con
   std::stable_sort(helpful.begin(), helpful.end(),
                    [](const PlanOption* a, const PlanOption* b) { return a->predicted_needed < b->predicted_needed; });
   if (helpful.size() > 6) helpful.resize(6);  // the six that cut most: 15 pairs, 20 triples at most
+  auto try_all = [&](const std::vector<Ask>& combos) {
+    std::vector<std::optional<PlanOption>> got = predict_each(s, lt, c, p.gpu, combos);
+    p.tried += static_cast<uint32_t>(combos.size());
+    for (std::optional<PlanOption>& o : got) {
+      if (!o) continue;
+      finish(*o);
+      all.push_back(std::move(*o));
+    }
+  };
   if (!p.gpu || fitting(all) < 3) {
+    std::vector<Ask> pairs;
     for (size_t i = 0; i < helpful.size(); ++i)
-      for (size_t j = i + 1; j < helpful.size(); ++j) {
-        if (conflict(helpful[i]->changes[0], helpful[j]->changes[0])) continue;
-        bool ok = false;
-        PlanOption o = predict(s, lt, c, p.gpu, {helpful[i]->changes[0], helpful[j]->changes[0]}, 1.0, &ok);
-        ++p.tried;
-        if (!ok) continue;
-        finish(o);
-        all.push_back(o);
-      }
+      for (size_t j = i + 1; j < helpful.size(); ++j)
+        if (!conflict(helpful[i]->changes[0], helpful[j]->changes[0]))
+          pairs.push_back({{helpful[i]->changes[0], helpful[j]->changes[0]}, 1.0});
+    try_all(pairs);
   }
   if (p.gpu && fitting(all) == 0) {
+    std::vector<Ask> triples;
     for (size_t i = 0; i < helpful.size(); ++i)
       for (size_t j = i + 1; j < helpful.size(); ++j)
         for (size_t k = j + 1; k < helpful.size(); ++k) {
           const WhatIfChange &a = helpful[i]->changes[0], &b = helpful[j]->changes[0], &d = helpful[k]->changes[0];
-          if (conflict(a, b) || conflict(a, d) || conflict(b, d)) continue;
-          bool ok = false;
-          PlanOption o = predict(s, lt, c, p.gpu, {a, b, d}, 1.0, &ok);
-          ++p.tried;
-          if (!ok) continue;
-          finish(o);
-          all.push_back(o);
+          if (!conflict(a, b) && !conflict(a, d) && !conflict(b, d)) triples.push_back({{a, b, d}, 1.0});
         }
+    try_all(triples);
   }
   std::stable_sort(all.begin(), all.end(), order);
   if (p.gpu && fitting(all) > 0) {
