@@ -43,9 +43,11 @@ export default {
       root.append(el('h2', { text: `Leaks and held memory on ${ctx.deviceName(device)}` }));
       const it = r.iterations;
       const n = it.boundaries.length;
-      const unit = r.forward_only ? 'repeat' : 'iteration';
+      const repeatsOnly = r.forward_only || r.setup_only;
+      const unit = repeatsOnly ? 'repeat' : 'iteration';
       const itText = it.source === 'annotations' ? `${count(n)} iterations found from the "${it.marker}" annotations`
         : r.forward_only ? `${count(n)} repeats of an allocation at ${it.marker}, all inside module forwards`
+        : r.setup_only ? `${count(n)} repeats of an allocation at ${it.marker}, all building or moving the model's weights`
         : it.source === 'periodic' ? `${count(n)} iterations found from a repeating allocation at ${it.marker}`
         : 'no repeating iteration found';
       let verdict;
@@ -54,6 +56,9 @@ export default {
         verdict = el('div', { class: 'verdict', 'data-leak': 'unjudged', 'data-reason': 'forward_only',
           text: `Leaks cannot be judged: all ${count(n)} repeats of ${it.marker} run inside module forwards (every allocation from the first to the last is made in one). They may be steps of one forward pass, whose activations its backward frees, or a loop that only calls the model.` +
             (r.growing.length ? ' What grows across them is listed below.' : '') });
+      } else if (r.setup_only) {
+        verdict = el('div', { class: 'verdict', 'data-leak': 'unjudged', 'data-reason': 'setup_only',
+          text: `Leaks cannot be judged: all ${count(n)} repeats of ${it.marker} build or move the model's weights (every allocation from the first to the last is a parameter or buffer a module makes in its __init__, .cuda(), .to() or load_state_dict). They are its layers, not a loop's iterations.` });
       } else if (r.leak_suspected) {
         const g = r.growing[0];
         verdict = el('div', { class: 'verdict bad', 'data-leak': 'yes' },
@@ -92,7 +97,7 @@ export default {
           el('div', { title: r.total_at_boundary.map(bytes).join(' → ') }, lineChart(r.total_at_boundary, 480, 110, unit)),
           el('p', { class: 'fine', text: `${bytes(r.total_at_boundary[0])} → ${bytes(r.total_at_boundary[r.total_at_boundary.length - 1])}` }));
       }
-      if (r.growing.length) root.append(el('h3', { text: r.forward_only ? 'Growing across the repeats (not judged a leak)' : 'Growing sites' }), groupTable(r.growing, 'growing', ctx.state, unit));
+      if (r.growing.length) root.append(el('h3', { text: repeatsOnly ? 'Growing across the repeats (not judged a leak)' : 'Growing sites' }), groupTable(r.growing, 'growing', ctx.state, unit));
       for (const p of r.pools_growing || [])
         if (p.sites.length) root.append(el('h3', { text: `Where ${p.owner}'s pool grew after warm-up` }), groupTable(p.sites, 'pool', ctx.state, unit));
       if (r.released && r.released.length) root.append(el('h3', { text: 'Grew, then freed before the trace ended' }), groupTable(r.released, 'released', ctx.state, unit));

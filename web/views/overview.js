@@ -98,6 +98,7 @@ export default {
           notes.push(`peak ${bytes(d.peak_allocated.bytes)} allocated, ${d.reserved_known === false ? 'reserved unknown (no segments for this device)' : `${bytes(d.peak_reserved.bytes)} reserved`}`);
           if (d.iterations) notes.push(`${count(d.iterations)} iterations`);
           if (d.forward_repeats) notes.push(`${count(d.forward_repeats)} repeats inside module forwards (not counted as iterations)`);
+          if (d.setup_repeats) notes.push(`${count(d.setup_repeats)} repeats while the model's weights were built or moved (not counted as iterations)`);
           if (d.frees_without_alloc) notes.push(`${count(d.frees_without_alloc)} allocations began before the trace window`);
           notes.push(`fragmentation at the end ${(100 * d.final.fragmentation).toFixed(0)}% (largest free block ${bytes(d.final.largest_free_block)})`);
           // As the CLI says it: free memory in a CUDA graph's or MemPool's private pool serves only its own allocations.

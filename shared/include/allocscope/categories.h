@@ -79,6 +79,11 @@ Result<CategoryRule> parse_category_rule(std::string_view text);
 // frame) and in no backward or optimizer frame. The frame evidence categorize() reads, before any user rule or
 // size guess decides a row: leaks' forward-only check (leaks.h) asks the frames, not the decided category.
 std::vector<uint8_t> forward_stacks(const Snapshot& s);
+// Per StackId: 1 when the stack builds or moves a model's weights (Module.__init__, reset_parameters, .cuda(), .to(),
+// load_state_dict, Hugging Face's weight init: the frames categorize() reads as a parameter's), outside any forward,
+// backward or optimizer frame. Such a stack repeats once per layer, so the periodic guess of iterations
+// (iterations.h) never takes it for a loop's.
+std::vector<uint8_t> model_building_stacks(const Snapshot& s);
 
 struct Categories {
   std::vector<Category> category;      // per lifetimes row

@@ -75,7 +75,14 @@ struct LeakReport {
   // forward, cut by an OOM), or a loop that only calls the model and keeps its outputs. A snapshot cannot tell
   // these apart, so nothing is judged; `growing` still lists what grows across the repeats, for the reader.
   bool forward_only = false;
-  bool judged() const { return !forward_only && iterations.boundary.size() >= boundaries_needed; }
+  // Guessed iterations whose repeats all build or move the model's weights: every allocation from the first boundary
+  // to the last is a module's parameter or buffer made in its __init__, .cuda(), .to() or load_state_dict
+  // (model_building_stacks). They are a model's layers, moved one by one (a CNN's conv and norm weights repeat per
+  // block), not a loop's iterations: the trace of a job that ran out of memory in its first forward is mostly that.
+  bool setup_only = false;
+  // Repeats that are not iterations (either of the above): nothing is judged across them.
+  bool repeats_only() const { return forward_only || setup_only; }
+  bool judged() const { return !repeats_only() && iterations.boundary.size() >= boundaries_needed; }
   bool leak_suspected() const { return judged() && !growing.empty(); }
   // A pool grows with no growing site of the program's own to blame (pools_growing): a leak the capture sees only as
   // reserved memory.

@@ -54,6 +54,8 @@ struct DeviceSummary {
   // Guessed repeats that all run inside module forwards (LeakReport::forward_only): steps of a forward pass, or a
   // loop that only calls the model. They are not counted as iterations.
   uint32_t forward_repeats = 0;
+  // Guessed repeats that all build or move the model's weights (LeakReport::setup_only): its layers, not iterations.
+  uint32_t setup_repeats = 0;
   uint32_t ooms = 0;
   bool leak_suspected = false;
   std::string leak_site;     // the largest growing site when a leak is suspected

@@ -357,6 +357,16 @@ std::vector<uint8_t> forward_stacks(const Snapshot& s) {
   return out;
 }
 
+std::vector<uint8_t> model_building_stacks(const Snapshot& s) {
+  const std::vector<Bits> fbits = bits_of_frames(s);
+  std::vector<uint8_t> out(s.stacks.size(), 0);
+  for (StackId id = 0; id < out.size(); ++id) {
+    const Bits b = bits_of_stack(s, fbits, id);
+    out[id] = (b & kParam) && !(b & (kFwd | kBwd | kOpt | kWs | kDdp | kFsdpParam | kFsdpGrad));
+  }
+  return out;
+}
+
 Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it,
                               const FrameFilter& ff, const CategoryOptions& options) {
   (void)ff;

@@ -148,6 +148,7 @@ std::string to_json(const Snapshot& s, const LeakReport& r) {
                                 {"leak_suspected", r.leak_suspected()},
                                 {"judged", r.judged()},
                                 {"forward_only", r.forward_only},
+                                {"setup_only", r.setup_only},
                                 {"boundaries_needed", r.boundaries_needed},
                                 {"iterations", {{"source", std::string(iteration_source_name(r.iterations.source))},
                                                 {"marker", r.iterations.marker},

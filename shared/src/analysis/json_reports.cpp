@@ -118,6 +118,7 @@ std::string to_json(const Snapshot& s, const Summary& sum) {
                                   {"largest_free_block_outside_private_pools", d.final_largest_free_shared}}},
                        {"iterations", d.iterations},
                        {"forward_repeats", d.forward_repeats},
+                       {"setup_repeats", d.setup_repeats},
                        {"ooms", d.ooms},
                        {"leak_suspected", d.leak_suspected},
                        {"leak_site", d.leak_site},

@@ -34,6 +34,11 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
     o += "cannot judge leaks: all " + std::to_string(m) + " repeats of " + r.iterations.marker +
          " run inside module forwards (every allocation from the first to the last is made in one): they may be "
          "steps of one forward pass, whose activations its backward frees, or a loop that only calls the model\n";
+  } else if (r.setup_only) {
+    o += "cannot judge leaks: all " + std::to_string(m) + " repeats of " + r.iterations.marker +
+         " build or move the model's weights (every allocation from the first to the last is a parameter or buffer "
+         "a module makes in its __init__, .cuda(), .to() or load_state_dict): they are its layers, not a loop's "
+         "iterations\n";
   } else if (r.leak_suspected()) {
     const LeakGroup& g = r.growing.front();
     o += "LEAK: " + FrameFilter::site_text(s, g.site, true) + " keeps " + std::to_string(g.allocations) +
@@ -71,8 +76,9 @@ std::string to_text(const Snapshot& s, const LeakReport& r) {
     o += "  (" + std::to_string(r.library_reservations_left_out) +
          " allocation(s) reserved by a library's own pool, PyTorch's caching allocator or NCCL, are not judged here "
          "one by one, only as their pool: open PyTorch's own snapshot for its tensors)\n";
-  // Repeats that all run inside module forwards are not called iterations anywhere in the report.
-  const bool fwd = r.forward_only;
+  // Repeats that all run inside module forwards, or all build the model, are not called iterations anywhere in the
+  // report.
+  const bool fwd = r.repeats_only();
   if (fwd)
     o += "  repeats: " + std::to_string(m) + " of a repeating allocation at " + printable(r.iterations.marker) + "\n";
   else

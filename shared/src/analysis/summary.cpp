@@ -143,6 +143,7 @@ Summary summarize_with(const Snapshot& s, const Lifetimes& lifetimes, const std:
     if (leaks_slot) {
       const LeakReport& lr = *leaks_slot;
       if (lr.forward_only) d.forward_repeats = std::exchange(d.iterations, 0);
+      if (lr.setup_only) d.setup_repeats = std::exchange(d.iterations, 0);
       d.leak_suspected = lr.leak_suspected();
       if (d.leak_suspected) {
         const LeakGroup& g = lr.growing.front();

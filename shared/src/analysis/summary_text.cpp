@@ -28,6 +28,7 @@ std::string to_text(const Snapshot& s, const Summary& sum) {
          ", " + std::to_string(d.allocations) + " allocations";
     if (d.iterations) o += ", " + std::to_string(d.iterations) + (d.iterations == 1 ? " iteration" : " iterations");
     if (d.forward_repeats) o += ", " + std::to_string(d.forward_repeats) + " repeats inside module forwards (not counted as iterations)";
+    if (d.setup_repeats) o += ", " + std::to_string(d.setup_repeats) + " repeats while the model's weights were built or moved (not counted as iterations)";
     o += "\n";
     if (d.windowed)
       o += "  loaded a window  steps " + std::to_string(d.first_step) + ".." + std::to_string(d.last_step) +
