@@ -105,9 +105,11 @@ Status apply_accumulate(const WhatIfChange& c, RunModel* mp, std::string* what) 
     whole_step = whole_step || (m.category[i] == Category::kGradient && m.death[i] != RunModel::kForever &&
                                 m.death[i] > std::prev(it)->end);
   }
-  // A trace with no iterations and no forward-and-backward seen whole (an OOM cut its first step) shows nothing a
-  // second micro-batch would find: as before 2026-12-06, no answer rather than a guess no GPU run has checked.
-  if (!whole_step && m.iterations.source == Iterations::Source::kNone)
+  // A trace with no iterations and no forward-and-backward seen whole shows nothing a second micro-batch would find,
+  // unless the model completed the step an OOM cut short (complete_first_step: its gradients and the optimizer's
+  // state made after it), whose pass then reads as a whole step's. Until 2026-12-06 such a trace answered "no
+  // iterations found" too, which told a user whose job ran out of memory in its first step to record whole steps.
+  if (!whole_step && m.iterations.source == Iterations::Source::kNone && !m.completed_first_step)
     return Error{"no iterations found in the trace, so when each step's forward starts is unknown: record a few whole "
                  "steps"};
   // Recorded tick -> model tick: each span before it adds its length once more (the second micro-batch).

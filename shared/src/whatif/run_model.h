@@ -38,6 +38,7 @@ struct RunModel {
   const DeviceLifetimes* lifetimes = nullptr;
   const Categories* categories = nullptr;
   Iterations iterations;
+  bool completed_first_step = false;  // complete_first_step added the step an OOM cut short
   std::vector<uint16_t> flags;  // stack_flags of the recording
   uint32_t ticks = 0;           // the last tick (the recorded trace's end)
   AllocatorSettings settings;   // the replay's (changed by --allocator)
