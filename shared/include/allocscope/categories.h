@@ -81,8 +81,8 @@ Result<CategoryRule> parse_category_rule(std::string_view text);
 std::vector<uint8_t> forward_stacks(const Snapshot& s);
 // Per StackId: 1 when the stack builds or moves a model's weights (Module.__init__, reset_parameters, .cuda(), .to(),
 // load_state_dict, Hugging Face's weight init: the frames categorize() reads as a parameter's), outside any forward,
-// backward or optimizer frame. Such a stack repeats once per layer, so the periodic guess of iterations
-// (iterations.h) never takes it for a loop's.
+// backward or optimizer frame. Such a stack repeats once per layer: leaks' setup-only check (leaks.h) asks it whether
+// guessed iterations are a model's layers.
 std::vector<uint8_t> model_building_stacks(const Snapshot& s);
 
 struct Categories {

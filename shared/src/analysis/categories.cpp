@@ -348,24 +348,24 @@ Bits bits_of_stack(const Snapshot& s, const std::vector<Bits>& fbits, StackId id
 // Inside a module's forward and in no backward or optimizer frame: the forward pass proper.
 bool forward_pass(Bits bits) { return (bits & kFwd) && !(bits & (kBwd | kOpt)); }
 
+// Building or moving the model's weights, in no forward, backward, optimizer, workspace or DDP/FSDP frame.
+bool model_building(Bits bits) {
+  return (bits & kParam) && !(bits & (kFwd | kBwd | kOpt | kWs | kDdp | kFsdpParam | kFsdpGrad));
+}
+
+// Per StackId: whether its frames' evidence passes `test`.
+std::vector<uint8_t> stacks_where(const Snapshot& s, bool (*test)(Bits)) {
+  const std::vector<Bits> fbits = bits_of_frames(s);
+  std::vector<uint8_t> out(s.stacks.size(), 0);
+  for (StackId id = 0; id < out.size(); ++id) out[id] = test(bits_of_stack(s, fbits, id));
+  return out;
+}
+
 }  // namespace
 
-std::vector<uint8_t> forward_stacks(const Snapshot& s) {
-  const std::vector<Bits> fbits = bits_of_frames(s);
-  std::vector<uint8_t> out(s.stacks.size(), 0);
-  for (StackId id = 0; id < out.size(); ++id) out[id] = forward_pass(bits_of_stack(s, fbits, id));
-  return out;
-}
+std::vector<uint8_t> forward_stacks(const Snapshot& s) { return stacks_where(s, forward_pass); }
 
-std::vector<uint8_t> model_building_stacks(const Snapshot& s) {
-  const std::vector<Bits> fbits = bits_of_frames(s);
-  std::vector<uint8_t> out(s.stacks.size(), 0);
-  for (StackId id = 0; id < out.size(); ++id) {
-    const Bits b = bits_of_stack(s, fbits, id);
-    out[id] = (b & kParam) && !(b & (kFwd | kBwd | kOpt | kWs | kDdp | kFsdpParam | kFsdpGrad));
-  }
-  return out;
-}
+std::vector<uint8_t> model_building_stacks(const Snapshot& s) { return stacks_where(s, model_building); }
 
 Result<Categories> categorize(const Snapshot& s, const DeviceLifetimes& lt, const Iterations& it,
                               const FrameFilter& ff, const CategoryOptions& options) {
