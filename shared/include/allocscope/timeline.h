@@ -141,6 +141,8 @@ class StackedTimeline {
   // Rebuilds the alive list at `step` from `base` (alive rows at `base_step` <= step, in order).
   void advance(std::span<const uint32_t> base, uint32_t base_step, uint32_t step, std::vector<uint32_t>* out) const;
   uint32_t first_born_after(uint32_t step) const;  // first row with birth > step
+  // The same, knowing that no row before `from` is born after `step`.
+  uint32_t first_born_after(uint32_t step, uint32_t from) const;
   // draw() for columns [c0, c1): the columns' entries into `columns` (sized to the whole width), the rectangles
   // they start into `rects`; `edges`, when given, gets the runs of the first and the last column, so that pieces
   // drawn apart join into what one sweep draws (timeline_draw.cpp).

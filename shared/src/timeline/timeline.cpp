@@ -176,6 +176,17 @@ uint32_t StackedTimeline::first_born_after(uint32_t step) const {
   return static_cast<uint32_t>(std::upper_bound(birth_.begin(), birth_.end(), step) - birth_.begin());
 }
 
+// Galloping from `from`: a sweep's next answer is near its last, and a binary search over 10M births costs a column
+// ~24 cache misses twice (8% of the widest draw of a 10M-event trace).
+uint32_t StackedTimeline::first_born_after(uint32_t step, uint32_t from) const {
+  const uint32_t n = static_cast<uint32_t>(birth_.size());
+  if (from >= n || birth_[from] > step) return std::min(from, n);
+  uint32_t lo = from, gap = 1;  // birth_[lo] <= step
+  while (lo + gap < n && birth_[lo + gap] <= step) lo += gap, gap *= 2;
+  const uint32_t hi = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{lo} + gap, n));
+  return static_cast<uint32_t>(std::upper_bound(birth_.begin() + lo + 1, birth_.begin() + hi, step) - birth_.begin());
+}
+
 void StackedTimeline::advance(std::span<const uint32_t> base, uint32_t base_step, uint32_t step,
                               std::vector<uint32_t>* out) const {
   out->clear();

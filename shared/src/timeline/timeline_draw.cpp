@@ -177,6 +177,7 @@ void StackedTimeline::draw_columns(const DrawRequest& req, uint32_t c0, uint32_t
   std::vector<uint64_t> below;   // below[i] = bytes of alive[0..i)
   std::vector<Run> prev, tail;  // the open runs (one per rectangle still growing); the part being redone
   uint32_t prev_shown = UINT32_MAX;
+  uint32_t born_end = 0;  // first_born_after(prev_shown)
   for (uint32_t c = c0; c < c1; ++c) {
     uint32_t a, b;
     column_states(req, c, c == c0 ? 0 : out->column_first_step[c - 1], &a, &b);
@@ -222,8 +223,10 @@ void StackedTimeline::draw_columns(const DrawRequest& req, uint32_t c0, uint32_t
       born_after = k * interval_;
     }
     // Rows born since: most are temporaries already freed, skipped 16 at a time through their latest death.
-    const uint32_t end = first_born_after(s);
-    for (uint32_t r = first_born_after(born_after); r < end;) {
+    const uint32_t start = born_after == prev_shown ? born_end : first_born_after(born_after);
+    const uint32_t end = first_born_after(s, start);
+    born_end = end;
+    for (uint32_t r = start; r < end;) {
       if (r % kRowGroup == 0 && r + kRowGroup <= end && group_death_[r / kRowGroup] <= s) {
         r += kRowGroup;
         continue;
