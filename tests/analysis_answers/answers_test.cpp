@@ -17,6 +17,7 @@
 #include "allocscope/leaks.h"
 #include "allocscope/oom.h"
 #include "allocscope/peak.h"
+#include "allocscope/plan.h"
 #include "allocscope/summary.h"
 #include "answers_fixtures.h"
 
@@ -1294,4 +1295,95 @@ TEST(SummaryWarnings, EachOddityIsNamedForWhatItIs) {
 }
 
 }  // namespace
+}  // namespace allocscope::test
+
+namespace allocscope::test {
+namespace {
+Plan plan_of(const Loaded& l, const DeviceLifetimes& lt, std::optional<GpuCapacity> gpu = std::nullopt) {
+  const Categories c = categorize(l.s, lt, detect_iterations(l.s, lt), l.ff).value();
+  PlanOptions o;
+  o.gpu = gpu;
+  return plan(l.s, lt, c, o);
+}
+bool trains_change(const PlanOption& o) {
+  using K = WhatIfChange::Kind;
+  return std::any_of(o.changes.begin(), o.changes.end(), [](const WhatIfChange& c) {
+    return c.kind == K::kAccumulate || c.kind == K::kCheckpoint || c.kind == K::kOptimizer ||
+           c.kind == K::kZeroGrad || c.kind == K::kOffload || c.kind == K::kShard;
+  });
+}
+bool has_note(const Plan& p, const std::string& start) {
+  return std::any_of(p.notes.begin(), p.notes.end(), [&](const std::string& n) { return n.rfind(start, 0) == 0; });
+}
+}  // namespace
+
+// An audit of plan on the external files (2026-12-06): an inference notebook and two forward benchmarks were told
+// "loss = loss / 8; loss.backward(); step the optimizer every 8 micro-batches" as their first code change. Judged by
+// each file's provenance (tests/fixtures/external/PROVENANCE.md): what the recording was of, not what we infer.
+TEST(Plan, TrainingChangesOnlyWhereTheRecordingTrains) {
+  // Whole recordings, no OOM: an inference notebook, a forward benchmark, a forward in bf16.
+  for (const char* name : {"external/pt25_octree_nca", "external/pt26_cs336_compile_fwd", "external/pt26_cs336_html_padded"}) {
+    const Loaded* l = load(name);
+    ASSERT_TRUE(l) << name;
+    const Plan p = plan_of(*l, traced_device(*l));
+    ASSERT_FALSE(p.options.empty()) << name;
+    EXPECT_TRUE(std::none_of(p.options.begin(), p.options.end(), trains_change)) << name;
+    EXPECT_TRUE(has_note(p, "the trace holds no gradient and no optimizer state")) << name;
+  }
+  // Training steps (forward, backward, optimizer): the changes of training are tried and some cut the most.
+  for (const char* name : {"external/pt26_cs336_fullstep", "external/pt25_adam_small", "external/pt21_ftcourse"}) {
+    const Loaded* l = load(name);
+    ASSERT_TRUE(l) << name;
+    const Plan p = plan_of(*l, traced_device(*l));
+    EXPECT_TRUE(std::any_of(p.options.begin(), p.options.end(), trains_change)) << name;
+    EXPECT_FALSE(has_note(p, "the trace holds no gradient")) << name;
+  }
+  // LLM training that ran out of memory in a forward: no backward in the trace, but nothing says it does not train.
+  const Loaded* l = load("external/pt28_4dev_expandable_oom");
+  ASSERT_TRUE(l);
+  for (const DeviceLifetimes& lt : l->lifetimes.devices)
+    if (lt.count() > 0) EXPECT_FALSE(has_note(plan_of(*l, lt), "the trace holds no gradient")) << lt.device;
+}
+
+// The same audit: a snapshot of one event (FlexGen's OOM callback) got "the batch at 0.5: 0% less" and a bf16 cut
+// from nothing; a CS336 run whose trace starts mid-run was UNSURE on a GPU three times its need with no reason given.
+TEST(Plan, AnIncompleteTraceSaysWhyAndPredictsNothingFromNothing) {
+  const Loaded* one = load("external/pt20_opt_oom");
+  ASSERT_TRUE(one);
+  const Plan p = plan_of(*one, traced_device(*one));
+  EXPECT_TRUE(p.incomplete_trace);
+  EXPECT_TRUE(p.options.empty());
+  EXPECT_EQ(p.tried, 0u);
+  EXPECT_TRUE(has_note(p, "the trace holds no allocation (1 event)"));
+
+  const Loaded* mid = load("external/pt211_cs336_external");
+  ASSERT_TRUE(mid);
+  const Plan m = plan_of(*mid, traced_device(*mid), parse_gpu_capacity("24GB").value());
+  EXPECT_TRUE(m.incomplete_trace);
+  EXPECT_EQ(m.recorded.verdict, Verdict::kUnsure);
+  EXPECT_TRUE(has_note(m, "the trace starts mid-run"));
+  EXPECT_NE(to_text(m).find("as far as the trace shows, it fits"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(to_json(m))["incomplete_trace"], true);
+}
+
+// Every option listed cuts the least memory by at least 1%, a smaller batch too (a trace where nothing grows with the
+// batch listed "the batch at 0.5: 0% less" as a change that cuts).
+TEST(Plan, EveryOptionListedCutsAtLeastOnePercent) {
+  int planned = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(ALLOCSCOPE_FIXTURES) + "/external")) {
+    const std::string file = e.path().filename().string();
+    if (file.size() < 10 || file.substr(file.size() - 10) != ".pickle.gz") continue;
+    const Loaded* l = load("external/" + file.substr(0, file.size() - 10));
+    ASSERT_TRUE(l) << file;
+    for (const DeviceLifetimes& lt : l->lifetimes.devices) {
+      if (lt.count() == 0) continue;
+      const Plan p = plan_of(*l, lt);
+      ++planned;
+      for (const PlanOption& o : p.options)
+        EXPECT_LE(o.predicted_needed * 100, p.recorded.predicted_needed * 99) << file << " device " << lt.device;
+    }
+  }
+  EXPECT_GE(planned, 21);
+}
+
 }  // namespace allocscope::test

@@ -125,9 +125,18 @@ export default {
       const p = reply.body;
       const head = p.gpu
         ? `Plan for ${p.gpu.label} (${bytes(p.gpu.allocator_room)} for the allocator): as recorded it needs ${bytes(p.recorded.predicted_needed)}` +
-          ` (${p.recorded.verdict}). ` + (!p.options.length ? 'Nothing tried helps.' : p.options[0].verdict === 'fits'
-            ? 'What to change so it fits, cheapest first:' : 'Nothing tried fits surely; closest first:')
-        : `Plan: as recorded it needs ${bytes(p.recorded.predicted_needed)}; the changes that cut it most, cheapest first (type a GPU to plan for it):`;
+          ` (${p.recorded.verdict}). ` +
+          (p.incomplete_trace && p.recorded.needed_high <= p.gpu.allocator_room
+            ? 'As far as the trace shows it fits; the trace cannot show all the run holds (see the notes). ' : '') +
+          (!p.options.length ? (p.tried ? 'Nothing tried helps.' : '')
+            : p.options[0].verdict === 'fits'
+              ? (p.recorded.verdict === 'fits' ? 'It fits as recorded; what cuts it further, cheapest first:'
+                                               : 'What to change so it fits, cheapest first:')
+              : p.incomplete_trace ? 'What cuts it, cheapest first (none fits surely: see the notes):'
+                                   : 'Nothing tried fits surely; closest first:')
+        : `Plan: as recorded it needs ${bytes(p.recorded.predicted_needed)}; ` +
+          (p.options.length ? 'the changes that cut it most, cheapest first (type a GPU to plan for it):'
+                            : p.tried ? 'nothing tried cuts it by 1% or more.' : 'nothing to predict from (see the notes).');
       const table = el('table', { class: 'table plan-options' }, el('tr', null,
         ...['', 'kind', 'change', 'needs', 'verdict', 'spare / cut'].map((h) => el('th', { text: h }))));
       p.options.forEach((o, i) => {

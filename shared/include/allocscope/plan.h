@@ -39,6 +39,7 @@ struct Plan {
   int64_t device = 0;
   std::optional<GpuCapacity> gpu;
   bool from_oom = false;        // the file ran out of memory; the plan starts from there
+  bool incomplete_trace = false;  // it starts mid-run or holds no allocation: no verdict says "fits" (notes say why)
   WhatIfReport recorded;        // the run as recorded (its verdict on the GPU)
   std::vector<PlanOption> options;  // cheapest first; with a GPU, those that fit (then, if none, the closest)
   uint32_t tried = 0;               // candidates predicted

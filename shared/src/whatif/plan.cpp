@@ -15,13 +15,21 @@ WhatIfChange change(const char* flag, const char* value, double world = 0) {
   return parse_change(flag, value, world).value();  // the candidates below are all valid flags
 }
 
-// The candidates, by what they cost the user: settings, then lines of code, then changes of how it trains.
-std::vector<WhatIfChange> candidates(const Snapshot& s, const PlanOptions& o) {
+// The candidates, by what they cost the user: settings, then lines of code, then changes of how it trains. A run
+// that does not train (no gradient, no optimizer state, no training step an OOM cut short) gets only the changes
+// that mean something without a backward: the allocator, the precision, and (as for any run) a smaller batch.
+std::vector<WhatIfChange> candidates(const Snapshot& s, const PlanOptions& o, bool trains) {
   std::vector<WhatIfChange> c;
   if (!s.expandable_segments()) c.push_back(change("allocator", "expandable_segments:True"));
-  c.push_back(change("zero-grad", "none"));
-  c.push_back(change("optimizer", "adamw-fused"));
+  if (trains) {
+    c.push_back(change("zero-grad", "none"));
+    c.push_back(change("optimizer", "adamw-fused"));
+  }
   c.push_back(change("precision", "bf16-autocast"));
+  if (!trains) {
+    c.push_back(change("precision", "bf16-weights"));
+    return c;
+  }
   c.push_back(change("checkpoint", "all"));
   for (const char* k : {"2", "4", "8"}) c.push_back(change("accumulate", k));
   c.push_back(change("optimizer", "sgd-momentum"));
@@ -118,11 +126,33 @@ Plan plan(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, con
   base.gpu = p.gpu;
   base.largest_batch = false;
   p.recorded = what_if(s, lt, c, base);
+  bool completed = false;
   for (const WhatIfEffect& e : p.recorded.effects)
-    if (e.change == "(the first step, completed)")
+    if (e.change == "(the first step, completed)") {
+      completed = true;
       p.notes.push_back("the trace ends at an out-of-memory error in the first step, so what the rest of that step "
                         "needs is a guess and each option's range allows for it: the cheaper answer comes from a "
                         "snapshot of one whole step (run it with the first option, record, and plan again)");
+    }
+  // A trace that cannot say what the run holds (it starts mid-run, or holds no allocation): no verdict says "fits",
+  // and the user is told why here, not only by `whatif`. One with no allocation at all has nothing to predict from.
+  if (const std::string why = whatif_detail::incomplete_trace(lt); !why.empty()) {
+    p.incomplete_trace = true;
+    p.notes.push_back(why);
+    if (std::none_of(lt.origin.begin(), lt.origin.end(), [](LifetimeOrigin o) { return o == LifetimeOrigin::kTraced; }))
+      return p;
+  }
+  // A run that ran out of memory (on any device: the others' traces stop there too) may have been cut before its
+  // first backward, so only a whole recording without gradients or optimizer state says the run does not train.
+  const bool ran_out = std::find(s.events.action.begin(), s.events.action.end(), Action::kOom) != s.events.action.end();
+  const bool trains = completed || ran_out || std::any_of(c.category.begin(), c.category.end(), [](Category k) {
+                        return k == Category::kGradient || k == Category::kOptimizerState;
+                      });
+  if (!trains)
+    p.notes.push_back("the trace holds no gradient and no optimizer state (inference, or a forward alone), so changes "
+                      "of training (accumulation, checkpointing, the optimizer, zero_grad, offload, sharding) are not "
+                      "tried: a smaller batch, or the input split into chunks run one after another, cuts what grows "
+                      "with it");
   // On the GPU it ran out on, the recorded run does not fit: measured, whatever the model's range says.
   if (p.from_oom && p.gpu && !options.gpu && p.recorded.verdict != Verdict::kDoesNotFit) {
     p.recorded.verdict = Verdict::kDoesNotFit;
@@ -140,13 +170,14 @@ Plan plan(const Snapshot& s, const DeviceLifetimes& lt, const Categories& c, con
   // Each change alone; those that lower the least memory by at least 1% help.
   // A smaller batch too: the change of training a user makes last.
   std::vector<Ask> asks;
-  for (const WhatIfChange& ch : candidates(s, options)) asks.push_back({{ch}, 1.0});
+  for (const WhatIfChange& ch : candidates(s, options, trains)) asks.push_back({{ch}, 1.0});
   for (double b : {0.5, 0.25}) asks.push_back({{}, b});
   std::vector<PlanOption> singles;
   std::vector<std::optional<PlanOption>> predicted = predict_each(s, lt, c, p.gpu, asks);
   p.tried += static_cast<uint32_t>(asks.size());
   for (std::optional<PlanOption>& o : predicted) {
-    if (!o || (!o->changes.empty() && o->predicted_needed * 100 > recorded_need * 99)) continue;
+    // A smaller batch too: a trace where nothing grows with the batch gains nothing from one.
+    if (!o || o->predicted_needed * 100 > recorded_need * 99) continue;
     finish(*o);
     singles.push_back(std::move(*o));
   }

@@ -47,12 +47,20 @@ std::string to_text(const Plan& p) {
     const std::string gpu = p.gpu->label + " (" + size(p.gpu->total_bytes) + ")";
     o += " (" + size(r.needed_low) + " to " + size(r.needed_high) + "): " + verdict_word(r.verdict) + " on " + gpu +
          ", whose allocator has " + size(allocator_room(*p.gpu)) + " beside the CUDA context\n";
-    o += p.options.empty() ? "nothing tried helps\n"
+    if (p.incomplete_trace && r.needed_high <= allocator_room(*p.gpu))
+      o += "as far as the trace shows, it fits; the trace cannot show all the run holds (the note says why)\n";
+    o += p.options.empty() ? (p.tried ? "nothing tried helps\n" : "")
          : p.options.front().verdict == Verdict::kFits
-             ? "changes that make it fit, cheapest first (least memory, its range, and what the GPU leaves to spare):\n"
-             : "changes that bring it closest to fitting (none fits surely):\n";
+             ? (r.verdict == Verdict::kFits
+                    ? "it fits as recorded; changes that cut it further, cheapest first (least memory, its range, and what "
+                      "the GPU leaves to spare):\n"
+                    : "changes that make it fit, cheapest first (least memory, its range, and what the GPU leaves to "
+                      "spare):\n")
+         : p.incomplete_trace ? "changes that cut the least memory it runs in (none fits surely: the note says why):\n"
+                              : "changes that bring it closest to fitting (none fits surely):\n";
   } else {
-    o += "\nchanges that cut the least memory it runs in, cheapest first:\n";
+    o += p.options.empty() ? (p.tried ? "\nnothing tried cuts it by 1% or more\n" : "\n")
+                           : "\nchanges that cut the least memory it runs in, cheapest first:\n";
   }
   for (size_t k = 0; k < p.options.size(); ++k) {
     const PlanOption& x = p.options[k];
@@ -109,6 +117,7 @@ std::string to_json(const Plan& p) {
   Json j{{"device", p.device},
          {"gpu", gpu},
          {"from_oom", p.from_oom},
+         {"incomplete_trace", p.incomplete_trace},
          {"recorded", Json{{"predicted_needed", r.predicted_needed},
                            {"needed_low", p.gpu ? Json(r.needed_low) : Json(nullptr)},
                            {"needed_high", p.gpu ? Json(r.needed_high) : Json(nullptr)},
