@@ -17,6 +17,7 @@
 #include "allocscope/leaks.h"
 #include "allocscope/oom.h"
 #include "allocscope/peak.h"
+#include "allocscope/answers.h"
 #include "allocscope/plan.h"
 #include "allocscope/summary.h"
 #include "answers_fixtures.h"
@@ -1386,4 +1387,47 @@ TEST(Plan, EveryOptionListedCutsAtLeastOnePercent) {
   EXPECT_GE(planned, 21);
 }
 
+}  // namespace allocscope::test
+
+namespace allocscope::test {
+// The same audit: three CS336 runs whose traces hold exactly one Optimizer.step (the program's own annotation, as
+// Iterations.OneOptimizerStepInTheWindowIsOneBoundary checks) were refused `--zero-grad none` with "the recording
+// keeps its gradients across steps (zero_grad(set_to_none=False))": their gradients are alive at the end because the
+// trace ends at the step, which says nothing about zero_grad.
+TEST(WhatIfChanges, OneStepTraceDoesNotSayWhatZeroGradDoes) {
+  for (const char* name : {"external/pt26_cs336_fullstep", "external/pt211_cs336_external", "external/pt25_adam_small"}) {
+    const Loaded* l = load(name);
+    ASSERT_TRUE(l) << name;
+    const DeviceLifetimes& lt = traced_device(*l);
+    const Categories c = categorize(l->s, lt, detect_iterations(l->s, lt), l->ff).value();
+    WhatIfOptions o;
+    o.largest_batch = false;
+    o.changes.push_back(parse_change("zero-grad", "none").value());
+    const WhatIfReport r = what_if(l->s, lt, c, o);
+    EXPECT_EQ(r.error, "") << name;
+    ASSERT_FALSE(r.effects.empty()) << name;
+    EXPECT_NE(r.effects[0].what.find("the trace ends before a next forward shows"), std::string::npos)
+        << name << ": " << r.effects[0].what;
+  }
+}
+}  // namespace allocscope::test
+
+namespace allocscope::test {
+// The audit: whatif said which device of a 4-GPU file it answered for (the one that ran out), plan did not, so a
+// user could not tell that devices 0 and 2 were not planned. One line, one function (predicted_device_line).
+TEST(Plan, SaysWhichDeviceOfSeveralItPlansForAndHowToAskAnother) {
+  auto loaded = load_snapshot_file(fixture_path("external/pt28_4dev_expandable_oom"));
+  ASSERT_TRUE(loaded.ok());
+  LoadedSnapshot f("pt28.pickle.gz", std::move(loaded).value());
+  std::vector<LoadedSnapshot*> files{&f};
+  const std::string line = "(pt28.pickle.gz traces 3 devices: this is cuda:1, the one that ran out of memory";
+  for (const char* verb : {"plan", "whatif"}) {
+    auto r = answer(verb, files, AnswerOptions{});
+    ASSERT_TRUE(r.ok()) << verb;
+    EXPECT_EQ(r->out.rfind(line, 0), 0u) << verb << ": " << r->out.substr(0, 200);
+    auto asked = answer(verb, files, AnswerOptions{{{"device", "0"}}});
+    ASSERT_TRUE(asked.ok()) << verb;
+    EXPECT_EQ(asked->out.find("traces 3 devices"), std::string::npos) << verb;
+  }
+}
 }  // namespace allocscope::test

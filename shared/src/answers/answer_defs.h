@@ -59,6 +59,9 @@ Status parse_device(const char* answer, const AnswerOptions& o, int64_t* out);
 // with the most events (an audit: a 4-GPU file was answered for device 0, "fits", where device 1 had run out). Null
 // when none has a trace (or --device names none).
 const DeviceLifetimes* device_to_predict(LoadedSnapshot& f, const AnswerOptions& o);
+// The line that says which device of a file of several a prediction answered for, and how to ask about another;
+// "" for a file of one traced device, with --device, or with --json (which names the device).
+std::string predicted_device_line(LoadedSnapshot& f, const DeviceLifetimes& lt, const AnswerOptions& o);
 
 // The file's name as JSON text (its bytes need not be UTF-8).
 std::string json_string(const std::string& s);

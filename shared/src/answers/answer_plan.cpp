@@ -42,7 +42,7 @@ Result<AnswerOutput> run(Files files, const AnswerOptions& o) {
   if (!c.ok()) return fail("plan", c.error().describe());
   const Plan p = plan(s, *lt, c.value(), po.value());
   AnswerOutput out;
-  out.out = o.has("json") ? to_json(p) + "\n" : to_text(p);
+  out.out = o.has("json") ? to_json(p) + "\n" : predicted_device_line(f, *lt, o) + to_text(p);
   return out;
 }
 

@@ -56,12 +56,6 @@ Result<std::optional<GpuCapacity>> parse(const AnswerOptions& o) {
   return gpu;
 }
 
-size_t traced_devices(const Lifetimes& all) {
-  size_t n = 0;
-  for (const DeviceLifetimes& d : all.devices) n += d.event_count > 0;
-  return n;
-}
-
 Result<AnswerOutput> one_snapshot(LoadedSnapshot& f, const DeviceLifetimes& lt, const AnswerOptions& o,
                                   const std::optional<GpuCapacity>& gpu) {
   if (o.has("to-batch") || o.has("to-seq") || o.has("to"))
@@ -126,11 +120,7 @@ Result<AnswerOutput> run(Files files, const AnswerOptions& o) {
   auto out = files.size() == 1 ? one_snapshot(*files[0], *devs[0], o, gpu.value()) : several(files, devs, o, gpu.value());
   if (!out.ok()) return out;
   // Which device of a file of several was answered for, and how to ask about another.
-  const size_t traced = traced_devices(files[0]->lifetimes());
-  if (!o.has("device") && !o.has("json") && traced > 1)
-    out->out.insert(0, "(" + printable(files[0]->name()) + " traces " + std::to_string(traced) +
-                           " devices: this is cuda:" + std::to_string(devs[0]->device) +
-                           ", the one that ran out of memory or else the busiest; --device N asks about another)\n");
+  out->out.insert(0, predicted_device_line(*files[0], *devs[0], o));
   return out;
 }
 

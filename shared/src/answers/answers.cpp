@@ -174,6 +174,15 @@ const DeviceLifetimes* device_to_predict(LoadedSnapshot& f, const AnswerOptions&
   return best;
 }
 
+std::string predicted_device_line(LoadedSnapshot& f, const DeviceLifetimes& lt, const AnswerOptions& o) {
+  size_t traced = 0;
+  for (const DeviceLifetimes& d : f.lifetimes().devices) traced += d.event_count > 0;
+  if (o.has("device") || o.has("json") || traced < 2) return "";
+  return "(" + printable(f.name()) + " traces " + std::to_string(traced) + " devices: this is cuda:" +
+         std::to_string(lt.device) + ", the one that ran out of memory or else the busiest; --device N asks about "
+         "another)\n";
+}
+
 std::string json_string(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
