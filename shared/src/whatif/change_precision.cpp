@@ -181,6 +181,9 @@ Status apply_precision(const WhatIfChange& c, RunModel* mp, std::string* what) {
     for (auto& [size, rows] : params) {
       const std::vector<uint32_t>* g = grads.count(size) ? &grads[size] : nullptr;
       for (size_t k = 0; k < rows.size(); ++k) {
+        // Only the weights the step has: a run that loads and frees weights as it goes (an inference that streams
+        // its layers in: 40 GB of weight rows over the trace, 14.8 GB alive at once) casts those alive then.
+        if (!m.alive_at(rows[k], starts[r])) continue;
         const uint32_t dies = g && k < g->size() ? m.birth[(*g)[g->size() - 1 - k]] : last_grad;
         const uint32_t row = m.copy_row(rows[k], starts[r], std::max(dies, starts[r] + 1));
         m.size[row] = half(size);
