@@ -181,6 +181,11 @@ TEST(GpuSizes, ParsesNamesSizesAndBytesAndRejectsNonsense) {
   }
   for (const char* bad : {"", "h1000", "-5", "80 parsecs", "1e300", "GiB", "80", "16000"})
     EXPECT_FALSE(parse_gpu_capacity(bad).ok()) << bad;  // a bare number under a GiB was taken as bytes
+  // Such a count says why it is refused and offers itself in MiB (an audit: 757281587 was refused without either).
+  EXPECT_NE(parse_gpu_capacity("757281587").error().message.find("under 1 GiB, so a bare number is not taken as "
+                                                                  "bytes: give a unit (722MiB)"),
+            std::string::npos);
+  EXPECT_EQ(parse_gpu_capacity("722MiB").value().total_bytes, 722ull << 20);
   // The names torch.cuda.get_device_name() and nvidia-smi give (an audit: "H100 80GB HBM3" was refused).
   for (const auto& [name, like] : std::vector<std::pair<const char*, const char*>>{
            {"NVIDIA H100 80GB HBM3", "h100"}, {"H100 80GB HBM3", "h100"}, {"NVIDIA A100-SXM4-40GB", "a100-40gb"},

@@ -1,4 +1,5 @@
 // The GPU catalogue and the two ways to get a capacity: named by the user, or inferred from a snapshot's numbers.
+#include <cstdio>
 #include "allocscope/gpu_sizes.h"
 
 #include <algorithm>
@@ -166,10 +167,17 @@ Result<GpuCapacity> parse_gpu_capacity(std::string_view text) {
                  "(85017493504, 79.18GiB, 80GB)"};
   // A bare number is bytes; one under a GiB is surely meant in GB ("--gpu 80" was taken as 80 bytes). The units
   // are suggested only for a number a GPU could have in them (an audit: "927512243GB" was offered).
-  if (unit.empty() && v < 1073741824.0)
-    return Error{"--gpu: '" + std::string(text) + "' would be " + std::string(text) + " bytes: give " +
-                 (v <= 1024 ? "a unit (" + std::string(text) + "GB, " + std::string(text) + "GiB), " : std::string()) +
+  // A count of bytes under a GiB that was meant (a cap, a small test) is said with its unit (an audit: the message
+  // did not say why 757281587 was refused, nor how to give it).
+  if (unit.empty() && v < 1073741824.0) {
+    char mib[48] = "";
+    if (v > 1024) std::snprintf(mib, sizeof mib, "%.0fMiB", v / 1048576.0);
+    return Error{"--gpu: '" + std::string(text) + "' would be " + std::string(text) +
+                 " bytes, under 1 GiB, so a bare number is not taken as bytes: give " +
+                 (v <= 1024 ? "a unit (" + std::string(text) + "GB, " + std::string(text) + "GiB), "
+                            : "a unit (" + std::string(mib) + "), ") +
                  "the bytes torch.cuda.mem_get_info()[1] reports, or a name (h100)"};
+  }
   return GpuCapacity{static_cast<uint64_t>(v * scale), "the GPU given", false};
 }
 
